@@ -1,0 +1,1 @@
+/* arena.c: placeholder until its part lands. */

@@ -1,0 +1,1 @@
+/* engine.c: placeholder until its part lands. */

@@ -1,0 +1,157 @@
+/* coprof.h: the public C API of libcoprof, the coroutine-aware profiling engine.
+ *
+ * The engine only accounts. Adapters (the LD_PRELOAD shim, the CPython adapter, or a
+ * program of yours) translate their runtime's events into the calls below. Every call
+ * that can fail returns 0 or a negative errno; results come through out-parameters.
+ * Event calls (enter, leave, switch) return nothing: errors there become sticky flags
+ * reported once on stderr and in the file's extras. See libcoprof(3). */
+#ifndef COPROF_H
+#define COPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define COPROF_API __attribute__((visibility("default")))
+#else
+#define COPROF_API
+#endif
+
+struct coprof;        /* one profiler: configuration, threads, the profile */
+struct coprof_thread; /* one OS thread registered with a profiler */
+struct coprof_ctx;    /* one context other than a thread's own: a coroutine, a task */
+
+enum coprof_clock {
+	COPROF_CLOCK_WALL = 0, /* monotonic: time spent suspended counts */
+	COPROF_CLOCK_CPU = 1,  /* the thread's CPU time, split between its contexts */
+};
+
+enum coprof_mode {
+	COPROF_MODE_TRACE = 0,  /* every call seen (enter/leave events) */
+	COPROF_MODE_SAMPLE = 1, /* stacks sampled by a timer (coprof_sample) */
+};
+
+/* A clock for tests: returns nanoseconds. Under COPROF_CLOCK_CPU the engine treats
+ * it as the calling thread's CPU clock, under COPROF_CLOCK_WALL as the wall clock. */
+typedef uint64_t (*coprof_clock_fn)(void *arg);
+
+struct coprof_options {
+	enum coprof_clock clock;
+	enum coprof_mode mode;
+	size_t memory_limit;      /* bytes for all recorded data; 0: 256 MiB */
+	unsigned hz;              /* sampling rate, recorded in the extras */
+	coprof_clock_fn fake_clock; /* NULL: the real clock chosen by `clock` */
+	void *fake_clock_arg;
+};
+
+/* What a function key stands for, as pstats keys it: (file, line, name). */
+struct coprof_func_info {
+	const char *file;
+	unsigned line;
+	const char *name;
+};
+
+/* Turns an adapter's opaque key (an address, a code object) into a function. Called
+ * at dump time, from the dumping thread. Returns 0 and fills *out (the engine copies
+ * the strings before the next call), or -ENOENT when this resolver does not know the
+ * key; the next resolver is then tried, and a key nobody knows is written as
+ * ("~", 0, "0x<key>"). */
+typedef int (*coprof_resolve_fn)(void *arg, uintptr_t key, struct coprof_func_info *out);
+
+/* Called by coprof_dump after the file is written; lets an adapter release what it
+ * kept alive for resolving (e.g. references to code objects). */
+typedef void (*coprof_release_fn)(void *arg);
+
+/* --- the profiler ---------------------------------------------------------------- */
+
+COPROF_API int coprof_create(const struct coprof_options *opt, struct coprof **out);
+/* Destroys a stopped profiler. Threads must no longer send events. */
+COPROF_API void coprof_destroy(struct coprof *p);
+COPROF_API int coprof_start(struct coprof *p);
+/* Stops recording. Frames still open are closed at this instant and counted. */
+COPROF_API int coprof_stop(struct coprof *p);
+COPROF_API int coprof_is_running(const struct coprof *p);
+/* Forgets all recorded data (functions, tasks, stacks); keeps threads registered. */
+COPROF_API int coprof_clear(struct coprof *p);
+/* Writes the profile to `path` (a temporary name, then rename). Works while running:
+ * open frames are counted as closed at the dump instant, and recording goes on.
+ * Returns -ENODATA, and writes nothing, when no event was ever recorded. */
+COPROF_API int coprof_dump(struct coprof *p, const char *path);
+COPROF_API int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg);
+/* Metadata for the extras. The command line defaults to /proc/self/cmdline. */
+COPROF_API int coprof_set_note(struct coprof *p, const char *note);
+COPROF_API void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n);
+/* Nonzero once a limit was hit and recording stopped (the sticky flag). */
+COPROF_API int coprof_overflowed(const struct coprof *p);
+
+/* --- threads --------------------------------------------------------------------- */
+
+/* Registers the calling thread. Its data outlives the thread; its tid is gettid(). */
+COPROF_API int coprof_thread_register(struct coprof *p, const char *name,
+				      struct coprof_thread **out);
+/* The calling thread is exiting: its stacks are closed, its data kept for the dump. */
+COPROF_API void coprof_thread_exit(struct coprof_thread *t);
+COPROF_API int coprof_thread_set_name(struct coprof_thread *t, const char *name);
+
+/* --- events (hot path: no allocation, no lock, no syscall on the common path) ---- */
+
+/* A call of `key` in the thread's current context. */
+COPROF_API void coprof_enter(struct coprof_thread *t, uintptr_t key);
+/* A resumed segment of a call already counted (a generator resumed by a consumer in
+ * the same context, DESIGN rule 6): pushes a frame, counts no call. */
+COPROF_API void coprof_resume(struct coprof_thread *t, uintptr_t key);
+/* A return (or a generator's yield) from `key`. When the top frame is not `key`, the
+ * stack is reconciled by key: frames above the innermost `key` are closed too (a
+ * longjmp); a key not on the stack is ignored (profiling began mid-stack). */
+COPROF_API void coprof_leave(struct coprof_thread *t, uintptr_t key);
+
+/* --- contexts ---------------------------------------------------------------------- */
+
+/* Creates a context on the calling thread. `id` is the runtime's identity (a task
+ * address, a ucontext_t address), `runtime` a short word ("ucontext", "asyncio"). */
+COPROF_API int coprof_ctx_create(struct coprof_thread *t, uint64_t id, const char *name,
+				 const char *runtime, struct coprof_ctx **out);
+COPROF_API int coprof_ctx_set_name(struct coprof_ctx *c, const char *name);
+/* Makes `c` the running context of thread `t` (NULL: the thread's own context).
+ * Pushes and pops nothing; moves the virtual clocks (DESIGN rules 4, 5, 9). */
+COPROF_API void coprof_ctx_switch(struct coprof_thread *t, struct coprof_ctx *c);
+/* The context finished: its open frames are closed now; it leaves the running set. If
+ * it was running, the thread's own context runs again. `c` stays valid until clear. */
+COPROF_API void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c);
+COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
+
+/* --- sampling (COPROF_MODE_SAMPLE) -------------------------------------------------- */
+
+/* Adds one sampled stack, innermost frame first, to context `c` of thread `t` (NULL:
+ * the thread's own context), weighing `period_ns`. `waiting` is 1 when the stack is
+ * where a suspended coroutine waits (wall clock), 0 when it was running. Called by
+ * one thread at a time per profiler (the shim's control thread), never from a signal
+ * handler. */
+COPROF_API void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c,
+			      const uintptr_t *pcs, unsigned depth, uint64_t period_ns,
+			      int waiting);
+
+/* --- the process-wide default profiler, for code that annotates its own switches -- */
+
+COPROF_API void coprof_set_default(struct coprof *p);
+COPROF_API struct coprof *coprof_default(void);
+/* The calling thread's coprof_thread for the default profiler, registered on first
+ * use (NULL when there is no default profiler or registration failed). */
+COPROF_API struct coprof_thread *coprof_thread_self(void);
+/* For runtimes with their own switch code: switch the calling thread to the task
+ * `task_id` (0: the thread's own context), creating it, named `name`, on first sight.
+ * coprof_task_finish marks it finished. Both are no-ops without a default profiler. */
+COPROF_API int coprof_task_switch(uint64_t task_id, const char *name);
+COPROF_API int coprof_task_finish(uint64_t task_id);
+
+/* The message for a negative errno returned by this API. */
+COPROF_API const char *coprof_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

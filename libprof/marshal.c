@@ -1,0 +1,1 @@
+/* marshal.c: placeholder until its part lands. */

@@ -1,0 +1,139 @@
+/* profile.h: a profile in memory, as one .pstat file holds it (DESIGN "The file").
+ *
+ * The engine builds one at dump time and hands it to the writer (pstat-write.c); the
+ * reader (pstat-read.c) builds one from a file written by coprof, cProfile or yappi,
+ * and the viewer only ever sees this. Times are seconds, as pstats stores them.
+ * Plain data, no hidden state: every pointer is owned by the profile's arena. */
+#ifndef CP_PROFILE_H
+#define CP_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The pstats key of a function. */
+struct cp_key {
+	const char *file; /* UTF-8; "~" for builtins */
+	uint64_t line;
+	const char *name; /* UTF-8 */
+};
+
+/* pstats' four numbers. For a function: cc primitive calls, nc all calls, tt own time,
+ * ct cumulative time. For an edge the same four, though the file stores the edge
+ * tuple as (nc, cc, tt, ct), as cProfile does. */
+struct cp_stat {
+	uint64_t cc;
+	uint64_t nc;
+	double tt; /* s */
+	double ct; /* s */
+};
+
+struct cp_edge {
+	uint32_t caller; /* index into the owning cp_stats' funcs */
+	struct cp_stat s;
+};
+
+struct cp_func {
+	struct cp_key key;
+	struct cp_stat s;
+	struct cp_edge *callers;
+	uint32_t ncallers;
+};
+
+/* One pstats dict: every caller is also one of funcs (the writer and the reader both
+ * keep that true). */
+struct cp_stats {
+	struct cp_func *funcs;
+	uint32_t nfuncs;
+};
+
+struct cp_task {
+	uint64_t id;
+	const char *name;
+	const char *runtime; /* "ucontext", "asyncio", ... */
+	uint64_t thread;     /* tid of the thread that ran it */
+	double ttot;         /* s, on its virtual clock */
+	uint64_t resumes;
+	const char *state; /* "running", "suspended", "finished" */
+	struct cp_stats stats; /* this task's own functions */
+};
+
+struct cp_thread {
+	uint64_t tid;
+	const char *name;
+	double ttot; /* s, profiled time on this thread's clock */
+	uint64_t switches; /* context switches made on this thread */
+};
+
+/* A sampled stack (sample mode): frames index the top-level stats' funcs,
+ * innermost first. `task` is -1 for a thread's own context. */
+struct cp_stack {
+	int64_t task; /* index into tasks, or -1 */
+	uint64_t thread; /* tid */
+	uint32_t *frames;
+	uint32_t depth;
+	uint64_t count; /* samples */
+	uint8_t waiting; /* 1: charged while the context was suspended (wall) */
+};
+
+struct cp_counter {
+	const char *name;
+	uint64_t n;
+};
+
+/* The coprof extras: the second marshal object of a coprof file. */
+struct cp_extras {
+	int present; /* 0 for cProfile's and yappi's files */
+	int64_t version;
+	const char *clock; /* "cpu" or "wall" */
+	const char *mode;  /* "trace" or "sample" */
+	int64_t pid;
+	const char **argv;
+	uint32_t argc;
+	double start, stop; /* s since the epoch */
+	double hz;          /* sample mode; 0 otherwise */
+	int overflow;       /* a limit was hit and recording stopped */
+	struct cp_counter *dropped;
+	uint32_t ndropped;
+	const char **notes;
+	uint32_t nnotes;
+	struct cp_task *tasks;
+	uint32_t ntasks;
+	struct cp_thread *threads;
+	uint32_t nthreads;
+	struct cp_stack *stacks;
+	uint32_t nstacks;
+};
+
+struct cp_arena;
+
+struct cp_profile {
+	struct cp_stats stats;
+	struct cp_extras ex;
+	struct cp_arena *arena; /* owns everything above */
+};
+
+/* Format version written into the extras. */
+#define CP_FORMAT_VERSION 1
+
+/* A bump allocator the profile's data lives in; freed whole. */
+struct cp_arena *cp_arena_new(void);
+void *cp_arena_alloc(struct cp_arena *a, size_t size);       /* zeroed; NULL: ENOMEM */
+const char *cp_arena_strdup(struct cp_arena *a, const char *s, size_t len);
+void cp_arena_free(struct cp_arena *a);
+
+/* An empty profile with its own arena. */
+int cp_profile_new(struct cp_profile **out);
+void cp_profile_free(struct cp_profile *p);
+
+/* Writes `p` to `path` via a temporary name in the same directory and rename(2), so
+ * a crash never leaves half a file. 0 or -errno. */
+int cp_profile_write(const struct cp_profile *p, const char *path);
+
+/* Reads a file written by coprof, cProfile (pstats.dump_stats) or yappi (pstat type).
+ * On error returns -EINVAL (malformed), -ENODATA (empty) or another -errno, and puts
+ * one human-readable line in err. Never crashes on any input. */
+int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t errlen);
+int cp_profile_read_mem(const void *buf, size_t len, struct cp_profile **out, char *err,
+			size_t errlen);
+
+#endif

@@ -1,0 +1,1 @@
+/* pstat-read.c: placeholder until its part lands. */

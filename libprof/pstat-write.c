@@ -1,0 +1,1 @@
+/* pstat-write.c: placeholder until its part lands. */

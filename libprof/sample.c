@@ -1,0 +1,1 @@
+/* sample.c: placeholder until its part lands. */

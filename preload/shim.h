@@ -1,0 +1,68 @@
+/* shim.h: what the parts of libcoprof-preload.so share.
+ *
+ * The shim (shim.c) reads the environment once in its constructor, creates the
+ * process's profiler and starts a control thread (control.c) that toggles and dumps.
+ * Runtime adapters (instrument, ucontext, sampler, python) plug in through
+ * struct pl_runtime. Everything here is internal: the library is built
+ * -fvisibility=hidden and exports only its hooks. */
+#ifndef PL_SHIM_H
+#define PL_SHIM_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "coprof.h"
+
+#define PL_HIDDEN __attribute__((visibility("hidden")))
+
+struct pl_config {
+	enum coprof_clock clock; /* COPROF_CLOCK: cpu|wall (default cpu) */
+	enum coprof_mode mode;   /* COPROF_MODE: trace|sample (default trace) */
+	int signo;               /* COPROF_SIGNAL: toggle signal (default SIGUSR2) */
+	int start;               /* COPROF_START: 1 profile from start, 0 wait for signal */
+	unsigned hz;             /* COPROF_HZ: sampling rate (default 997) */
+	int builtins;            /* COPROF_BUILTINS: 1 to key C builtins in Python */
+	char out[PATH_MAX];      /* COPROF_OUT: path template, %p pid, %n dump number */
+};
+
+/* Set once by the constructor; read-only afterwards. */
+extern PL_HIDDEN struct pl_config pl_cfg;
+/* The process's profiler; NULL when the configuration was bad or coprof is off. */
+extern PL_HIDDEN struct coprof *pl_prof;
+
+/* Per-thread state of the shim, in initial-exec TLS (cheap on the hot path). */
+struct pl_tls {
+	struct coprof_thread *thread; /* registered lazily by pl_thread() */
+	int guard;                    /* nonzero while inside a hook: no re-entry */
+	volatile sig_atomic_t in_switch; /* a context switch is under way (the sampler
+					  * drops or defers ticks that land in it) */
+	void *sampler; /* the sampler's per-thread state */
+};
+
+PL_HIDDEN struct pl_tls *pl_tls(void);
+/* The calling thread's engine thread, registered on first use; NULL if that failed. */
+PL_HIDDEN struct coprof_thread *pl_thread(void);
+
+/* A runtime adapter. Every callback is optional. start/stop run on the control
+ * thread (or, for python, where the adapter says); thread_start/thread_exit run in the
+ * thread concerned; after_fork_child runs in the child right after fork. */
+struct pl_runtime {
+	const char *name;
+	int (*start)(void);
+	int (*stop)(void);
+	void (*thread_start)(void);
+	void (*thread_exit)(void);
+	void (*after_fork_child)(void);
+};
+PL_HIDDEN void pl_runtime_add(const struct pl_runtime *rt);
+
+/* One line on stderr, prefixed "coprof: ", written with write(2). */
+PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Entry points of the optional parts, called from the shim's constructor. Each
+ * returns 0 when it has nothing to do (not a Python process, not sample mode). */
+PL_HIDDEN int pl_python_init(void);  /* python-loader.c */
+PL_HIDDEN int pl_sampler_init(void); /* sampler.c */
+
+#endif

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs every Debian package coprof needs to build, test and benchmark.
+# Idempotent: packages already present are skipped; apt-get runs only if one is missing.
+set -euo pipefail
+
+pkgs=(
+	build-essential clang lld pkg-config meson ninja-build
+	libcriterion-dev libdw-dev libelf-dev libunwind-dev libncurses-dev
+	libclang-rt-14-dev
+	python3 python3-yappi
+	uftrace google-perftools libgoogle-perftools-dev
+	redis-tools valgrind tmux hyperfine afl++ procps
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine, as root: installs what is missing,
+# then builds and tests with gcc (every suite), with clang, and with AddressSanitizer
+# and UndefinedBehaviorSanitizer, and runs the fuzzers for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+status=0
+run() {
+	echo "== $*"
+	"$@" || status=1
+}
+
+run env CC=gcc scripts/build.sh build
+run meson test -C build --print-errorlogs --num-processes 2
+
+run env CC=clang scripts/build.sh build-clang
+run meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit
+
+run env CC=gcc scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
+run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite slow
+
+run env CC=clang scripts/build.sh build-fuzz -Dfuzz=true -Dpreload=false
+run meson test -C build-fuzz --print-errorlogs --suite fuzz
+
+if [ $status -ne 0 ]; then
+	echo "test.sh: FAILED"
+else
+	echo "test.sh: all suites passed"
+fi
+exit $status
