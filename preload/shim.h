@@ -64,5 +64,10 @@ PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2))
  * returns 0 when it has nothing to do (not a Python process, not sample mode). */
 PL_HIDDEN int pl_python_init(void);  /* python-loader.c */
 PL_HIDDEN int pl_sampler_init(void); /* sampler.c */
+/* Called by the ucontext adapter on the switching thread, outside any signal, just
+ * before every switch from context `from` to `to` (NULL: the thread's own context),
+ * with pl_tls()->in_switch already set. In sample mode under wall the sampler captures
+ * the stack `from` suspends at here; otherwise it returns at once. */
+PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to);
 
 #endif
