@@ -1,11 +1,162 @@
-/* arena.c: placeholder until the file layer lands. */
+/* arena.c: the bump allocator a profile's data lives in, and the profile's lifetime.
+ *
+ * Used by the reader (one arena per file read), by the writer for scratch data and
+ * by the engine at dump time. Not thread-safe: one arena belongs to one thread at a
+ * time. Never called from a signal handler. */
 #include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "profile.h"
 
-struct cp_arena *cp_arena_new(void) { return NULL; }
-void *cp_arena_alloc(struct cp_arena *a, size_t size) { (void)a, (void)size; return NULL; }
-const char *cp_arena_strdup(struct cp_arena *a, const char *s, size_t len) { (void)a, (void)s, (void)len; return NULL; }
-void cp_arena_free(struct cp_arena *a) { (void)a; }
-int cp_profile_new(struct cp_profile **out) { *out = NULL; return -ENOSYS; }
-void cp_profile_free(struct cp_profile *p) { (void)p; }
+#define ARENA_ALIGN 16
+#define ARENA_FIRST (64 * 1024)
+#define ARENA_MAX_CHUNK (4 * 1024 * 1024)
+
+struct chunk {
+	struct chunk *next;
+	size_t size; /* bytes usable after the header */
+	size_t used;
+	/* data follows, aligned to ARENA_ALIGN */
+};
+
+struct cp_arena {
+	struct chunk *head; /* the chunk allocations come from; older ones follow */
+	size_t next_size;   /* size of the next regular chunk */
+};
+
+#define CHUNK_HDR ((sizeof(struct chunk) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
+
+struct cp_arena *cp_arena_new(void)
+{
+	struct cp_arena *a = calloc(1, sizeof(*a));
+
+	if (a)
+		a->next_size = ARENA_FIRST;
+	return a;
+}
+
+static struct chunk *chunk_new(size_t size)
+{
+	struct chunk *c;
+
+	if (size > SIZE_MAX - CHUNK_HDR)
+		return NULL;
+	c = calloc(1, CHUNK_HDR + size);
+	if (c)
+		c->size = size;
+	return c;
+}
+
+/* Returns `size` zeroed bytes aligned for any type, or NULL when out of memory (or
+ * when size is absurd). A request larger than a quarter of a regular chunk gets a
+ * chunk of its own, linked behind the current one, so the current chunk's free space
+ * is not wasted. Size 0 returns a valid unique pointer. */
+void *cp_arena_alloc(struct cp_arena *a, size_t size)
+{
+	struct chunk *c;
+	size_t need;
+
+	if (!a || size > SIZE_MAX / 2)
+		return NULL;
+	need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+	if (need == 0)
+		need = ARENA_ALIGN;
+	c = a->head;
+	if (c && c->size - c->used >= need) {
+		void *p = (char *)c + CHUNK_HDR + c->used;
+		c->used += need;
+		return p;
+	}
+	if (need > a->next_size / 4) {
+		struct chunk *big = chunk_new(need);
+		if (!big)
+			return NULL;
+		big->used = need;
+		if (c) {
+			big->next = c->next;
+			c->next = big;
+		} else {
+			a->head = big;
+		}
+		return (char *)big + CHUNK_HDR;
+	}
+	c = chunk_new(a->next_size);
+	if (!c)
+		return NULL;
+	if (a->next_size < ARENA_MAX_CHUNK)
+		a->next_size *= 2;
+	c->next = a->head;
+	a->head = c;
+	c->used = need;
+	return (char *)c + CHUNK_HDR;
+}
+
+/* A NUL-terminated copy of the `len` bytes at `s` (which need not be terminated). */
+const char *cp_arena_strdup(struct cp_arena *a, const char *s, size_t len)
+{
+	char *d;
+
+	if (len == SIZE_MAX)
+		return NULL;
+	d = cp_arena_alloc(a, len + 1);
+	if (d && len)
+		memcpy(d, s, len);
+	return d;
+}
+
+void cp_arena_free(struct cp_arena *a)
+{
+	struct chunk *c, *next;
+
+	if (!a)
+		return;
+	for (c = a->head; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(a);
+}
+
+/* Keeps the head chunk (always a regular one: big requests are linked behind it) and
+ * zeroes only the part that was handed out, so resetting after small use is cheap. */
+void cp_arena_reset(struct cp_arena *a)
+{
+	struct chunk *c, *next, *keep;
+
+	if (!a || !a->head)
+		return;
+	keep = a->head;
+	for (c = keep->next; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	memset((char *)keep + CHUNK_HDR, 0, keep->used);
+	keep->used = 0;
+	keep->next = NULL;
+}
+
+int cp_profile_new(struct cp_profile **out)
+{
+	struct cp_profile *p = calloc(1, sizeof(*p));
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	p->arena = cp_arena_new();
+	if (!p->arena) {
+		free(p);
+		return -ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+void cp_profile_free(struct cp_profile *p)
+{
+	if (!p)
+		return;
+	cp_arena_free(p->arena);
+	free(p);
+}

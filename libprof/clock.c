@@ -1,18 +1,115 @@
-/* clock.c: chooses a clock implementation per thread (see clock.h). */
+/* clock.c: chooses a clock implementation per thread and re-anchors the TSC clocks
+ * (see clock.h). Runs on the thread that owns the clock; cp_clock_force from any
+ * thread, before the clocks it affects are initialised. */
 #include "clock.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "clock-tsc.h"
+
+/* How long an anchor is trusted while the thread keeps running: it bounds the drift
+ * of a TSC rate error, and time the CPU clock counts that the kernel does not (IRQ
+ * time, a hypervisor's steal time). A resync costs one clock_gettime. */
+#define SPAN_WALL_NS 4000000u
+#define SPAN_CPU_NS 10000000u
+
+static const char *const impl_names[CP_CLOCK_N_IMPL] = {
+    [CP_CLOCK_TSC_CPU] = "tsc-cpu",
+    [CP_CLOCK_TSC_WALL] = "tsc-wall",
+    [CP_CLOCK_MONOTONIC] = "monotonic",
+    [CP_CLOCK_CPUTIME] = "thread-cputime",
+};
+
+/* Per clock kind: the forced implementation, or -1 to choose. */
+static int forced[2] = {-1, -1};
+
+static int impl_is_cpu(enum cp_clock_impl impl)
+{
+	return impl == CP_CLOCK_TSC_CPU || impl == CP_CLOCK_CPUTIME;
+}
+
+int cp_clock_force(enum coprof_clock kind, const char *name)
+{
+	if (kind != COPROF_CLOCK_WALL && kind != COPROF_CLOCK_CPU)
+		return -EINVAL;
+	int impl = -1;
+	if (name && strcmp(name, "auto") != 0) {
+		for (int i = 0; i < CP_CLOCK_N_IMPL; i++)
+			if (strcmp(name, impl_names[i]) == 0)
+				impl = i;
+		if (impl < 0 || impl_is_cpu(impl) != (kind == COPROF_CLOCK_CPU))
+			return -EINVAL;
+	}
+	__atomic_store_n(&forced[kind], impl, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Sets up a TSC clock on the calling thread. Returns 0, or -errno when the TSC is
+ * unsound or perf refuses the thread its page; `c` is then left for the caller's
+ * fallback, with nothing open. */
+static int tsc_init(struct cp_clock *c, enum cp_clock_impl impl)
+{
+	int err = cp_perf_page_open(&c->page);
+	if (err)
+		return err;
+	uint64_t mult;
+	if ((err = cp_tsc_rate(c->page, &mult))) {
+		cp_perf_page_close(c->page);
+		c->page = NULL;
+		return err;
+	}
+	uint64_t span_ns = impl == CP_CLOCK_TSC_CPU ? SPAN_CPU_NS : SPAN_WALL_NS;
+	c->impl = impl;
+	c->mult = mult;
+	c->span = (uint64_t)(((unsigned __int128)span_ns << CP_CLOCK_SHIFT) / mult);
+	c->seq_word = cp_perf_page_lock(c->page);
+	c->last = cp_clock_resync(c);
+	return 0;
+}
 
 void cp_clock_init(struct cp_clock *c, enum coprof_clock kind)
 {
-	c->impl = kind == COPROF_CLOCK_CPU ? CP_CLOCK_CPUTIME : CP_CLOCK_MONOTONIC;
-	c->last = 0;
+	memset(c, 0, sizeof(*c));
+	int cpu = kind == COPROF_CLOCK_CPU;
+	int want = __atomic_load_n(&forced[cpu], __ATOMIC_RELAXED);
+	enum cp_clock_impl tsc = cpu ? CP_CLOCK_TSC_CPU : CP_CLOCK_TSC_WALL;
+	if ((want < 0 || want == (int)tsc) && tsc_init(c, tsc) == 0)
+		return;
+	c->impl = cpu ? CP_CLOCK_CPUTIME : CP_CLOCK_MONOTONIC;
 }
 
 void cp_clock_fini(struct cp_clock *c)
 {
-	(void)c;
+	cp_perf_page_close(c->page);
+	c->page = NULL;
+	if (c->impl <= CP_CLOCK_TSC_WALL)
+		c->impl = c->impl == CP_CLOCK_TSC_CPU ? CP_CLOCK_CPUTIME : CP_CLOCK_MONOTONIC;
 }
 
 const char *cp_clock_name(const struct cp_clock *c)
 {
-	return c->impl == CP_CLOCK_CPUTIME ? "thread-cputime" : "monotonic";
+	return (unsigned)c->impl < CP_CLOCK_N_IMPL ? impl_names[c->impl] : "?";
+}
+
+/* The anchor pairs the reference clock with the TSC at the midpoint of the reads
+ * around it. The lock word is read first: a reschedule anywhere after that read,
+ * including between the reference clock and the TSC, shows on the next
+ * cp_clock_now as a changed word, and that anchor is never used. */
+uint64_t cp_clock_resync(struct cp_clock *c)
+{
+#if CP_CLOCK_HAVE_TSC
+	uint32_t seq = *c->seq_word;
+	uint64_t a = cp_rdtsc();
+	uint64_t ns = cp_clock_gettime_ns(c->impl == CP_CLOCK_TSC_CPU ? CLOCK_THREAD_CPUTIME_ID
+								      : CLOCK_MONOTONIC);
+	uint64_t b = cp_rdtsc();
+	c->seq = seq;
+	c->tsc0 = a + (b - a) / 2;
+	c->ns0 = ns;
+	c->resyncs++;
+	return ns;
+#else
+	return cp_clock_gettime_ns(CLOCK_MONOTONIC);
+#endif
 }

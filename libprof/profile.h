@@ -120,6 +120,8 @@ struct cp_arena *cp_arena_new(void);
 void *cp_arena_alloc(struct cp_arena *a, size_t size);       /* zeroed; NULL: ENOMEM */
 const char *cp_arena_strdup(struct cp_arena *a, const char *s, size_t len);
 void cp_arena_free(struct cp_arena *a);
+/* Forgets every allocation, keeping one chunk for reuse. */
+void cp_arena_reset(struct cp_arena *a);
 
 /* An empty profile with its own arena. */
 int cp_profile_new(struct cp_profile **out);
@@ -128,6 +130,11 @@ void cp_profile_free(struct cp_profile *p);
 /* Writes `p` to `path` via a temporary name in the same directory and rename(2), so
  * a crash never leaves half a file. 0 or -errno. */
 int cp_profile_write(const struct cp_profile *p, const char *path);
+
+/* The bytes cp_profile_write would write, in a malloc'ed buffer the caller frees (for
+ * tests, fuzzing and pipes). 0, -EINVAL (a caller, frame or task index out of range)
+ * or -ENOMEM. */
+int cp_profile_encode(const struct cp_profile *p, unsigned char **buf, size_t *len);
 
 /* Reads a file written by coprof, cProfile (pstats.dump_stats) or yappi (pstat type).
  * On error returns -EINVAL (malformed), -ENODATA (empty) or another -errno, and puts

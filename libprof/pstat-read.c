@@ -1,7 +1,716 @@
-/* pstat-read.c: placeholder until the file layer lands. */
+/* pstat-read.c: builds a struct cp_profile from a .pstat file of coprof, cProfile or
+ * yappi (layout: the comment atop pstat-write.c).
+ *
+ * Called by the viewer and tests, in their own thread. The bytes are parsed into a
+ * marshal tree (marshal.c), then walked once against the expected shape; every
+ * mismatch is an error with a message, never a crash. O(size of the file). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "keymap.h"
+#include "marshal.h"
 #include "profile.h"
 
-int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t errlen) { (void)path, (void)err, (void)errlen; *out = NULL; return -ENOSYS; }
-int cp_profile_read_mem(const void *buf, size_t len, struct cp_profile **out, char *err, size_t errlen) { (void)buf, (void)len, (void)err, (void)errlen; *out = NULL; return -ENOSYS; }
+/* Largest file read: far above any real profile, low enough to bound memory. */
+#define MAX_FILE_SIZE ((size_t)1 << 31)
+
+/* What every part of one file shares while it is converted. */
+struct reader {
+	struct cp_profile *p;
+	struct cp_ptrmap strs; /* shared str (its bytes in the file) -> index in strtab */
+	const char **strtab;
+	uint32_t nstr, capstr;
+	uint64_t budget; /* conversion steps left: shared objects cannot multiply work */
+	char *err;
+	size_t errlen;
+};
+
+/* One pstats dict being converted: its functions, and its keys' indices. Functions
+ * are numbered as first met (a caller key may come before its own entry), then put
+ * in file order by finish_stats. */
+struct builder {
+	struct reader *rd;
+	struct cp_keymap keys;
+	struct cp_ptrmap seen; /* shared key tuple (its items) -> index */
+	struct cp_func *funcs; /* malloc'ed while growing, moved into the arena at the end */
+	uint32_t *defined;     /* per function: its entry's rank in the dict + 1, or 0 */
+	uint32_t n, cap, ndefined;
+};
+
+__attribute__((format(printf, 2, 3))) static int fail(struct reader *rd, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (rd->err && rd->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(rd->err, rd->errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static int oom(struct reader *rd)
+{
+	if (rd->err && rd->errlen)
+		snprintf(rd->err, rd->errlen, "out of memory");
+	return -ENOMEM;
+}
+
+static int spend(struct reader *rd, uint64_t steps)
+{
+	if (rd->budget < steps)
+		return fail(rd, "pstats data shares objects too often to be a profile");
+	rd->budget -= steps;
+	return 0;
+}
+
+/* --- values ------------------------------------------------------------------------ */
+
+/* A NUL-terminated arena copy of a str (or bytes, as Python 2 wrote). A string
+ * written once and referenced (a file name shared by many keys) is copied once. */
+static int get_str(struct reader *rd, const struct cp_mval *v, const char **out, const char *what)
+{
+	uint32_t idx;
+
+	if (v->type != CP_M_STR && v->type != CP_M_BYTES)
+		return fail(rd, "%s: expected a str, found %s", what, cp_mtype_name(v));
+	if (v->shared && v->n && cp_ptrmap_get(&rd->strs, v->v.s, &idx)) {
+		*out = rd->strtab[idx];
+		return 0;
+	}
+	*out = cp_arena_strdup(rd->p->arena, v->v.s, v->n);
+	if (!*out)
+		return oom(rd);
+	if (!v->shared || !v->n)
+		return 0;
+	if (rd->nstr == rd->capstr) {
+		uint32_t cap = rd->capstr ? rd->capstr * 2 : 256;
+		const char **nt = realloc(rd->strtab, cap * sizeof(*nt));
+		if (!nt)
+			return oom(rd);
+		rd->strtab = nt;
+		rd->capstr = cap;
+	}
+	if (cp_ptrmap_put(&rd->strs, v->v.s, rd->nstr) < 0)
+		return oom(rd);
+	rd->strtab[rd->nstr++] = *out;
+	return 0;
+}
+
+static int get_opt_str(struct reader *rd, const struct cp_mval *v, const char **out,
+		       const char *what)
+{
+	if (v->type == CP_M_NONE) {
+		*out = NULL;
+		return 0;
+	}
+	return get_str(rd, v, out, what);
+}
+
+/* A count: a non-negative int (a whole float is taken too, as pstats.add may make). */
+static int get_count(struct reader *rd, const struct cp_mval *v, uint64_t *out, const char *what)
+{
+	switch (v->type) {
+	case CP_M_BOOL:
+	case CP_M_INT:
+		if (v->v.i < 0)
+			break;
+		*out = (uint64_t)v->v.i;
+		return 0;
+	case CP_M_UINT:
+		*out = v->v.u;
+		return 0;
+	case CP_M_FLOAT:
+		if (!(v->v.f >= 0 && v->v.f < 18446744073709551616.0))
+			break;
+		*out = (uint64_t)v->v.f;
+		return 0;
+	}
+	return fail(rd, "%s: expected a count, found %s", what, cp_mtype_name(v));
+}
+
+static int get_int(struct reader *rd, const struct cp_mval *v, int64_t *out, const char *what)
+{
+	if (v->type != CP_M_INT && v->type != CP_M_BOOL)
+		return fail(rd, "%s: expected an int, found %s", what, cp_mtype_name(v));
+	*out = v->v.i;
+	return 0;
+}
+
+/* Seconds. NaN and infinities, which no profiler should write, read as 0 so that
+ * sorting and sums in the viewer stay sane. */
+static int get_time(struct reader *rd, const struct cp_mval *v, double *out, const char *what)
+{
+	switch (v->type) {
+	case CP_M_FLOAT:
+	case CP_M_HUGE:
+		*out = isfinite(v->v.f) ? v->v.f : 0.0;
+		return 0;
+	case CP_M_INT:
+	case CP_M_BOOL:
+		*out = (double)v->v.i;
+		return 0;
+	case CP_M_UINT:
+		*out = (double)v->v.u;
+		return 0;
+	}
+	return fail(rd, "%s: expected a number, found %s", what, cp_mtype_name(v));
+}
+
+static int is_seq(const struct cp_mval *v)
+{
+	return v->type == CP_M_TUPLE || v->type == CP_M_LIST;
+}
+
+/* --- pstats dicts ------------------------------------------------------------------ */
+
+static void builder_init(struct builder *b, struct reader *rd)
+{
+	memset(b, 0, sizeof(*b));
+	b->rd = rd;
+	cp_keymap_init(&b->keys);
+	cp_ptrmap_init(&b->seen);
+}
+
+static void builder_fini(struct builder *b)
+{
+	cp_keymap_fini(&b->keys);
+	cp_ptrmap_fini(&b->seen);
+	free(b->funcs);
+	free(b->defined);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The index of the function keyed by `v`, a (file, line, name) tuple, adding it with
+ * zero numbers when it is new. *isnew tells which. */
+static int func_index(struct reader *rd, struct builder *b, const struct cp_mval *v, uint32_t *idx,
+		      int *isnew, const char *what)
+{
+	const struct cp_mval *it;
+	uint64_t line;
+	struct cp_func *f;
+	int found, r;
+
+	if (v->type != CP_M_TUPLE || v->n != 3)
+		return fail(rd, "%s: a key must be a (file, line, name) tuple, found %s", what,
+			    cp_mtype_name(v));
+	it = v->v.items;
+	if (v->shared && cp_ptrmap_get(&b->seen, it, idx)) {
+		*isnew = 0;
+		return 0;
+	}
+	if ((it[0].type != CP_M_STR && it[0].type != CP_M_BYTES) ||
+	    (it[2].type != CP_M_STR && it[2].type != CP_M_BYTES))
+		return fail(rd, "%s: key file and name must be str", what);
+	if ((r = get_count(rd, &it[1], &line, what)) < 0)
+		return r;
+	*idx = b->n;
+	if (cp_keymap_get_or_put(&b->keys, it[0].n ? it[0].v.s : "", it[0].n, line,
+				 it[2].n ? it[2].v.s : "", it[2].n, idx, &found) < 0)
+		return oom(rd);
+	*isnew = !found;
+	if (v->shared && cp_ptrmap_put(&b->seen, it, *idx) < 0)
+		return oom(rd);
+	if (found)
+		return 0;
+	if (b->n == b->cap) {
+		uint32_t cap = b->cap ? b->cap * 2 : 64;
+		struct cp_func *nf;
+		uint32_t *nd;
+		if (b->cap > UINT32_MAX / 4)
+			return fail(rd, "%s: too many functions", what);
+		nf = realloc(b->funcs, cap * sizeof(*nf));
+		if (nf)
+			b->funcs = nf;
+		nd = realloc(b->defined, cap * sizeof(*nd));
+		if (nd)
+			b->defined = nd;
+		if (!nf || !nd)
+			return oom(rd);
+		b->cap = cap;
+	}
+	b->defined[b->n] = 0;
+	f = &b->funcs[b->n++];
+	memset(f, 0, sizeof(*f));
+	f->key.line = line;
+	if ((r = get_str(rd, &it[0], &f->key.file, what)) < 0 ||
+	    (r = get_str(rd, &it[2], &f->key.name, what)) < 0)
+		return r;
+	return 0;
+}
+
+/* One caller -> callee edge: (nc, cc, tt, ct) as cProfile writes it, or a bare call
+ * count as very old pstats files did. */
+static int get_edge(struct reader *rd, const struct cp_mval *v, struct cp_stat *s)
+{
+	const struct cp_mval *it = v->v.items;
+	int r;
+
+	if (v->type == CP_M_INT || v->type == CP_M_UINT) {
+		if ((r = get_count(rd, v, &s->nc, "caller")) < 0)
+			return r;
+		s->cc = s->nc;
+		return 0;
+	}
+	if (!is_seq(v) || v->n != 4)
+		return fail(rd, "caller: expected (nc, cc, tt, ct), found %s of %u",
+			    cp_mtype_name(v), (unsigned)v->n);
+	if ((r = get_count(rd, &it[0], &s->nc, "caller nc")) < 0 ||
+	    (r = get_count(rd, &it[1], &s->cc, "caller cc")) < 0 ||
+	    (r = get_time(rd, &it[2], &s->tt, "caller tt")) < 0 ||
+	    (r = get_time(rd, &it[3], &s->ct, "caller ct")) < 0)
+		return r;
+	return 0;
+}
+
+/* Converts one entry of a pstats dict, key -> (cc, nc, tt, ct, callers). A caller
+ * key found nowhere at top level stays a function with zero numbers, so that every
+ * caller is one of the functions. */
+static int put_entry(struct builder *b, const struct cp_mval *key, const struct cp_mval *v)
+{
+	struct reader *rd = b->rd;
+	const struct cp_mval *it = v->v.items, *cd;
+	struct cp_stat s = {0};
+	struct cp_edge *edges;
+	uint32_t idx;
+	int isnew, r;
+
+	if ((r = spend(rd, 1)) < 0 || (r = func_index(rd, b, key, &idx, &isnew, "pstats key")) < 0)
+		return r;
+	if (b->defined[idx])
+		return fail(rd, "pstats entry %u: its key appears twice", (unsigned)b->ndefined);
+	b->defined[idx] = ++b->ndefined;
+	if (!is_seq(v) || v->n != 5)
+		return fail(rd, "pstats entry %u: expected (cc, nc, tt, ct, callers)",
+			    (unsigned)b->ndefined);
+	if ((r = get_count(rd, &it[0], &s.cc, "cc")) < 0 ||
+	    (r = get_count(rd, &it[1], &s.nc, "nc")) < 0 ||
+	    (r = get_time(rd, &it[2], &s.tt, "tt")) < 0 ||
+	    (r = get_time(rd, &it[3], &s.ct, "ct")) < 0)
+		return r;
+	/* yappi writes (ncall, nactualcall) where cProfile has (cc, nc): primitive
+	 * calls never outnumber calls, so put such a pair back in order. */
+	if (s.cc > s.nc) {
+		uint64_t t = s.cc;
+		s.cc = s.nc;
+		s.nc = t;
+	}
+	cd = &it[4];
+	if (cd->type != CP_M_DICT)
+		return fail(rd, "pstats entry %u: callers must be a dict, found %s",
+			    (unsigned)b->ndefined, cp_mtype_name(cd));
+	if ((r = spend(rd, cd->n)) < 0)
+		return r;
+	edges = cp_arena_alloc(rd->p->arena, (size_t)cd->n * sizeof(*edges));
+	if (!edges)
+		return oom(rd);
+	for (uint32_t j = 0; j < cd->n; j++) {
+		if ((r = func_index(rd, b, &cd->v.items[2 * j], &edges[j].caller, &isnew,
+				    "caller key")) < 0 ||
+		    (r = get_edge(rd, &cd->v.items[2 * j + 1], &edges[j].s)) < 0)
+			return r;
+	}
+	b->funcs[idx].s = s;
+	b->funcs[idx].callers = edges;
+	b->funcs[idx].ncallers = cd->n;
+	return 0;
+}
+
+static int put_entry_cb(void *ctx, const struct cp_mval *key, const struct cp_mval *val)
+{
+	return put_entry(ctx, key, val);
+}
+
+/* Converts a pstats dict already parsed (a task's, in the extras). */
+static int read_stats(struct reader *rd, struct builder *b, const struct cp_mval *d)
+{
+	int r;
+
+	if (d->type != CP_M_DICT)
+		return fail(rd, "pstats data must be a dict, found %s", cp_mtype_name(d));
+	for (uint32_t i = 0; i < d->n; i++)
+		if ((r = put_entry(b, &d->v.items[2 * i], &d->v.items[2 * i + 1])) < 0)
+			return r;
+	return 0;
+}
+
+/* Moves the functions into the profile's arena: the dict's entries in file order,
+ * then functions only named as callers (or stack frames) in the order met. Edges are
+ * renumbered; *perm_out, when asked for, maps old indices to new (caller frees). */
+static int finish_stats(struct reader *rd, struct builder *b, struct cp_stats *out,
+			uint32_t **perm_out)
+{
+	uint32_t *perm = malloc(((size_t)b->n + 1) * sizeof(*perm)), extra = b->ndefined;
+
+	if (!perm)
+		return oom(rd);
+	out->nfuncs = b->n;
+	out->funcs = cp_arena_alloc(rd->p->arena, (size_t)b->n * sizeof(*out->funcs));
+	if (!out->funcs) {
+		free(perm);
+		return oom(rd);
+	}
+	for (uint32_t i = 0; i < b->n; i++)
+		perm[i] = b->defined[i] ? b->defined[i] - 1 : extra++;
+	for (uint32_t i = 0; i < b->n; i++) {
+		struct cp_func *f = &out->funcs[perm[i]];
+		*f = b->funcs[i];
+		for (uint32_t j = 0; j < f->ncallers; j++)
+			f->callers[j].caller = perm[f->callers[j].caller];
+	}
+	if (perm_out)
+		*perm_out = perm;
+	else
+		free(perm);
+	return 0;
+}
+
+/* --- the extras ---------------------------------------------------------------------- */
+
+/* The value of str key `name` in dict `d`, or NULL. */
+static const struct cp_mval *dict_get(const struct cp_mval *d, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (uint32_t i = 0; i < d->n; i++) {
+		const struct cp_mval *k = &d->v.items[2 * i];
+		if (k->type == CP_M_STR && k->n == len && memcmp(k->v.s, name, len) == 0)
+			return &d->v.items[2 * i + 1];
+	}
+	return NULL;
+}
+
+/* A list (or tuple) field: *n items, each checked by the caller. Absent: 0 items. */
+static int get_list(struct reader *rd, const struct cp_mval *d, const char *name,
+		    const struct cp_mval **items, uint32_t *n)
+{
+	const struct cp_mval *v = dict_get(d, name);
+
+	*items = NULL;
+	*n = 0;
+	if (!v)
+		return 0;
+	if (!is_seq(v))
+		return fail(rd, "extras '%s': expected a list, found %s", name, cp_mtype_name(v));
+	if (spend(rd, v->n) < 0)
+		return -EINVAL;
+	*items = v->v.items;
+	*n = v->n;
+	return 0;
+}
+
+/* Typed optional fields of an extras dict; absent fields keep their zero value. */
+static int field_str(struct reader *rd, const struct cp_mval *d, const char *name, const char **out)
+{
+	const struct cp_mval *v = dict_get(d, name);
+
+	return v ? get_opt_str(rd, v, out, name) : 0;
+}
+
+static int field_count(struct reader *rd, const struct cp_mval *d, const char *name, uint64_t *out)
+{
+	const struct cp_mval *v = dict_get(d, name);
+
+	return v ? get_count(rd, v, out, name) : 0;
+}
+
+static int field_time(struct reader *rd, const struct cp_mval *d, const char *name, double *out)
+{
+	const struct cp_mval *v = dict_get(d, name);
+
+	return v ? get_time(rd, v, out, name) : 0;
+}
+
+static int read_task(struct reader *rd, const struct cp_mval *d, struct cp_task *t)
+{
+	const struct cp_mval *stats;
+	struct builder b;
+	int r;
+
+	if (d->type != CP_M_DICT)
+		return fail(rd, "extras task: expected a dict, found %s", cp_mtype_name(d));
+	if ((r = field_count(rd, d, "id", &t->id)) < 0 ||
+	    (r = field_str(rd, d, "name", &t->name)) < 0 ||
+	    (r = field_str(rd, d, "runtime", &t->runtime)) < 0 ||
+	    (r = field_count(rd, d, "thread", &t->thread)) < 0 ||
+	    (r = field_time(rd, d, "ttot", &t->ttot)) < 0 ||
+	    (r = field_count(rd, d, "resumes", &t->resumes)) < 0 ||
+	    (r = field_str(rd, d, "state", &t->state)) < 0)
+		return r;
+	stats = dict_get(d, "stats");
+	if (!stats)
+		return 0;
+	builder_init(&b, rd);
+	r = read_stats(rd, &b, stats);
+	if (r == 0)
+		r = finish_stats(rd, &b, &t->stats, NULL);
+	builder_fini(&b);
+	return r;
+}
+
+static int read_thread(struct reader *rd, const struct cp_mval *d, struct cp_thread *t)
+{
+	if (d->type != CP_M_DICT)
+		return fail(rd, "extras thread: expected a dict, found %s", cp_mtype_name(d));
+	if (field_count(rd, d, "tid", &t->tid) < 0 || field_str(rd, d, "name", &t->name) < 0 ||
+	    field_time(rd, d, "ttot", &t->ttot) < 0 ||
+	    field_count(rd, d, "switches", &t->switches) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* A stack's frames index the top-level functions (`top`), added if missing. */
+static int read_stack(struct reader *rd, struct builder *top, const struct cp_mval *v,
+		      struct cp_stack *s, uint32_t ntasks)
+{
+	const struct cp_mval *it = v->v.items, *fr;
+	uint64_t waiting;
+	int isnew, r;
+
+	if (!is_seq(v) || v->n != 5)
+		return fail(rd, "extras stack: expected (task, tid, frames, count, waiting)");
+	if ((r = get_int(rd, &it[0], &s->task, "stack task")) < 0 ||
+	    (r = get_count(rd, &it[1], &s->thread, "stack tid")) < 0 ||
+	    (r = get_count(rd, &it[3], &s->count, "stack count")) < 0 ||
+	    (r = get_count(rd, &it[4], &waiting, "stack waiting")) < 0)
+		return r;
+	if (s->task < -1 || (s->task >= 0 && (uint64_t)s->task >= ntasks))
+		return fail(rd, "extras stack: task index %lld out of range", (long long)s->task);
+	s->waiting = waiting != 0;
+	fr = &it[2];
+	if (!is_seq(fr))
+		return fail(rd, "extras stack: frames must be a tuple, found %s",
+			    cp_mtype_name(fr));
+	if ((r = spend(rd, fr->n)) < 0)
+		return r;
+	s->depth = fr->n;
+	s->frames = cp_arena_alloc(rd->p->arena, (size_t)fr->n * sizeof(*s->frames));
+	if (!s->frames)
+		return oom(rd);
+	for (uint32_t j = 0; j < fr->n; j++)
+		if ((r = func_index(rd, top, &fr->v.items[j], &s->frames[j], &isnew,
+				    "stack frame")) < 0)
+			return r;
+	return 0;
+}
+
+/* Allocates `n` zeroed elements of `size` for an extras table. */
+static void *table(struct reader *rd, uint32_t n, size_t size)
+{
+	return cp_arena_alloc(rd->p->arena, (size_t)n * size);
+}
+
+static int read_extras(struct reader *rd, struct builder *top, const struct cp_mval *d)
+{
+	struct cp_extras *x = &rd->p->ex;
+	const struct cp_mval *v, *items;
+	uint32_t n;
+	int r;
+
+	if (d->type != CP_M_DICT || !(v = dict_get(d, "coprof")))
+		return fail(rd, "data after the pstats dict is not coprof extras");
+	if ((r = get_int(rd, v, &x->version, "extras version")) < 0)
+		return r;
+	x->present = 1;
+	if ((r = field_str(rd, d, "clock", &x->clock)) < 0 ||
+	    (r = field_str(rd, d, "mode", &x->mode)) < 0 ||
+	    (r = field_time(rd, d, "start", &x->start)) < 0 ||
+	    (r = field_time(rd, d, "stop", &x->stop)) < 0 ||
+	    (r = field_time(rd, d, "hz", &x->hz)) < 0)
+		return r;
+	if ((v = dict_get(d, "pid")) && (r = get_int(rd, v, &x->pid, "pid")) < 0)
+		return r;
+	if ((v = dict_get(d, "overflow"))) {
+		uint64_t o;
+		if ((r = get_count(rd, v, &o, "overflow")) < 0)
+			return r;
+		x->overflow = o != 0;
+	}
+
+	if ((r = get_list(rd, d, "argv", &items, &n)) < 0)
+		return r;
+	if (!(x->argv = table(rd, n, sizeof(*x->argv))))
+		return oom(rd);
+	for (x->argc = 0; x->argc < n; x->argc++)
+		if ((r = get_str(rd, &items[x->argc], &x->argv[x->argc], "argv")) < 0)
+			return r;
+
+	if ((r = get_list(rd, d, "notes", &items, &n)) < 0)
+		return r;
+	if (!(x->notes = table(rd, n, sizeof(*x->notes))))
+		return oom(rd);
+	for (x->nnotes = 0; x->nnotes < n; x->nnotes++)
+		if ((r = get_str(rd, &items[x->nnotes], &x->notes[x->nnotes], "notes")) < 0)
+			return r;
+
+	if ((v = dict_get(d, "dropped"))) {
+		if (v->type != CP_M_DICT)
+			return fail(rd, "extras 'dropped': expected a dict, found %s",
+				    cp_mtype_name(v));
+		if (!(x->dropped = table(rd, v->n, sizeof(*x->dropped))))
+			return oom(rd);
+		for (x->ndropped = 0; x->ndropped < v->n; x->ndropped++) {
+			struct cp_counter *c = &x->dropped[x->ndropped];
+			if ((r = get_str(rd, &v->v.items[2 * x->ndropped], &c->name, "dropped")) <
+				0 ||
+			    (r = get_count(rd, &v->v.items[2 * x->ndropped + 1], &c->n,
+					   "dropped")) < 0)
+				return r;
+		}
+	}
+
+	if ((r = get_list(rd, d, "tasks", &items, &n)) < 0)
+		return r;
+	if (!(x->tasks = table(rd, n, sizeof(*x->tasks))))
+		return oom(rd);
+	for (x->ntasks = 0; x->ntasks < n; x->ntasks++)
+		if ((r = read_task(rd, &items[x->ntasks], &x->tasks[x->ntasks])) < 0)
+			return r;
+
+	if ((r = get_list(rd, d, "threads", &items, &n)) < 0)
+		return r;
+	if (!(x->threads = table(rd, n, sizeof(*x->threads))))
+		return oom(rd);
+	for (x->nthreads = 0; x->nthreads < n; x->nthreads++)
+		if ((r = read_thread(rd, &items[x->nthreads], &x->threads[x->nthreads])) < 0)
+			return r;
+
+	if ((r = get_list(rd, d, "stacks", &items, &n)) < 0)
+		return r;
+	if (!(x->stacks = table(rd, n, sizeof(*x->stacks))))
+		return oom(rd);
+	for (x->nstacks = 0; x->nstacks < n; x->nstacks++)
+		if ((r = read_stack(rd, top, &items[x->nstacks], &x->stacks[x->nstacks],
+				    x->ntasks)) < 0)
+			return r;
+	return 0;
+}
+
+/* --- entry points -------------------------------------------------------------------- */
+
+/* The stacks were read before the functions took their final order. */
+static void renumber_stacks(struct cp_extras *x, const uint32_t *perm)
+{
+	for (uint32_t i = 0; i < x->nstacks; i++)
+		for (uint32_t j = 0; j < x->stacks[i].depth; j++)
+			x->stacks[i].frames[j] = perm[x->stacks[i].frames[j]];
+}
+
+static int read_all(struct reader *rd, const unsigned char *buf, size_t len)
+{
+	struct cp_arena *tree = cp_arena_new(), *tmp = cp_arena_new();
+	struct builder top;
+	struct cp_mval v;
+	uint32_t *perm = NULL;
+	size_t pos = 0;
+	int r;
+
+	if (!tree || !tmp) {
+		cp_arena_free(tree);
+		cp_arena_free(tmp);
+		return oom(rd);
+	}
+	builder_init(&top, rd);
+	r = cp_marshal_parse_dict(buf, len, &pos, tree, tmp, put_entry_cb, &top, rd->err,
+				  rd->errlen);
+	if (r == 0 && pos < len) {
+		r = cp_marshal_parse(buf, len, &pos, tree, &v, rd->err, rd->errlen);
+		if (r == 0)
+			r = read_extras(rd, &top, &v);
+		if (r == 0 && pos < len)
+			r = fail(rd, "%zu unexpected bytes after the coprof extras", len - pos);
+	}
+	if (r == 0)
+		r = finish_stats(rd, &top, &rd->p->stats, &perm);
+	if (r == 0)
+		renumber_stacks(&rd->p->ex, perm);
+	free(perm);
+	builder_fini(&top);
+	cp_arena_free(tree);
+	cp_arena_free(tmp);
+	return r;
+}
+
+int cp_profile_read_mem(const void *buf, size_t len, struct cp_profile **out, char *err,
+			size_t errlen)
+{
+	struct reader rd = {.err = err, .errlen = errlen};
+	int r;
+
+	*out = NULL;
+	if (err && errlen)
+		err[0] = '\0';
+	if (len == 0) {
+		if (err && errlen)
+			snprintf(err, errlen, "empty file: no pstats data");
+		return -ENODATA;
+	}
+	if (len > MAX_FILE_SIZE)
+		return fail(&rd, "file of %zu bytes is too large", len);
+	if ((r = cp_profile_new(&rd.p)) < 0)
+		return oom(&rd);
+	cp_ptrmap_init(&rd.strs);
+	rd.budget = 2 * (uint64_t)len + 4096;
+	r = read_all(&rd, buf, len);
+	cp_ptrmap_fini(&rd.strs);
+	free(rd.strtab);
+	if (r < 0) {
+		cp_profile_free(rd.p);
+		return r;
+	}
+	*out = rd.p;
+	return 0;
+}
+
+/* Reads the whole file into memory (not mmap: a file truncated under us must give
+ * an error, not SIGBUS), then converts it. */
+int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t errlen)
+{
+	struct stat st;
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	int fd, r = 0;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+	} else if (!S_ISREG(st.st_mode)) {
+		r = -EINVAL;
+	} else if ((uint64_t)st.st_size > MAX_FILE_SIZE) {
+		r = -EFBIG;
+	} else if (st.st_size > 0 && !(buf = malloc((size_t)st.st_size))) {
+		r = -ENOMEM;
+	}
+	while (r == 0 && len < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO; /* shrank while read */
+			break;
+		}
+		len += (size_t)n;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (r == 0) {
+		char msg[256] = "";
+		r = cp_profile_read_mem(buf, len, out, msg, sizeof(msg));
+		if (r < 0 && err && errlen)
+			snprintf(err, errlen, "%s: %s", path, msg);
+	} else if (err && errlen) {
+		snprintf(err, errlen, "%s: %s", path,
+			 r == -EINVAL ? "not a regular file" : strerror(-r));
+	}
+	free(buf);
+	return r;
+}

@@ -1,6 +1,481 @@
-/* pstat-write.c: placeholder until the file layer lands. */
+/* pstat-write.c: serializes a struct cp_profile into a .pstat file (DESIGN "The file").
+ *
+ * Called by the engine at dump time (the dumping thread, never a signal handler) and
+ * by tests. Writes a temporary file in the target's directory, fsyncs it and renames
+ * it over the target. The file holds two marshal objects, version 4:
+ *
+ * 1. The pstats dict, exactly as cProfile's dump_stats writes it:
+ *      {(file, line, name): (cc, nc, tt, ct, {caller_key: (nc, cc, tt, ct)})}
+ *    Every caller key is also a top-level key. Times are float seconds, never NaN or
+ *    infinite (written as 0.0). Counts are ints (marshal 'l' longs above 2^31-1).
+ *    Functions with equal keys are merged (their numbers and edges summed), since a
+ *    dict cannot hold a key twice. Key tuples and file names are written once and
+ *    then referenced (marshal FLAG_REF / 'r'), which Python 3.4+ loads.
+ *
+ * 2. The coprof extras, a dict that pstats never reads (it loads one object):
+ *      'coprof':   int, the format version (CP_FORMAT_VERSION); marks the object
+ *      'clock':    'cpu' | 'wall'            'mode':  'trace' | 'sample'
+ *      'pid':      int                       'argv':  [str, ...]
+ *      'start', 'stop': float, seconds since the epoch
+ *      'hz':       float, sampling rate (0.0 in trace mode)
+ *      'overflow': bool, a limit was hit and recording stopped
+ *      'dropped':  {counter name: int}       'notes': [str, ...]
+ *      'tasks':    [{'id': int, 'name': str, 'runtime': str, 'thread': int (tid),
+ *                    'ttot': float s, 'resumes': int, 'state': str,
+ *                    'stats': a pstats dict as in 1., the task's own functions}]
+ *      'threads':  [{'tid': int, 'name': str, 'ttot': float s, 'switches': int}]
+ *      'stacks':   [(task index into 'tasks' or -1, tid, (key, ...) innermost first,
+ *                    samples: int, waiting: bool)]
+ *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
+ *    do not know, so later versions may add keys; references restart in this object.
+ */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "keymap.h"
+#include "marshal.h"
 #include "profile.h"
 
-int cp_profile_write(const struct cp_profile *p, const char *path) { (void)p, (void)path; return -ENOSYS; }
+/* What one marshal object has written so far, for back-references. */
+struct refs {
+	struct cp_keymap keys; /* key tuple -> ref index */
+	struct cp_keymap strs; /* file names and extras' dict keys -> ref index */
+};
+
+static const char *nz(const char *s)
+{
+	return s ? s : "";
+}
+
+static int refs_init(struct refs *r)
+{
+	cp_keymap_init(&r->keys);
+	cp_keymap_init(&r->strs);
+	return 0;
+}
+
+static void refs_fini(struct refs *r)
+{
+	cp_keymap_fini(&r->keys);
+	cp_keymap_fini(&r->strs);
+}
+
+/* A string written once per object and referenced afterwards. */
+static void put_shared_str(struct cp_mw *w, struct refs *r, const char *s)
+{
+	uint32_t ref = w->nrefs; /* the index cp_mw_str will give it */
+	int found;
+
+	s = nz(s);
+	if (cp_keymap_get_or_put(&r->strs, s, strlen(s), 0, NULL, 0, &ref, &found) < 0) {
+		if (!w->err)
+			w->err = -ENOMEM;
+		return;
+	}
+	if (found) {
+		cp_mw_ref(w, ref);
+		return;
+	}
+	cp_mw_str(w, s, strlen(s), &ref);
+}
+
+static void put_opt_str(struct cp_mw *w, const char *s)
+{
+	if (s)
+		cp_mw_str(w, s, strlen(s), NULL);
+	else
+		cp_mw_none(w);
+}
+
+/* Writes (file, line, name), or a reference to the same key written earlier in this
+ * object. The tuple's ref index is taken before its items, as marshal numbers them. */
+static void put_key(struct cp_mw *w, struct refs *r, const struct cp_key *k)
+{
+	const char *file = nz(k->file), *name = nz(k->name);
+	uint32_t ref = w->nrefs;
+	int found;
+
+	if (cp_keymap_get_or_put(&r->keys, file, strlen(file), k->line, name, strlen(name), &ref,
+				 &found) < 0) {
+		if (!w->err)
+			w->err = -ENOMEM;
+		return;
+	}
+	if (found) {
+		cp_mw_ref(w, ref);
+		return;
+	}
+	cp_mw_tuple(w, 3, &ref);
+	put_shared_str(w, r, file);
+	cp_mw_uint(w, k->line);
+	cp_mw_str(w, name, strlen(name), NULL);
+}
+
+/* --- merging duplicate keys ------------------------------------------------------ */
+
+static void stat_add(struct cp_stat *to, const struct cp_stat *s)
+{
+	to->cc += s->cc;
+	to->nc += s->nc;
+	to->tt += s->tt;
+	to->ct += s->ct;
+}
+
+/* Checks that callers index funcs; if two functions share a key, builds in `scratch`
+ * a copy of `in` where they are one function (numbers summed, edges merged by
+ * caller) and points *out at it; otherwise *out = in. Edge order is kept. */
+static int canonical_stats(const struct cp_stats *in, struct cp_arena *scratch,
+			   const struct cp_stats **out)
+{
+	struct cp_keymap km;
+	uint32_t *canon = NULL, *uniq = NULL, *slot = NULL, nuniq = 0;
+	struct cp_stats *m;
+	int r = 0, dup = 0;
+
+	*out = in;
+	if (in->nfuncs && !in->funcs)
+		return -EINVAL;
+	for (uint32_t i = 0; i < in->nfuncs; i++)
+		for (uint32_t j = 0; j < in->funcs[i].ncallers; j++)
+			if (in->funcs[i].callers[j].caller >= in->nfuncs)
+				return -EINVAL;
+	cp_keymap_init(&km);
+	canon = calloc(in->nfuncs + 1, sizeof(*canon));
+	if (!canon) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < in->nfuncs; i++) {
+		const struct cp_key *k = &in->funcs[i].key;
+		uint32_t v = nuniq;
+		int found;
+		r = cp_keymap_get_or_put(&km, nz(k->file), strlen(nz(k->file)), k->line,
+					 nz(k->name), strlen(nz(k->name)), &v, &found);
+		if (r < 0)
+			goto out;
+		canon[i] = v;
+		if (found)
+			dup = 1;
+		else
+			nuniq++;
+	}
+	if (!dup)
+		goto out;
+
+	m = cp_arena_alloc(scratch, sizeof(*m));
+	uniq = calloc(nuniq + 1, sizeof(*uniq));
+	slot = malloc((nuniq + 1) * sizeof(*slot));
+	if (!m || !uniq || !slot) {
+		r = -ENOMEM;
+		goto out;
+	}
+	m->nfuncs = nuniq;
+	m->funcs = cp_arena_alloc(scratch, (size_t)nuniq * sizeof(*m->funcs));
+	if (!m->funcs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Sum the numbers and count the edges each merged function may get. */
+	for (uint32_t i = 0; i < in->nfuncs; i++) {
+		struct cp_func *f = &m->funcs[canon[i]];
+		if (uniq[canon[i]]++ == 0)
+			f->key = in->funcs[i].key;
+		stat_add(&f->s, &in->funcs[i].s);
+		f->ncallers += in->funcs[i].ncallers;
+	}
+	for (uint32_t u = 0; u < nuniq; u++) {
+		m->funcs[u].callers =
+		    cp_arena_alloc(scratch, m->funcs[u].ncallers * sizeof(struct cp_edge));
+		if (!m->funcs[u].callers) {
+			r = -ENOMEM;
+			goto out;
+		}
+		m->funcs[u].ncallers = 0;
+	}
+	/* slot[caller] is the position of that caller's edge in the function being
+	 * merged; uniq[] is reused as a stamp saying which function that is. */
+	for (uint32_t u = 0; u < nuniq; u++)
+		uniq[u] = UINT32_MAX;
+	for (uint32_t i = 0; i < in->nfuncs; i++) {
+		struct cp_func *f = &m->funcs[canon[i]];
+		for (uint32_t j = 0; j < in->funcs[i].ncallers; j++) {
+			const struct cp_edge *e = &in->funcs[i].callers[j];
+			uint32_t c = canon[e->caller];
+			if (uniq[c] != canon[i]) {
+				uniq[c] = canon[i];
+				slot[c] = f->ncallers++;
+				f->callers[slot[c]].caller = c;
+			}
+			stat_add(&f->callers[slot[c]].s, &e->s);
+		}
+	}
+	*out = m;
+out:
+	free(canon);
+	free(uniq);
+	free(slot);
+	cp_keymap_fini(&km);
+	return r;
+}
+
+/* --- the objects ------------------------------------------------------------------ */
+
+/* One pstats dict. `s` has unique keys and valid caller indices. */
+static void put_stats(struct cp_mw *w, struct refs *r, const struct cp_stats *s)
+{
+	cp_mw_dict_begin(w);
+	for (uint32_t i = 0; i < s->nfuncs && !w->err; i++) {
+		const struct cp_func *f = &s->funcs[i];
+		put_key(w, r, &f->key);
+		cp_mw_tuple(w, 5, NULL);
+		cp_mw_uint(w, f->s.cc);
+		cp_mw_uint(w, f->s.nc);
+		cp_mw_float(w, f->s.tt);
+		cp_mw_float(w, f->s.ct);
+		cp_mw_dict_begin(w);
+		for (uint32_t j = 0; j < f->ncallers; j++) {
+			const struct cp_edge *e = &f->callers[j];
+			put_key(w, r, &s->funcs[e->caller].key);
+			cp_mw_tuple(w, 4, NULL);
+			cp_mw_uint(w, e->s.nc);
+			cp_mw_uint(w, e->s.cc);
+			cp_mw_float(w, e->s.tt);
+			cp_mw_float(w, e->s.ct);
+		}
+		cp_mw_dict_end(w);
+	}
+	cp_mw_dict_end(w);
+}
+
+static int put_task(struct cp_mw *w, struct refs *r, const struct cp_task *t,
+		    struct cp_arena *scratch)
+{
+	const struct cp_stats *s;
+	int err = canonical_stats(&t->stats, scratch, &s);
+
+	if (err < 0)
+		return err;
+	cp_mw_dict_begin(w);
+	put_shared_str(w, r, "id");
+	cp_mw_uint(w, t->id);
+	put_shared_str(w, r, "name");
+	put_opt_str(w, t->name);
+	put_shared_str(w, r, "runtime");
+	put_opt_str(w, t->runtime);
+	put_shared_str(w, r, "thread");
+	cp_mw_uint(w, t->thread);
+	put_shared_str(w, r, "ttot");
+	cp_mw_float(w, t->ttot);
+	put_shared_str(w, r, "resumes");
+	cp_mw_uint(w, t->resumes);
+	put_shared_str(w, r, "state");
+	put_opt_str(w, t->state);
+	put_shared_str(w, r, "stats");
+	put_stats(w, r, s);
+	cp_mw_dict_end(w);
+	return 0;
+}
+
+static void put_thread(struct cp_mw *w, struct refs *r, const struct cp_thread *t)
+{
+	cp_mw_dict_begin(w);
+	put_shared_str(w, r, "tid");
+	cp_mw_uint(w, t->tid);
+	put_shared_str(w, r, "name");
+	put_opt_str(w, t->name);
+	put_shared_str(w, r, "ttot");
+	cp_mw_float(w, t->ttot);
+	put_shared_str(w, r, "switches");
+	cp_mw_uint(w, t->switches);
+	cp_mw_dict_end(w);
+}
+
+static int put_stack(struct cp_mw *w, struct refs *r, const struct cp_profile *p,
+		     const struct cp_stack *st)
+{
+	if (st->task < -1 || (st->task >= 0 && (uint64_t)st->task >= p->ex.ntasks))
+		return -EINVAL;
+	if (st->depth && !st->frames)
+		return -EINVAL;
+	for (uint32_t j = 0; j < st->depth; j++)
+		if (st->frames[j] >= p->stats.nfuncs)
+			return -EINVAL;
+	cp_mw_tuple(w, 5, NULL);
+	cp_mw_int(w, st->task);
+	cp_mw_uint(w, st->thread);
+	cp_mw_tuple(w, st->depth, NULL);
+	for (uint32_t j = 0; j < st->depth; j++)
+		put_key(w, r, &p->stats.funcs[st->frames[j]].key);
+	cp_mw_uint(w, st->count);
+	cp_mw_bool(w, st->waiting);
+	return 0;
+}
+
+static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *p,
+		      struct cp_arena *scratch)
+{
+	const struct cp_extras *x = &p->ex;
+	int err;
+
+	cp_mw_dict_begin(w);
+	put_shared_str(w, r, "coprof");
+	cp_mw_int(w, CP_FORMAT_VERSION);
+	put_shared_str(w, r, "clock");
+	put_opt_str(w, x->clock);
+	put_shared_str(w, r, "mode");
+	put_opt_str(w, x->mode);
+	put_shared_str(w, r, "pid");
+	cp_mw_int(w, x->pid);
+	put_shared_str(w, r, "argv");
+	cp_mw_list(w, x->argv ? x->argc : 0);
+	for (uint32_t i = 0; x->argv && i < x->argc; i++)
+		cp_mw_str(w, nz(x->argv[i]), strlen(nz(x->argv[i])), NULL);
+	put_shared_str(w, r, "start");
+	cp_mw_float(w, x->start);
+	put_shared_str(w, r, "stop");
+	cp_mw_float(w, x->stop);
+	put_shared_str(w, r, "hz");
+	cp_mw_float(w, x->hz);
+	put_shared_str(w, r, "overflow");
+	cp_mw_bool(w, x->overflow);
+	put_shared_str(w, r, "dropped");
+	cp_mw_dict_begin(w);
+	for (uint32_t i = 0; x->dropped && i < x->ndropped; i++) {
+		cp_mw_str(w, nz(x->dropped[i].name), strlen(nz(x->dropped[i].name)), NULL);
+		cp_mw_uint(w, x->dropped[i].n);
+	}
+	cp_mw_dict_end(w);
+	put_shared_str(w, r, "notes");
+	cp_mw_list(w, x->notes ? x->nnotes : 0);
+	for (uint32_t i = 0; x->notes && i < x->nnotes; i++)
+		cp_mw_str(w, nz(x->notes[i]), strlen(nz(x->notes[i])), NULL);
+	put_shared_str(w, r, "tasks");
+	cp_mw_list(w, x->tasks ? x->ntasks : 0);
+	for (uint32_t i = 0; x->tasks && i < x->ntasks; i++)
+		if ((err = put_task(w, r, &x->tasks[i], scratch)) < 0)
+			return err;
+	put_shared_str(w, r, "threads");
+	cp_mw_list(w, x->threads ? x->nthreads : 0);
+	for (uint32_t i = 0; x->threads && i < x->nthreads; i++)
+		put_thread(w, r, &x->threads[i]);
+	put_shared_str(w, r, "stacks");
+	cp_mw_list(w, x->stacks ? x->nstacks : 0);
+	for (uint32_t i = 0; x->stacks && i < x->nstacks; i++)
+		if ((err = put_stack(w, r, p, &x->stacks[i])) < 0)
+			return err;
+	cp_mw_dict_end(w);
+	return w->err;
+}
+
+/* Encodes the whole file into `w`. Returns 0, -EINVAL for an inconsistent profile
+ * (a caller, frame or task index out of range), or the writer's error. */
+static int encode(const struct cp_profile *p, struct cp_mw *w)
+{
+	struct cp_arena *scratch = cp_arena_new();
+	const struct cp_stats *s;
+	struct refs r;
+	int err;
+
+	if (!scratch)
+		return -ENOMEM;
+	refs_init(&r);
+	err = canonical_stats(&p->stats, scratch, &s);
+	if (err == 0) {
+		cp_mw_begin_object(w);
+		put_stats(w, &r, s);
+		err = w->err;
+	}
+	if (err == 0) {
+		refs_fini(&r);
+		refs_init(&r);
+		cp_mw_begin_object(w);
+		err = put_extras(w, &r, p, scratch);
+	}
+	refs_fini(&r);
+	cp_arena_free(scratch);
+	return err ? err : w->err;
+}
+
+int cp_profile_encode(const struct cp_profile *p, unsigned char **buf, size_t *len)
+{
+	struct cp_mw w;
+	int err;
+
+	*buf = NULL;
+	*len = 0;
+	cp_mw_init(&w, -1);
+	err = encode(p, &w);
+	if (err == 0)
+		err = cp_mw_take(&w, buf, len);
+	cp_mw_fini(&w);
+	return err;
+}
+
+/* Makes the rename durable; a failure here does not lose the file, so it is ignored. */
+static void sync_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	int fd;
+
+	if (!slash) {
+		strcpy(dir, ".");
+	} else if (slash == path) {
+		strcpy(dir, "/");
+	} else {
+		if ((size_t)(slash - path) >= sizeof(dir))
+			return;
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = '\0';
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+int cp_profile_write(const struct cp_profile *p, const char *path)
+{
+	static unsigned counter;
+	char tmp[PATH_MAX];
+	struct cp_mw w;
+	int fd = -1, err = 0, n;
+
+	if (!p || !path || !*path)
+		return -EINVAL;
+	for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
+		n = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld.%u", path, (long)getpid(),
+			     __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+		if (n < 0 || (size_t)n >= sizeof(tmp))
+			return -ENAMETOOLONG;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd < 0 && errno != EEXIST)
+			return -errno;
+	}
+	if (fd < 0)
+		return -EEXIST;
+	cp_mw_init(&w, fd);
+	err = encode(p, &w);
+	if (err == 0)
+		err = cp_mw_flush(&w);
+	cp_mw_fini(&w);
+	if (err == 0 && fsync(fd) < 0)
+		err = -errno;
+	if (close(fd) < 0 && err == 0)
+		err = -errno;
+	if (err == 0 && rename(tmp, path) < 0)
+		err = -errno;
+	if (err) {
+		unlink(tmp);
+		return err;
+	}
+	sync_dir(path);
+	return 0;
+}

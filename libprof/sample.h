@@ -34,7 +34,9 @@ struct cp_samples_map {
 };
 
 /* Adds the sampled functions, edges and stacks into prof (its stats, each task's
- * stats, and ex.stacks). 0 or -errno. */
+ * stats, and ex.stacks), and gives each task and thread whose ttot is still 0 the time
+ * sampled in it. pcs are addresses inside their functions: the sampler passes the
+ * interrupted pc, and return addresses as libunwind gives them. 0 or -errno. */
 int cp_samples_build(const struct cp_samples *s, const struct cp_samples_map *map,
 		     struct cp_profile *prof);
 

@@ -1,7 +1,127 @@
-/* python-loader.c: placeholder until the CPython adapter lands. */
+/* python-loader.c: the shim's side of the CPython adapter. In the shim's constructor it
+ * asks the dynamic linker whether this process is CPython (Py_GetVersion, found with
+ * dlsym(RTLD_DEFAULT); the shim references no Python symbol), dlopens the adapter built
+ * for that version (next to the shim: python/ in the build tree, coprof/ installed) and
+ * registers it as the "python" runtime. Non-Python processes return after one dlsym. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "python/adapter.h"
 #include "shim.h"
 
+static struct pl_py_host host;
+static struct pl_py_adapter adapter;
+
+static int rt_start(void)
+{
+	return adapter.start ? adapter.start() : 0;
+}
+
+static int rt_stop(void)
+{
+	return adapter.stop ? adapter.stop() : 0;
+}
+
+static void rt_after_fork_child(void)
+{
+	if (adapter.after_fork_child)
+		adapter.after_fork_child();
+}
+
+static const struct pl_runtime python_runtime = {
+	.name = "python",
+	.start = rt_start,
+	.stop = rt_stop,
+	.after_fork_child = rt_after_fork_child,
+};
+
+/* "3.11.2 (main, ...)" -> 3, 11. 0 or -EINVAL. */
+static int parse_version(const char *v, int *major, int *minor)
+{
+	char *end;
+	long ma = strtol(v, &end, 10);
+	if (*end != '.')
+		return -EINVAL;
+	long mi = strtol(end + 1, &end, 10);
+	if (end == v || ma < 0 || mi < 0 || ma > 99 || mi > 999)
+		return -EINVAL;
+	*major = (int)ma;
+	*minor = (int)mi;
+	return 0;
+}
+
+/* Looks for coprof-pythonX.Y.so in the folders an adapter may be in, relative to the
+ * shim's own file: python/ (the build tree) and coprof/ (installed in libdir). */
+static void *open_adapter(int major, int minor, char *path, size_t len)
+{
+	Dl_info info;
+	if (!dladdr((void *)&python_runtime, &info) || !info.dli_fname)
+		return NULL;
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	static const char *const subdirs[] = {"python", "coprof"};
+	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
+		int n = snprintf(path, len, "%s/%s/coprof-python%d.%d.so", dir, subdirs[i],
+				 major, minor);
+		if (n < 0 || (size_t)n >= len || access(path, R_OK) != 0)
+			continue;
+		void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			return h;
+		pl_say("cannot load %s: %s; Python is not profiled", path, dlerror());
+		return NULL;
+	}
+	pl_say("no adapter for Python %d.%d next to %s; Python is not profiled", major, minor,
+	       info.dli_fname);
+	return NULL;
+}
+
+/* A struct of what the adapter may use, and its callbacks into pl_runtime_add. In
+ * sample mode no Python hook is installed: the sampler samples native stacks. */
 int pl_python_init(void)
 {
+	if (!pl_prof || pl_cfg.mode != COPROF_MODE_TRACE)
+		return 0;
+	const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+	if (!version || !dlsym(RTLD_DEFAULT, "PySys_AddAuditHook"))
+		return 0;
+	int major, minor;
+	if (parse_version(version(), &major, &minor) != 0)
+		return 0;
+	if (major != 3 || minor < 10) {
+		pl_say("Python %d.%d is not supported (3.10 and later are); it is not profiled",
+		       major, minor);
+		return 0;
+	}
+	char path[PATH_MAX];
+	void *h = open_adapter(major, minor, path, sizeof(path));
+	if (!h)
+		return 0;
+	pl_py_attach_fn attach = (pl_py_attach_fn)dlsym(h, PL_PY_ENTRY);
+	host = (struct pl_py_host){
+		.abi = PL_PY_ABI,
+		.prof = &pl_prof,
+		.clock = pl_cfg.clock,
+		.builtins = pl_cfg.builtins,
+		.thread = pl_thread,
+		.say = pl_say,
+	};
+	int rc = attach ? attach(&host, &adapter) : -ENOENT;
+	if (rc != 0) {
+		pl_say("the Python adapter %s failed (%d); Python is not profiled", path, rc);
+		return 0;
+	}
+	pl_runtime_add(&python_runtime);
 	return 0;
 }

@@ -1,13 +1,336 @@
-/* sampler.c: placeholder until sample mode lands. */
-#include "shim.h"
+/* sampler.c: sample mode (COPROF_MODE=sample): per-thread timers and the folding thread.
+ *
+ * pl_sampler_init (the shim's constructor) picks a free real-time signal and installs
+ * the tick handler; each thread, in its thread_start hook, creates its own timers and
+ * warms libunwind outside any signal. The folding thread wakes every few milliseconds,
+ * drains every thread's ring into the engine (coprof_sample) and charges suspended
+ * coroutines their waits. start/stop run on the shim's control thread. */
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <errno.h>
+#include <libunwind.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-int pl_sampler_init(void)
+#include "sampler-ring.h"
+
+#define FOLD_NS 10000000u /* ns between folds: 10 ms, PL_RING_SLOTS ticks at 25 kHz */
+#define MAX_HZ 10000u     /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
+
+struct pl_sampler_conf pl_sconf;
+atomic_int pl_sampler_on;
+_Atomic uint64_t pl_sampler_epoch;
+
+static __thread struct pl_sthread *self __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* threads, folding */
+static struct pl_sthread *threads;
+static pthread_t folder;
+static int folder_running;
+static atomic_int folder_quit;
+
+struct pl_sthread *pl_sampler_self(void)
 {
+	return self;
+}
+
+/* --- folding ----------------------------------------------------------------------- */
+
+/* Moves the records of one thread's ring into the engine. Called with `lock` held, so
+ * only one thread ever calls coprof_sample. */
+static void drain(struct pl_sthread *st, int keep)
+{
+	uint32_t t = atomic_load_explicit(&st->tail, memory_order_relaxed);
+	uint32_t h = atomic_load_explicit(&st->head, memory_order_acquire);
+	for (; t != h; t++) {
+		struct pl_rec *rec = &st->ring[t % PL_RING_SLOTS];
+		if (!keep || !st->thread || !rec->depth)
+			continue;
+		if (rec->kind == PL_REC_SAMPLE) {
+			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth, rec->weight, 0);
+			continue;
+		}
+		for (uint64_t k = 0; k < rec->weight; k++)
+			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth,
+				      pl_sconf.period, 1);
+	}
+	atomic_store_explicit(&st->tail, t, memory_order_release);
+}
+
+static void report_counts(struct pl_sthread *st)
+{
+	static const struct {
+		const char *what;
+		size_t off;
+	} counters[] = {
+		{"sample ticks deferred mid-switch", offsetof(struct pl_sthread, deferred)},
+		{"sample ticks dropped (buffer full)", offsetof(struct pl_sthread, dropped)},
+		{"sample stacks truncated", offsetof(struct pl_sthread, truncated)},
+		{"sample stacks not unwound", offsetof(struct pl_sthread, failed)},
+	};
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+		_Atomic uint64_t *c = (_Atomic uint64_t *)((char *)st + counters[i].off);
+		uint64_t n = atomic_exchange_explicit(c, 0, memory_order_relaxed);
+		if (n && pl_prof)
+			coprof_count_dropped(pl_prof, counters[i].what, n);
+	}
+}
+
+/* Folds every thread, and frees the threads that exited once their ring is empty.
+ * `keep` 0 discards the records (they belong to a profile already cleared). */
+static void fold_all(int keep)
+{
+	pthread_mutex_lock(&lock);
+	for (struct pl_sthread **pp = &threads; *pp;) {
+		struct pl_sthread *st = *pp;
+		int dead = atomic_load_explicit(&st->dead, memory_order_acquire);
+		drain(st, keep);
+		if (keep && pl_sconf.wall)
+			pl_sampler_charge_waits(st);
+		report_counts(st);
+		if (dead) {
+			*pp = st->next;
+			free(st->waits);
+			free(st);
+			continue;
+		}
+		pp = &st->next;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static void *fold_loop(void *arg)
+{
+	(void)arg;
+	/* The folding thread is ours: it takes no ticks. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, pl_sconf.signo);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
+		struct timespec ts = {0, FOLD_NS};
+		nanosleep(&ts, NULL);
+		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed))
+			fold_all(1);
+	}
+	return NULL;
+}
+
+/* The folding thread is made with the real pthread_create, so the shim's hook neither
+ * registers it with the engine nor gives it timers: it never shows in a profile. */
+static void start_folder(void)
+{
+	typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	create_fn create = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+	if (!create)
+		create = pthread_create;
+	atomic_store(&folder_quit, 0);
+	folder_running = create(&folder, NULL, fold_loop, NULL) == 0;
+	if (!folder_running)
+		pl_say("sample mode: cannot start the folding thread");
+}
+
+/* --- threads ----------------------------------------------------------------------- */
+
+static int make_timer(clockid_t clk, int id, timer_t *out)
+{
+	struct sigevent sev;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = pl_sconf.signo;
+	sev.sigev_value.sival_int = id;
+#ifdef sigev_notify_thread_id
+	sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+#else
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+#endif
+	return timer_create(clk, &sev, out) < 0 ? -errno : 0;
+}
+
+/* Sets up the calling thread: its state, its timers (armed when sampling runs), and
+ * libunwind's per-thread caches, filled here by one walk outside any signal. */
+static void thread_start(void)
+{
+	if (self)
+		return;
+	struct pl_sthread *st = calloc(1, sizeof(*st));
+	if (!st)
+		return;
+	st->tid = (pid_t)syscall(SYS_gettid);
+	st->tls = pl_tls();
+	st->thread = pl_thread();
+	cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
+	void *warm[PL_SAMPLE_DEPTH];
+	unw_backtrace(warm, PL_SAMPLE_DEPTH);
+	st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
+	if (!pl_sconf.wall)
+		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
+	if (!st->has_mono) {
+		if (st->has_cpu)
+			timer_delete(st->cpu);
+		cp_clock_fini(&st->clock);
+		free(st);
+		return;
+	}
+	pthread_mutex_lock(&lock);
+	st->next = threads;
+	threads = st;
+	pthread_mutex_unlock(&lock);
+	self = st;
+	if (atomic_load(&pl_sampler_on))
+		pl_sampler_arm(st, 1);
+}
+
+/* The thread is exiting: its timers go now (no tick may find it gone); its state is
+ * freed by the folding thread once its last records are folded. */
+static void thread_exit(void)
+{
+	struct pl_sthread *st = self;
+	if (!st)
+		return;
+	self = NULL;
+	if (st->has_mono)
+		timer_delete(st->mono);
+	if (st->has_cpu)
+		timer_delete(st->cpu);
+	st->has_mono = st->has_cpu = 0;
+	cp_clock_fini(&st->clock);
+	atomic_store_explicit(&st->dead, 1, memory_order_release);
+}
+
+/* --- the runtime --------------------------------------------------------------------- */
+
+static int sampler_start(void)
+{
+	fold_all(0); /* records from before belong to no profile */
+	atomic_fetch_add(&pl_sampler_epoch, 1);
+	atomic_store(&pl_sampler_on, 1);
+	pthread_mutex_lock(&lock);
+	for (struct pl_sthread *st = threads; st; st = st->next) {
+		atomic_store(&st->rebase, 1);
+		atomic_store(&st->ticks, 0);
+		/* Contexts are made anew after a start: until its next switch the thread
+		 * is counted in its own context rather than under a stale one. */
+		atomic_store(&st->cur, NULL);
+		if (!atomic_load(&st->dead))
+			pl_sampler_arm(st, 1);
+	}
+	pthread_mutex_unlock(&lock);
 	return 0;
 }
 
-void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to)
+static int sampler_stop(void)
 {
-	(void)from;
-	(void)to;
+	atomic_store(&pl_sampler_on, 0);
+	pthread_mutex_lock(&lock);
+	for (struct pl_sthread *st = threads; st; st = st->next)
+		if (!atomic_load(&st->dead))
+			pl_sampler_arm(st, 0);
+	pthread_mutex_unlock(&lock);
+	fold_all(1);
+	return 0;
+}
+
+/* In the child only the forking thread survives, and no timer does: the others' state
+ * is dropped, this thread gets new timers and a new folding thread. */
+static void sampler_after_fork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	struct pl_sthread *mine = self;
+	struct pl_sthread *st = threads;
+	while (st) {
+		struct pl_sthread *next = st->next;
+		if (st != mine) {
+			free(st->waits);
+			free(st);
+		}
+		st = next;
+	}
+	threads = NULL;
+	self = NULL;
+	if (mine) {
+		free(mine->waits);
+		free(mine);
+	}
+	thread_start();
+	start_folder();
+}
+
+static const struct pl_runtime sampler_runtime = {
+	.name = "sampler",
+	.start = sampler_start,
+	.stop = sampler_stop,
+	.thread_start = thread_start,
+	.thread_exit = thread_exit,
+	.after_fork_child = sampler_after_fork_child,
+};
+
+/* A real-time signal nobody handles, other than the toggle signal. */
+static int pick_signal(void)
+{
+	for (int s = SIGRTMIN + 4; s <= SIGRTMAX - 2; s++) {
+		struct sigaction old;
+		if (s == pl_cfg.signo || sigaction(s, NULL, &old) < 0)
+			continue;
+		if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL)
+			return s;
+	}
+	return -1;
+}
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t at = (uintptr_t)arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && at >= lo &&
+		    at < lo + ph->p_memsz) {
+			pl_sconf.self_lo = lo;
+			pl_sconf.self_hi = lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int pl_sampler_init(void)
+{
+	if (pl_cfg.mode != COPROF_MODE_SAMPLE || !pl_prof)
+		return 0;
+	unsigned hz = pl_cfg.hz ? pl_cfg.hz : 997;
+	if (hz > MAX_HZ) {
+		pl_say("sample mode: %u Hz is above what timers deliver here; sampling at %u Hz",
+		       hz, MAX_HZ);
+		coprof_set_note(pl_prof, "sample rate capped at 10000 Hz (COPROF_HZ was higher)");
+		hz = MAX_HZ;
+	}
+	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
+	pl_sconf.period = 1000000000u / hz;
+	pl_sconf.signo = pick_signal();
+	if (pl_sconf.signo < 0) {
+		pl_say("sample mode: no free real-time signal; not sampling");
+		return -EBUSY;
+	}
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)&pl_sampler_init);
+	int err = pl_sampler_install_handler();
+	if (err < 0) {
+		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));
+		return err;
+	}
+	if (dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+		pl_say("sample mode samples native stacks; Python frames are not sampled yet");
+		coprof_set_note(pl_prof, "sample mode: native stacks only, Python frames are "
+					 "not sampled yet");
+	}
+	pl_runtime_add(&sampler_runtime);
+	thread_start(); /* the thread running the constructor */
+	start_folder();
+	return 0;
 }

@@ -69,5 +69,10 @@ PL_HIDDEN int pl_sampler_init(void); /* sampler.c */
  * with pl_tls()->in_switch already set. In sample mode under wall the sampler captures
  * the stack `from` suspends at here; otherwise it returns at once. */
 PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to);
+/* Called by the ucontext adapter when context `c` finishes (outside any signal): a
+ * finished coroutine no longer waits, so the sampler stops charging it, and the thread
+ * counts as back in its own context. When the context resumed next is a coroutine,
+ * follow with pl_sampler_switch(NULL, next). */
+PL_HIDDEN void pl_sampler_finish(struct coprof_ctx *c);
 
 #endif

@@ -1,12 +1,179 @@
-/* cmd-record.c: placeholder until its part lands. */
+/* cmd-record.c: `coprof record [OPTIONS] -- CMD ARGS...`: runs CMD under the preload
+ * shim. Finds libcoprof-preload.so beside its own install (or in the build tree), puts
+ * the options into the COPROF_* environment and execs CMD, so CMD keeps this process's
+ * pid (for `coprof toggle`) and its exit status is the command's. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cmds.h"
 
+#if defined(__x86_64__)
+#define MULTIARCH "x86_64-linux-gnu"
+#elif defined(__aarch64__)
+#define MULTIARCH "aarch64-linux-gnu"
+#else
+#define MULTIARCH "."
+#endif
+
+#define PRELOAD_NAME "libcoprof-preload.so"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: coprof record [-o FILE] [-c cpu|wall] [--mode trace|sample] [--hz N]\n"
+		   "                     [--no-start] [--signal SIG] -- CMD [ARGS...]\n"
+		   "  -o, --output FILE  profile path; %%p: pid, %%n: dump number\n"
+		   "  -c, --clock CLOCK  cpu (default) or wall\n"
+		   "  --mode MODE        trace (default, -finstrument-functions) or sample\n"
+		   "  --hz N             sampling rate in sample mode (default 997)\n"
+		   "  --no-start         wait for the toggle signal before profiling\n"
+		   "  --signal SIG       toggle signal (default USR2): see coprof toggle\n");
+}
+
+/* The preload library: $COPROF_PRELOAD, else the build tree beside this binary, else
+ * the install's libdir. Returns 0 and fills out, or -1. */
+static int find_preload(char *out, size_t len)
+{
+	const char *env = getenv("COPROF_PRELOAD");
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return access(out, R_OK) == 0 ? 0 : -1;
+	}
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		return -1;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	const char *rel[] = {
+		"../preload", /* build tree: build/viewer/coprof */
+#ifdef COPROF_LIBDIR
+		COPROF_LIBDIR,
+#endif
+		("../lib/" MULTIARCH),
+		"../lib64",
+		"../lib",
+	};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		int w;
+		if (rel[i][0] == '/')
+			w = snprintf(out, len, "%s/%s", rel[i], PRELOAD_NAME);
+		else
+			w = snprintf(out, len, "%s/%s/%s", exe, rel[i], PRELOAD_NAME);
+		if (w < 0 || (size_t)w >= len)
+			continue;
+		char real[PATH_MAX];
+		if (access(out, R_OK) == 0 && realpath(out, real)) {
+			snprintf(out, len, "%s", real);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int setenv_or_die(const char *name, const char *value)
+{
+	if (setenv(name, value, 1) != 0) {
+		perror("coprof: setenv");
+		return -1;
+	}
+	return 0;
+}
+
 int vw_cmd_record(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "coprof: record is not built yet\n");
-	return 2;
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"clock", required_argument, NULL, 'c'},
+		{"mode", required_argument, NULL, 'm'},
+		{"hz", required_argument, NULL, 'z'},
+		{"no-start", no_argument, NULL, 'n'},
+		{"signal", required_argument, NULL, 's'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *out = NULL, *clock = NULL, *mode = NULL, *hz = NULL, *sig = NULL;
+	int no_start = 0, c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'c':
+			clock = optarg;
+			break;
+		case 'm':
+			mode = optarg;
+			break;
+		case 'z':
+			hz = optarg;
+			break;
+		case 'n':
+			no_start = 1;
+			break;
+		case 's':
+			sig = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "coprof record: no command to run\n");
+		usage(stderr);
+		return 2;
+	}
+	if (clock && strcmp(clock, "cpu") && strcmp(clock, "wall")) {
+		fprintf(stderr, "coprof record: clock '%s' is not cpu or wall\n", clock);
+		return 2;
+	}
+	if (mode && strcmp(mode, "trace") && strcmp(mode, "sample")) {
+		fprintf(stderr, "coprof record: mode '%s' is not trace or sample\n", mode);
+		return 2;
+	}
+	if (hz && (atoi(hz) < 1 || strspn(hz, "0123456789") != strlen(hz))) {
+		fprintf(stderr, "coprof record: --hz '%s' is not a positive rate\n", hz);
+		return 2;
+	}
+	if (sig && vw_parse_signal(sig) < 0) {
+		fprintf(stderr, "coprof record: '%s' is not a signal coprof can use\n", sig);
+		return 2;
+	}
+	char lib[PATH_MAX];
+	if (find_preload(lib, sizeof(lib)) != 0) {
+		fprintf(stderr, "coprof record: cannot find " PRELOAD_NAME
+				" (set COPROF_PRELOAD to its path)\n");
+		return 2;
+	}
+	/* after what is preloaded already: a sanitizer's runtime must stay first */
+	const char *old = getenv("LD_PRELOAD");
+	char preload[2 * PATH_MAX];
+	int w = old && *old && !strstr(old, PRELOAD_NAME)
+			? snprintf(preload, sizeof(preload), "%s:%s", old, lib)
+			: snprintf(preload, sizeof(preload), "%s", lib);
+	if (w < 0 || (size_t)w >= sizeof(preload)) {
+		fprintf(stderr, "coprof record: LD_PRELOAD is too long\n");
+		return 2;
+	}
+	if (setenv_or_die("LD_PRELOAD", preload) || (out && setenv_or_die("COPROF_OUT", out)) ||
+	    (clock && setenv_or_die("COPROF_CLOCK", clock)) ||
+	    (mode && setenv_or_die("COPROF_MODE", mode)) || (hz && setenv_or_die("COPROF_HZ", hz)) ||
+	    (sig && setenv_or_die("COPROF_SIGNAL", sig)) ||
+	    (no_start && setenv_or_die("COPROF_START", "0")))
+		return 2;
+	execvp(argv[optind], argv + optind);
+	fprintf(stderr, "coprof record: cannot run %s: %m\n", argv[optind]);
+	return 127;
 }

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""bench.py BUILD [-r REPS]: sample mode's overhead against its anchors, side by side.
+
+Two workloads, each run REPS times (default 5) in interleaved order, medians reported:
+  cpu   samples/cpu/cpu-split 2: the CPU time (user + sys) the whole process used;
+  resp  the RESP server (bench/sample/resp-plain: samples/native/resp.c built without
+        -finstrument-functions) under redis-benchmark -t get,set: requests per second.
+Variants: unprofiled; coprof COPROF_MODE=sample at 1 kHz and 10 kHz (cpu clock);
+gperftools (LD_PRELOAD=libprofiler.so CPUPROFILE=...) asked for 1 kHz, at the rate it
+really delivers. Samples are counted from each profile, so the cost per sample is
+(profiled - unprofiled CPU) / samples. Prints a markdown table."""
+import argparse
+import glob
+import marshal
+import os
+import re
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GPERF = next(iter(glob.glob("/usr/lib/*/libprofiler.so*") + glob.glob("/usr/lib/libprofiler.so*")), None)
+
+
+def variants(build, tmp):
+    shim = os.path.join(build, "preload", "libcoprof-preload.so")
+    out = {"unprofiled": {}}
+    for hz in (1000, 10000):
+        out[f"coprof {hz // 1000} kHz"] = {
+            "LD_PRELOAD": shim, "COPROF_MODE": "sample", "COPROF_CLOCK": "cpu",
+            "COPROF_HZ": str(hz), "COPROF_OUT": os.path.join(tmp, f"c{hz}-%p.pstat")}
+    if GPERF:
+        out["gperftools 1 kHz"] = {"LD_PRELOAD": GPERF, "CPUPROFILE": os.path.join(tmp, "g.prof"),
+                                   "CPUPROFILE_FREQUENCY": "1000"}
+    return out
+
+
+def clean_env(extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "CPUPROFILE"))}
+    env.pop("LD_PRELOAD", None)
+    env.update(extra)
+    return env
+
+
+def samples_of(tmp):
+    """Samples in the profile the last run wrote (then removes it)."""
+    n = 0
+    for f in glob.glob(os.path.join(tmp, "c*.pstat")):
+        with open(f, "rb") as fh:
+            marshal.load(fh)
+            ex = marshal.load(fh)
+        n += sum(row[3] for row in ex["stacks"])
+        os.unlink(f)
+    g = os.path.join(tmp, "g.prof")
+    if os.path.exists(g):
+        data = open(g, "rb").read()
+        os.unlink(g)
+        words = struct.unpack(f"<{len(data) // 8}Q", data[: len(data) // 8 * 8])
+        i = 2 + words[1]  # header: 0, 3 (words after these two), 0, period in us, 0
+        while i + 2 <= len(words):
+            count, depth = words[i], words[i + 1]
+            if count == 0 and depth == 1:  # the trailer
+                break
+            n += count
+            i += 2 + depth
+    return n
+
+
+def run_cpu(build, env):
+    exe = os.path.join(build, "samples", "cpu", "cpu-split")
+    p = subprocess.Popen([exe, "2"], env=clean_env(env), stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = status
+    if status != 0:
+        sys.exit(f"cpu-split failed under {env}")
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_resp(build, env, requests):
+    exe = os.path.join(build, "bench", "sample", "resp-plain")
+    p = subprocess.Popen([exe, "0"], env=clean_env(env), stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(r"port (\d+)", line)
+    if not m:
+        p.kill()
+        sys.exit(f"resp said {line!r}")
+    b = subprocess.run(["redis-benchmark", "-p", m.group(1), "-t", "get,set", "-n", str(requests),
+                        "-c", "50", "-q"], capture_output=True, text=True, timeout=300)
+    p.send_signal(signal.SIGTERM)
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = status
+    p.stdout.close()
+    rps = [float(x) for x in re.findall(r"([0-9.]+) requests per second", b.stdout)]
+    if len(rps) != 2:
+        sys.exit(f"redis-benchmark said {b.stdout!r} {b.stderr!r}")
+    # the server's CPU per request: what sampling costs it, whatever the wakeup latency
+    return sum(rps) / 2, (ru.ru_utime + ru.ru_stime) / (2 * requests) * 1e6
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("-r", "--reps", type=int, default=5)
+    ap.add_argument("-n", "--requests", type=int, default=100000)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="coprof-bench-sample-")
+    vs = variants(os.path.abspath(a.build), tmp)
+    cpu = {v: [] for v in vs}
+    cpu_n = {v: [] for v in vs}
+    rps = {v: [] for v in vs}
+    req_us = {v: [] for v in vs}
+    for rep in range(a.reps):
+        for v, env in vs.items():
+            cpu[v].append(run_cpu(a.build, env))
+            cpu_n[v].append(samples_of(tmp))
+        for v, env in vs.items():
+            r, us = run_resp(a.build, env, a.requests)
+            rps[v].append(r)
+            req_us[v].append(us)
+            samples_of(tmp)
+        print(f"rep {rep + 1}/{a.reps} done", file=sys.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
+    base_cpu = statistics.median(cpu["unprofiled"])
+    base_rps = statistics.median(rps["unprofiled"])
+    base_us = statistics.median(req_us["unprofiled"])
+    print("| variant | cpu-split CPU s | overhead | samples | samples per CPU s | "
+          "CPU us per sample | resp req/s | vs unprofiled | resp CPU us/req | overhead |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for v in vs:
+        c = statistics.median(cpu[v])
+        n = statistics.median(cpu_n[v])
+        r = statistics.median(rps[v])
+        us = statistics.median(req_us[v])
+        per = f"{(c - base_cpu) / n * 1e6:.1f}" if n else "-"
+        rate = f"{n / c:.0f}" if n else "-"
+        print(f"| {v} | {c:.3f} | {100 * (c / base_cpu - 1):+.1f}% | {n:.0f} | {rate} | {per} | "
+              f"{r:.0f} | {r / base_rps:.2f}x | {us:.1f} | {100 * (us / base_us - 1):+.1f}% |")
+    print(f"\nmedians of {a.reps} interleaved runs; resp: mean of GET and SET, "
+          f"{a.requests} requests each, 50 clients")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,407 @@
+/* engine-ctx.c: threads and contexts. Registration, context creation, switches and
+ * finishes move the virtual clocks (DESIGN rules 4, 5, 8, 9) and keep the task and
+ * thread tables. Every function here runs on the thread concerned, inside an event
+ * section where it touches that thread's data; names are guarded by the profiler lock. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine-inline.h"
+
+static void ctx_init(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->t = t;
+}
+
+int coprof_thread_register(struct coprof *p, const char *name, struct coprof_thread **out)
+{
+	if (!p || !out)
+		return -EINVAL;
+	struct coprof_thread *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	atomic_store_explicit(&t->seq, 0, memory_order_relaxed);
+	t->seen = CP_PAUSED; /* never equal to a state word a writer acts on */
+	t->p = p;
+	t->fake = p->opt.fake_clock;
+	t->fake_arg = p->opt.fake_clock_arg;
+	t->cpu = p->opt.clock == COPROF_CLOCK_CPU;
+	t->fence = p->fence;
+	cp_pool_init(&t->pool, &p->mem_used, p->opt.memory_limit);
+	ctx_init(t, &t->base);
+	t->base.is_base = 1;
+	t->base.state = CP_CTX_RUNNING;
+	ctx_init(t, &t->agg);
+	t->agg.is_agg = 1;
+	t->agg.state = CP_CTX_FINISHED;
+	t->cur = &t->base;
+	t->tid = (uint64_t)gettid();
+	if (!t->fake)
+		cp_clock_init(&t->clock, p->opt.clock);
+	if (name)
+		snprintf(t->name, sizeof(t->name), "%s", name);
+	pthread_mutex_lock(&p->lock);
+	struct coprof_thread **pp = &p->threads;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = t;
+	pthread_mutex_unlock(&p->lock);
+	*out = t;
+	return 0;
+}
+
+/* Closes every stack of the thread at its clock now and freezes its clocks, so the
+ * thread's data stays in the profile after the thread is gone. */
+void coprof_thread_exit(struct coprof_thread *t)
+{
+	if (!t || t->exited)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (cp_thread_active(t, st))
+		cp_thread_end(t, cp_now(t));
+	t->seen = CP_PAUSED;
+	t->exited = 1;
+	cp_section_close(t);
+	if (!t->fake)
+		cp_clock_fini(&t->clock);
+}
+
+int coprof_thread_set_name(struct coprof_thread *t, const char *name)
+{
+	if (!t || !name)
+		return -EINVAL;
+	pthread_mutex_lock(&t->p->lock);
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	pthread_mutex_unlock(&t->p->lock);
+	return 0;
+}
+
+int coprof_ctx_create(struct coprof_thread *t, uint64_t id, const char *name, const char *runtime,
+		      struct coprof_ctx **out)
+{
+	if (!t || !out)
+		return -EINVAL;
+	struct coprof *p = t->p;
+	size_t nlen = name ? strlen(name) + 1 : 0;
+	size_t size = sizeof(struct coprof_ctx) + nlen;
+	size_t before = atomic_fetch_add_explicit(&p->mem_used, size, memory_order_relaxed);
+	if (before + size > p->opt.memory_limit) {
+		atomic_fetch_sub_explicit(&p->mem_used, size, memory_order_relaxed);
+		cp_overflow(p, "context table");
+		return -ENOMEM;
+	}
+	struct coprof_ctx *c = malloc(sizeof(*c));
+	char *nm = nlen ? malloc(nlen) : NULL;
+	if (!c || (nlen && !nm)) {
+		free(c);
+		free(nm);
+		atomic_fetch_sub_explicit(&p->mem_used, size, memory_order_relaxed);
+		return -ENOMEM;
+	}
+	ctx_init(t, c);
+	if (nlen)
+		memcpy(nm, name, nlen);
+	c->name = nm;
+	c->id = id;
+	c->msize = size;
+	snprintf(c->runtime, sizeof(c->runtime), "%s", runtime ? runtime : "");
+	c->state = CP_CTX_SUSPENDED;
+	cp_section_open(t);
+	if (t->ctx_tail)
+		t->ctx_tail->next = c;
+	else
+		t->ctx_head = c;
+	t->ctx_tail = c;
+	cp_section_close(t);
+	*out = c;
+	return 0;
+}
+
+int coprof_ctx_set_name(struct coprof_ctx *c, const char *name)
+{
+	if (!c || !name)
+		return -EINVAL;
+	char *nm = strdup(name);
+	if (!nm)
+		return -ENOMEM;
+	pthread_mutex_lock(&c->t->p->lock);
+	char *old = c->name;
+	c->name = nm;
+	pthread_mutex_unlock(&c->t->p->lock);
+	free(old);
+	return 0;
+}
+
+struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t)
+{
+	if (!t || t->cur == &t->base)
+		return NULL;
+	return t->cur;
+}
+
+/* Makes c the running context at thread clock `now`. Under cpu the incoming context's
+ * clock skips the time it was away; under wall only the driver (the thread's own
+ * context) turns its time away into its innermost frame's children (rule 9). */
+static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t now)
+{
+	struct coprof_ctx *old = t->cur;
+	old->away = now;
+	if (!old->is_base)
+		old->state = CP_CTX_SUSPENDED;
+	if (t->cpu) {
+		if (now > c->away)
+			c->offset += now - c->away;
+	} else if (c->is_base && c->depth && now > c->away) {
+		c->frames[c->depth - 1].children += now - c->away;
+	}
+	if (!c->is_base) {
+		c->resumes++;
+		if (!c->begun) {
+			c->begun = 1;
+			c->vbegin = now - c->offset;
+		}
+	}
+	c->state = CP_CTX_RUNNING;
+	t->switches++;
+	t->cur = c;
+}
+
+/* Outside a recording run only the running context changes: clocks are frozen at the
+ * instant recording stopped, so the next run starts the new context's clock. */
+static void switch_quiet(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	if (!t->cur->is_base)
+		t->cur->state = CP_CTX_SUSPENDED;
+	c->state = CP_CTX_RUNNING;
+	t->cur = c;
+}
+
+void coprof_ctx_switch(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	if (!t)
+		return;
+	if (!c)
+		c = &t->base;
+	uint32_t st = cp_section_open(t);
+	if (c->t != t) {
+		t->foreign++;
+		goto out;
+	}
+	if (c == t->cur || c->state == CP_CTX_FINISHED)
+		goto out;
+	if (st == t->seen || cp_thread_begin(t, st))
+		switch_to(t, c, cp_now(t));
+	else
+		switch_quiet(t, c);
+out:
+	cp_section_close(t);
+}
+
+static void ids_remove(struct coprof_thread *t, struct coprof_ctx *c);
+
+/* Keeps the newest CP_KEEP_FINISHED finished contexts' tables; folds the oldest. */
+static void retire(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	if (t->fin_tail)
+		t->fin_tail->fnext = c;
+	else
+		t->fin_head = c;
+	t->fin_tail = c;
+	if (++t->nfin_kept <= CP_KEEP_FINISHED)
+		return;
+	struct coprof_ctx *old = t->fin_head;
+	t->fin_head = old->fnext;
+	if (!t->fin_head)
+		t->fin_tail = NULL;
+	old->fnext = NULL;
+	t->nfin_kept--;
+	cp_ctx_fold(&t->agg, old);
+	t->nfolded++;
+}
+
+void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	if (!t || !c)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (c->t != t) {
+		t->foreign++;
+		goto out;
+	}
+	if (c->is_base || c->state == CP_CTX_FINISHED)
+		goto out;
+	if (c->in_ids)
+		ids_remove(t, c);
+	int rec = st == t->seen || cp_thread_begin(t, st);
+	uint64_t now = rec ? cp_now(t) : t->last;
+	if (rec)
+		cp_ctx_close_all(c, now);
+	c->vend = cp_ctx_vnow(c, now);
+	if (t->cur == c) {
+		if (rec)
+			switch_to(t, &t->base, now);
+		else
+			switch_quiet(t, &t->base);
+	}
+	c->state = CP_CTX_FINISHED;
+	retire(t, c);
+out:
+	cp_section_close(t);
+}
+
+/* --- task ids (coprof_task_switch): a chained hash owned by the thread ------------- */
+
+static uint32_t id_hash(uint64_t id, uint32_t cap)
+{
+	return (uint32_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static struct coprof_ctx *ids_find(struct coprof_thread *t, uint64_t id)
+{
+	if (!t->ids_cap)
+		return NULL;
+	for (struct coprof_ctx *c = t->ids[id_hash(id, t->ids_cap)]; c; c = c->idnext)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+static int ids_add(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	if (t->ids_n * 2 >= t->ids_cap) {
+		uint32_t ncap = t->ids_cap ? t->ids_cap * 2 : 64;
+		struct coprof_ctx **nb = calloc(ncap, sizeof(*nb));
+		if (!nb)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < t->ids_cap; i++) {
+			struct coprof_ctx *x = t->ids[i], *nx;
+			for (; x; x = nx) {
+				nx = x->idnext;
+				uint32_t h = id_hash(x->id, ncap);
+				x->idnext = nb[h];
+				nb[h] = x;
+			}
+		}
+		free(t->ids);
+		t->ids = nb;
+		t->ids_cap = ncap;
+	}
+	uint32_t h = id_hash(c->id, t->ids_cap);
+	c->idnext = t->ids[h];
+	t->ids[h] = c;
+	c->in_ids = 1;
+	t->ids_n++;
+	return 0;
+}
+
+static void ids_remove(struct coprof_thread *t, struct coprof_ctx *c)
+{
+	struct coprof_ctx **pp = &t->ids[id_hash(c->id, t->ids_cap)];
+	while (*pp && *pp != c)
+		pp = &(*pp)->idnext;
+	if (*pp) {
+		*pp = c->idnext;
+		t->ids_n--;
+	}
+	c->in_ids = 0;
+	c->idnext = NULL;
+}
+
+/* --- the process default profiler and the calling thread's registration ---------- */
+
+static struct coprof *_Atomic default_prof;
+
+struct self_cache {
+	struct coprof *p;
+	uint64_t uid;
+	struct coprof_thread *t;
+};
+static __thread struct self_cache self __attribute__((tls_model("initial-exec")));
+static pthread_key_t self_key;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+/* A thread registered through coprof_thread_self exits: close its stacks, if its
+ * profiler is still the default (otherwise it may be gone). */
+static void self_exit(void *arg)
+{
+	struct coprof_thread *t = arg;
+	struct coprof *p = atomic_load(&default_prof);
+	if (p && self.t == t && self.p == p && self.uid == p->uid)
+		coprof_thread_exit(t);
+	self.t = NULL;
+}
+
+static void self_key_init(void)
+{
+	pthread_key_create(&self_key, self_exit);
+}
+
+void coprof_set_default(struct coprof *p)
+{
+	atomic_store(&default_prof, p);
+}
+
+struct coprof *coprof_default(void)
+{
+	return atomic_load(&default_prof);
+}
+
+struct coprof_thread *coprof_thread_self(void)
+{
+	struct coprof *p = atomic_load_explicit(&default_prof, memory_order_acquire);
+	if (!p)
+		return NULL;
+	if (self.t && self.p == p && self.uid == p->uid)
+		return self.t;
+	char name[64] = "";
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	struct coprof_thread *t;
+	if (coprof_thread_register(p, name, &t) != 0)
+		return NULL;
+	self.p = p;
+	self.uid = p->uid;
+	self.t = t;
+	pthread_once(&self_once, self_key_init);
+	pthread_setspecific(self_key, t);
+	return t;
+}
+
+int coprof_task_switch(uint64_t task_id, const char *name)
+{
+	struct coprof_thread *t = coprof_thread_self();
+	if (!t)
+		return 0;
+	if (task_id == 0) {
+		coprof_ctx_switch(t, NULL);
+		return 0;
+	}
+	struct coprof_ctx *c = ids_find(t, task_id);
+	if (!c) {
+		int rc = coprof_ctx_create(t, task_id, name, "task", &c);
+		if (rc)
+			return rc;
+		cp_section_open(t);
+		rc = ids_add(t, c);
+		cp_section_close(t);
+		if (rc)
+			return rc;
+	}
+	coprof_ctx_switch(t, c);
+	return 0;
+}
+
+int coprof_task_finish(uint64_t task_id)
+{
+	struct coprof_thread *t = coprof_thread_self();
+	if (!t)
+		return 0;
+	struct coprof_ctx *c = ids_find(t, task_id);
+	if (!c)
+		return -ENOENT;
+	coprof_ctx_finish(t, c);
+	return 0;
+}

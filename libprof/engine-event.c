@@ -1,0 +1,393 @@
+/* engine-event.c: the hot path. enter, resume and leave push and pop frames on the
+ * running context's shadow stack and keep the pstats four per function and per edge
+ * (DESIGN rules 1, 2, 6, 7). Runs on the thread that owns the coprof_thread, inside
+ * an event section: no lock, no allocation on the common path, one clock read. */
+#include <sched.h>
+#include <string.h>
+
+#include "engine-inline.h"
+
+#define HASH_MUL 0x9E3779B97F4A7C15ull
+
+static inline uint32_t hash_key(uintptr_t key, uint32_t cap)
+{
+	uint64_t h = (uint64_t)key * HASH_MUL;
+	return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+static inline uint32_t hash_pair(const void *a, const void *b, uint32_t cap)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)a >> 4) * HASH_MUL ^ ((uint64_t)(uintptr_t)b >> 4);
+	h *= HASH_MUL;
+	return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+/* Doubles a table's slots (or makes the first 16). Returns 0 when out of memory. */
+static int table_grow(struct coprof_ctx *c, struct cp_table *tb, int edges)
+{
+	uint32_t ncap = tb->cap ? tb->cap * 2 : 16;
+	void **ns = cp_pool_alloc(&c->t->pool, ncap * sizeof(void *));
+	if (!ns)
+		return 0;
+	for (uint32_t i = 0; i < tb->cap; i++) {
+		void *e = tb->slots[i];
+		if (!e)
+			continue;
+		uint32_t h;
+		if (edges) {
+			struct cp_erec *er = e;
+			h = hash_pair(er->caller, er->callee, ncap);
+		} else {
+			h = hash_key(((struct cp_rec *)e)->key, ncap);
+		}
+		while (ns[h])
+			h = (h + 1) & (ncap - 1);
+		ns[h] = e;
+	}
+	cp_pool_free(&c->t->pool, tb->slots, tb->cap * sizeof(void *));
+	tb->slots = ns;
+	tb->cap = ncap;
+	return 1;
+}
+
+/* The record of `key` in context c, created on first sight. NULL: out of memory. */
+struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
+{
+	struct cp_table *tb = &c->recs;
+	if (tb->cap) {
+		uint32_t h = hash_key(key, tb->cap);
+		struct cp_rec *r;
+		while ((r = tb->slots[h])) {
+			if (r->key == key)
+				return r;
+			h = (h + 1) & (tb->cap - 1);
+		}
+	}
+	if ((tb->n + 1) * 2 > tb->cap && !table_grow(c, tb, 0))
+		return NULL;
+	struct cp_rec *r = cp_pool_alloc(&c->t->pool, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->key = key;
+	uint32_t h = hash_key(key, tb->cap);
+	while (tb->slots[h])
+		h = (h + 1) & (tb->cap - 1);
+	tb->slots[h] = r;
+	tb->n++;
+	return r;
+}
+
+/* The caller->callee edge record in context c, created on first sight. */
+struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct cp_rec *callee)
+{
+	struct cp_table *tb = &c->edges;
+	if (tb->cap) {
+		uint32_t h = hash_pair(caller, callee, tb->cap);
+		struct cp_erec *e;
+		while ((e = tb->slots[h])) {
+			if (e->caller == caller && e->callee == callee)
+				return e;
+			h = (h + 1) & (tb->cap - 1);
+		}
+	}
+	if ((tb->n + 1) * 2 > tb->cap && !table_grow(c, tb, 1))
+		return NULL;
+	struct cp_erec *e = cp_pool_alloc(&c->t->pool, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->caller = caller;
+	e->callee = callee;
+	uint32_t h = hash_pair(caller, callee, tb->cap);
+	while (tb->slots[h])
+		h = (h + 1) & (tb->cap - 1);
+	tb->slots[h] = e;
+	tb->n++;
+	return e;
+}
+
+/* Makes room for one more frame: doubles the stack up to CP_MAX_DEPTH. Returns 0 when
+ * the frame cannot be recorded (cap reached, or memory: then recording stops). */
+static int stack_grow(struct coprof_ctx *c)
+{
+	struct coprof_thread *t = c->t;
+	if (c->cap >= CP_MAX_DEPTH)
+		return 0;
+	uint32_t ncap = c->cap ? c->cap * 2 : 16;
+	struct cp_frame *nf = cp_pool_alloc(&t->pool, ncap * sizeof(*nf));
+	if (!nf) {
+		cp_overflow(t->p, "frame stack");
+		return 0;
+	}
+	for (uint32_t i = 0; i < c->depth; i++)
+		nf[i] = c->frames[i];
+	cp_pool_free(&t->pool, c->frames, c->cap * sizeof(*nf));
+	c->frames = nf;
+	c->cap = ncap;
+	return 1;
+}
+
+static inline uint32_t call_slot(const struct cp_rec *parent, uintptr_t key)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)parent >> 4 ^ (uint64_t)key) * HASH_MUL;
+	return (uint32_t)(h >> 56) & (CP_CALL_CACHE - 1);
+}
+
+/* The slow part of a push: the callee is not the caller's last callee. Tries the
+ * thread's call cache, then the context's tables (creating the records). */
+static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t key,
+		       struct cp_rec **rp, struct cp_erec **ep)
+{
+	struct cp_call *cc = NULL;
+	if (parent) {
+		cc = &c->t->calls[call_slot(parent, key)];
+		if (cc->parent == parent && cc->key == key)
+			goto found;
+	}
+	struct cp_rec *r = cp_rec_get(c, key);
+	if (!r) {
+		cp_overflow(c->t->p, "function table");
+		return 0;
+	}
+	if (!parent) {
+		*rp = r;
+		*ep = NULL;
+		return 1;
+	}
+	struct cp_erec *e = cp_edge_get(c, parent, r);
+	if (!e) {
+		cp_overflow(c->t->p, "edge table");
+		return 0;
+	}
+	*cc = (struct cp_call){parent, key, r, e};
+found:
+	parent->last_key = key;
+	parent->last_rec = cc->rec;
+	parent->last_edge = cc->edge;
+	*rp = cc->rec;
+	*ep = cc->edge;
+	return 1;
+}
+
+/* Pushes a frame of `key` on c at thread clock `now`. A call (rule 1) counts nc, and
+ * cc when the function (or the edge) is not already active in this context; a resumed
+ * segment (rule 6) counts neither but still raises the recursion levels, so that each
+ * segment's ct adds up when it leaves. */
+static inline __attribute__((always_inline)) void push(struct coprof_ctx *c, uintptr_t key,
+						       uint64_t now, int call)
+{
+	if (__builtin_expect(c->lost || c->depth == c->cap, 0)) {
+		if (c->lost || !stack_grow(c)) {
+			c->lost++; /* its leave pops this count, not a frame */
+			c->t->lost_depth++;
+			return;
+		}
+	}
+	struct cp_frame *f = &c->frames[c->depth];
+	struct cp_rec *parent = c->depth ? f[-1].rec : NULL;
+	struct cp_rec *r;
+	struct cp_erec *e;
+	if (parent && parent->last_key == key && parent->last_rec) {
+		r = parent->last_rec;
+		e = parent->last_edge;
+	} else if (!push_lookup(c, parent, key, &r, &e)) {
+		c->lost++;
+		return;
+	}
+	c->depth++;
+	f->rec = r;
+	f->edge = e;
+	f->start = now - c->offset;
+	f->children = 0;
+	if (call) {
+		r->nc++;
+		r->cc += r->level == 0;
+		if (e) {
+			e->nc++;
+			e->cc += e->level == 0;
+		}
+	}
+	r->level++;
+	if (e)
+		e->level++;
+}
+
+/* Pops the top frame of c at virtual time v (rule 2). */
+static inline __attribute__((always_inline)) void pop(struct coprof_ctx *c, uint64_t v)
+{
+	struct cp_frame *f = &c->frames[--c->depth];
+	uint64_t el = v > f->start ? v - f->start : 0;
+	uint64_t own = el > f->children ? el - f->children : 0;
+	struct cp_rec *r = f->rec;
+	r->tt += own;
+	if (--r->level == 0)
+		r->ct += el;
+	struct cp_erec *e = f->edge;
+	if (e) {
+		e->tt += own;
+		if (--e->level == 0)
+			e->ct += el;
+	}
+	if (c->depth)
+		f[-1].children += el;
+}
+
+uint64_t cp_ctx_vnow(const struct coprof_ctx *c, uint64_t now)
+{
+	const struct coprof_thread *t = c->t;
+	if (t->cpu && t->cur != c)
+		return c->away - c->offset; /* its clock stopped when it was switched out */
+	return now - c->offset;
+}
+
+void cp_ctx_close_all(struct coprof_ctx *c, uint64_t now)
+{
+	struct coprof_thread *t = c->t;
+	c->lost = 0;
+	if (!c->depth)
+		return;
+	/* Rule 9: the driver's time away is its innermost frame's children (wall). */
+	if (!t->cpu && c->is_base && t->cur != c && now > c->away)
+		c->frames[c->depth - 1].children += now - c->away;
+	uint64_t v = cp_ctx_vnow(c, now);
+	while (c->depth)
+		pop(c, v);
+}
+
+void cp_thread_end(struct coprof_thread *t, uint64_t now)
+{
+	cp_ctx_close_all(&t->base, now);
+	for (struct coprof_ctx *c = t->ctx_head; c; c = c->next)
+		cp_ctx_close_all(c, now);
+	t->ttot += now - t->run_begin;
+	t->cur->away = now;
+	t->seen = CP_PAUSED;
+}
+
+void cp_wait_unpaused(struct coprof_thread *t)
+{
+	while (atomic_load_explicit(&t->p->state, memory_order_acquire) & CP_PAUSED)
+		sched_yield();
+}
+
+int cp_thread_begin(struct coprof_thread *t, uint32_t st)
+{
+	if (!(st & CP_RECORDING) || t->exited)
+		return 0;
+	uint64_t now = cp_now(t);
+	t->run_begin = now;
+	t->seen = st;
+	/* The running context was "away" since recording stopped on this thread. */
+	if (t->cpu && now > t->cur->away)
+		t->cur->offset += now - t->cur->away;
+	if (!t->recorded) {
+		t->recorded = 1;
+		atomic_store_explicit(&t->p->recorded, 1, memory_order_relaxed);
+	}
+	return 1;
+}
+
+/* An event that pushes: a call (enter) or a resumed segment (resume). */
+static inline __attribute__((always_inline)) void event_push(struct coprof_thread *t, uintptr_t key,
+							     int call)
+{
+	if (!t)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (__builtin_expect(st == t->seen, 1) || cp_thread_begin(t, st))
+		push(t->cur, key, cp_now(t), call);
+	cp_section_close(t);
+}
+
+void coprof_enter(struct coprof_thread *t, uintptr_t key)
+{
+	event_push(t, key, 1);
+}
+
+void coprof_resume(struct coprof_thread *t, uintptr_t key)
+{
+	event_push(t, key, 0);
+}
+
+/* Rule 7 and the longjmp case: the innermost frame of `key` is found from the top; the
+ * frames above it are closed at the same instant. A key not on the stack is ignored. */
+void coprof_leave(struct coprof_thread *t, uintptr_t key)
+{
+	if (!t)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (__builtin_expect(st != t->seen, 0) && !cp_thread_begin(t, st))
+		goto out;
+	struct coprof_ctx *c = t->cur;
+	if (c->lost) {
+		c->lost--;
+		goto out;
+	}
+	uint32_t i = c->depth;
+	while (i && c->frames[i - 1].rec->key != key)
+		i--;
+	if (!i)
+		goto out;
+	uint64_t v = cp_now(t) - c->offset;
+	while (c->depth >= i)
+		pop(c, v);
+out:
+	cp_section_close(t);
+}
+
+/* Adds c's records into `into` (the thread's aggregate) and frees c's tables. Both
+ * contexts belong to the calling thread. On out-of-memory the rest is dropped. */
+void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
+{
+	for (uint32_t i = 0; i < c->recs.cap; i++) {
+		struct cp_rec *r = c->recs.slots[i];
+		if (!r)
+			continue;
+		struct cp_rec *a = cp_rec_get(into, r->key);
+		if (!a) {
+			cp_overflow(c->t->p, "function table");
+			break;
+		}
+		a->nc += r->nc;
+		a->cc += r->cc;
+		a->tt += r->tt;
+		a->ct += r->ct;
+	}
+	for (uint32_t i = 0; i < c->edges.cap; i++) {
+		struct cp_erec *e = c->edges.slots[i];
+		if (!e)
+			continue;
+		struct cp_rec *ca = cp_rec_get(into, e->caller->key);
+		struct cp_rec *ce = cp_rec_get(into, e->callee->key);
+		struct cp_erec *a = ca && ce ? cp_edge_get(into, ca, ce) : NULL;
+		if (!a) {
+			cp_overflow(c->t->p, "edge table");
+			break;
+		}
+		a->nc += e->nc;
+		a->cc += e->cc;
+		a->tt += e->tt;
+		a->ct += e->ct;
+	}
+	cp_ctx_release(c);
+	c->folded = 1;
+}
+
+/* Gives c's records, tables and stack back to the pool; c is empty afterwards. */
+void cp_ctx_release(struct coprof_ctx *c)
+{
+	struct cp_pool *pl = &c->t->pool;
+	memset(c->t->calls, 0, sizeof(c->t->calls));
+	for (uint32_t i = 0; i < c->recs.cap; i++)
+		if (c->recs.slots[i])
+			cp_pool_free(pl, c->recs.slots[i], sizeof(struct cp_rec));
+	for (uint32_t i = 0; i < c->edges.cap; i++)
+		if (c->edges.slots[i])
+			cp_pool_free(pl, c->edges.slots[i], sizeof(struct cp_erec));
+	cp_pool_free(pl, c->recs.slots, c->recs.cap * sizeof(void *));
+	cp_pool_free(pl, c->edges.slots, c->edges.cap * sizeof(void *));
+	cp_pool_free(pl, c->frames, c->cap * sizeof(struct cp_frame));
+	c->recs = (struct cp_table){0};
+	c->edges = (struct cp_table){0};
+	c->frames = NULL;
+	c->depth = c->cap = c->lost = 0;
+}

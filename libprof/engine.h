@@ -1,0 +1,214 @@
+/* engine.h: the engine's internal data (profiler, threads, contexts, records) and the
+ * functions its files share. Records are written only by the thread that owns them,
+ * inside an "event section" (engine-event.c); the dumping thread reads them after
+ * pausing every writer (engine.c: cp_pause). Nothing here is exported. */
+#ifndef CP_ENGINE_H
+#define CP_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "coprof.h"
+#include "pool.h"
+#include "profile.h"
+
+/* Finished contexts whose own function tables are kept for the task table; older ones
+ * are folded into their thread's "(finished tasks)" aggregate. */
+#define CP_KEEP_FINISHED 4096
+/* Frames per context stack; calls deeper than this are counted, not recorded. */
+#define CP_MAX_DEPTH (1u << 16)
+#define CP_MAX_RESOLVERS 16
+#define CP_DEFAULT_MEMORY_LIMIT ((size_t)256 << 20)
+
+/* The profiler state word: a generation (bumped by start and clear) above two bits. */
+#define CP_RECORDING 1u
+#define CP_PAUSED 2u
+#define CP_GEN_STEP 4u
+
+enum cp_ctx_state {
+	CP_CTX_SUSPENDED = 0,
+	CP_CTX_RUNNING = 1,
+	CP_CTX_FINISHED = 2,
+};
+
+/* The pstats four of one function in one context, plus what accounting needs. */
+struct cp_rec {
+	uintptr_t key;
+	uint64_t nc, cc;
+	uint64_t tt;	/* ns, own time */
+	uint64_t ct;	/* ns, cumulative, outermost activations only */
+	uint32_t level; /* activations of this function open on the context's stack */
+	/* A call cache: the callee this function called last, with its record and edge,
+	 * so a loop calling the same function hashes nothing. */
+	uintptr_t last_key;
+	struct cp_rec *last_rec;
+	struct cp_erec *last_edge;
+	uint32_t snap_level; /* the dumper's scratch (snapshot.c) */
+	uint32_t snap_idx;
+};
+
+/* The four numbers of one caller->callee edge in one context (cProfile's subentry). */
+struct cp_erec {
+	struct cp_rec *caller, *callee;
+	uint64_t nc, cc;
+	uint64_t tt, ct; /* ns */
+	uint32_t level;
+	uint32_t snap_level; /* the dumper's scratch (snapshot.c) */
+	uint32_t snap_idx;
+};
+
+struct cp_frame {
+	struct cp_rec *rec;
+	struct cp_erec *edge; /* NULL for a frame with no caller in its context */
+	uint64_t start;	      /* ns, on the context's virtual clock */
+	uint64_t children;    /* ns, elapsed time of closed children */
+};
+
+/* An open-addressing table of record pointers (keyed by function key, or by the
+ * caller/callee pair for edges). Its slots live in the thread's pool. */
+struct cp_table {
+	void **slots;
+	uint32_t cap; /* a power of two, or 0 */
+	uint32_t n;
+};
+
+struct coprof_ctx {
+	struct coprof_thread *t;
+	struct cp_frame *frames;
+	uint32_t depth, cap;
+	uint32_t lost; /* calls above the stack (cap or memory): leaves pop these first */
+	struct cp_table recs, edges;
+	/* The virtual clock: virtual = thread clock - offset. `away` is the thread clock
+	 * when the context was last switched out (or when recording stopped). */
+	uint64_t offset, away;
+	uint64_t vbegin, vend; /* ns, virtual: first resume, finish */
+	int begun;
+	enum cp_ctx_state state;
+	int is_base, is_agg, folded, in_ids;
+	uint64_t resumes;
+	uint64_t id;
+	char *name;
+	char runtime[16];
+	struct coprof_ctx *next;   /* the thread's contexts, in creation order */
+	struct coprof_ctx *fnext;  /* the thread's finished contexts, oldest first */
+	struct coprof_ctx *idnext; /* the thread's task-id hash chain */
+	size_t msize;		   /* bytes counted against the memory limit */
+};
+
+/* A call-cache entry: in context c, the function with record `parent` calling `key`
+ * found (rec, edge). Records are unique per context, so `parent` identifies it. */
+struct cp_call {
+	struct cp_rec *parent;
+	uintptr_t key;
+	struct cp_rec *rec;
+	struct cp_erec *edge;
+};
+#define CP_CALL_CACHE 256 /* entries per thread, a power of two */
+
+struct coprof_thread {
+	_Atomic uint32_t seq; /* odd while the thread is inside an event section */
+	uint32_t seen;	      /* the state word this thread last began recording under */
+	struct coprof *p;
+	struct coprof_ctx *cur; /* the running context */
+	coprof_clock_fn fake;
+	void *fake_arg;
+	int cpu;       /* the clock is a CPU clock */
+	int fence;     /* no membarrier: writers pay a full fence */
+	uint64_t last; /* ns: the last clock reading on this thread */
+	struct cp_clock clock;
+	struct cp_pool pool;
+	/* Behind each record's one-entry cache: calls seen lately on this thread. Wiped
+	 * whenever records are freed (cp_ctx_release, clear). */
+	struct cp_call calls[CP_CALL_CACHE];
+	struct coprof_ctx base; /* the thread's own context: the driver (rule 9) */
+	struct coprof_ctx agg;	/* "(finished tasks)": folded finished contexts */
+	struct coprof_ctx *ctx_head, *ctx_tail;
+	struct coprof_ctx *fin_head, *fin_tail;
+	uint32_t nfin_kept;
+	uint64_t nfolded;
+	/* task id -> context, for coprof_task_switch (malloc'd, survives clear) */
+	struct coprof_ctx **ids;
+	uint32_t ids_cap, ids_n;
+	uint64_t tid;
+	char name[64];
+	uint64_t ttot;	    /* ns, profiled time on this thread's clock, closed runs */
+	uint64_t run_begin; /* ns, thread clock when the current run began here */
+	uint64_t switches;
+	uint64_t lost_depth; /* calls not recorded: stack depth cap */
+	uint64_t foreign;    /* switches to another thread's context, ignored */
+	int recorded;
+	int exited;
+	struct coprof_thread *next;
+};
+
+struct cp_resolver {
+	coprof_resolve_fn fn;
+	void *arg;
+};
+
+struct cp_dropped {
+	char what[48];
+	uint64_t n;
+};
+
+struct cp_samples;
+
+struct coprof {
+	_Atomic uint32_t state; /* generation | CP_RECORDING | CP_PAUSED */
+	struct coprof_options opt;
+	int fence;		 /* membarrier unavailable */
+	_Atomic size_t mem_used; /* bytes taken by every thread's pool and contexts */
+	_Atomic int overflow;	 /* sticky: a limit was hit */
+	_Atomic int recorded;	 /* an event was recorded since create or clear */
+	int started;		 /* between start and stop (even after an overflow) */
+	uint64_t uid;		 /* unique per profiler, for the TLS cache */
+	pthread_mutex_t lock;	 /* threads list, names, resolvers, notes; held by control ops */
+	pthread_mutex_t sample_lock;
+	struct coprof_thread *threads;
+	struct cp_resolver resolvers[CP_MAX_RESOLVERS];
+	unsigned nresolvers;
+	char **notes;
+	unsigned nnotes;
+	struct cp_dropped *dropped;
+	unsigned ndropped;
+	struct cp_samples *samples;
+	double start_epoch, stop_epoch; /* s since the epoch */
+};
+
+/* engine.c */
+void cp_pause(struct coprof *p);
+void cp_unpause(struct coprof *p);
+/* The calling thread's estimate of thread t's clock now (see engine.c). */
+uint64_t cp_thread_now(struct coprof_thread *t, uint64_t self_tid);
+int cp_thread_active(const struct coprof_thread *t, uint32_t state);
+void cp_overflow(struct coprof *p, const char *what);
+
+/* engine-event.c */
+void cp_wait_unpaused(struct coprof_thread *t);
+/* Starts recording on t under state word st (the thread's first event of a run).
+ * Returns nonzero when the event should be recorded. */
+int cp_thread_begin(struct coprof_thread *t, uint32_t st);
+/* Closes every open frame of every context of t at its clock `now` and ends the
+ * thread's recording run (stop, thread exit). */
+void cp_thread_end(struct coprof_thread *t, uint64_t now);
+/* Closes every open frame of c at thread clock `now` (mutating the records). */
+void cp_ctx_close_all(struct coprof_ctx *c, uint64_t now);
+/* Virtual time of c when its thread clock reads `now`. */
+uint64_t cp_ctx_vnow(const struct coprof_ctx *c, uint64_t now);
+struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key);
+struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct cp_rec *callee);
+void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c);
+void cp_ctx_release(struct coprof_ctx *c);
+
+/* snapshot.c: the profile as it stands now (open frames closed at this instant in the
+ * copy only). Takes p->lock and pauses writers while copying; calls the resolvers
+ * afterwards with no lock held (they may take locks of their own). 0 or -errno. */
+int cp_snapshot(struct coprof *p, struct cp_profile **out);
+
+/* Text of a key nobody resolves: "0x<hex>". */
+void cp_key_unknown(uintptr_t key, char *buf, size_t len);
+
+#endif

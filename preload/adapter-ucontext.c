@@ -1,0 +1,337 @@
+/* adapter-ucontext.c: coroutines made with makecontext and switched with swapcontext
+ * and setcontext. Each becomes an engine context with its own shadow stack and
+ * virtual clock, named after its entry function.
+ *
+ * A coroutine's identity is the ucontext_t it was made in, and every ucontext_t a
+ * swapcontext saves into: a lock-free table maps those addresses to coroutines (an
+ * address it does not know is the switching thread's own context). The entry function
+ * runs inside a trampoline of ours, which finishes the context when it returns. Runs in
+ * the program's threads, on their switch path: no allocation except in makecontext. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "symbols.h"
+
+/* The most arguments an entry function may take (makecontext's argc). Beyond it the
+ * coroutine runs unprofiled, as part of the thread that switches to it. */
+#define PL_MAX_ARGS 8
+#define MAP_SLOTS (1u << 18)
+#define MAX_PROBE 512
+
+struct pl_coro {
+	ucontext_t *home; /* the ucontext_t it was made in */
+	void (*fn)(void);
+	int argc;
+	uint64_t args[PL_MAX_ARGS];
+	const ucontext_t *link; /* uc_link at makecontext: where it goes when it returns */
+	uint64_t id;            /* unique per makecontext: the task id */
+	unsigned incarnation;
+	int finished;
+	const char *name;
+	char namebuf[24];
+	/* the engine context, valid for one profiling window (pl_gen) and one thread */
+	struct coprof_ctx *ctx;
+	unsigned ctx_gen;
+	struct coprof_thread *ctx_thread;
+	struct pl_coro *next_all;
+};
+
+struct slot {
+	_Atomic uintptr_t key; /* a ucontext_t address; 0: empty */
+	_Atomic(struct pl_coro *) coro; /* NULL: the thread's own context */
+};
+
+static struct slot *map;
+static atomic_ullong next_id;
+static atomic_int said_full;
+static struct pl_coro *all_coros;
+
+int pl_uctx_init(void)
+{
+	/* large enough for glibc to mmap it: pages are only touched when used */
+	struct slot *m = calloc(MAP_SLOTS, sizeof(struct slot));
+	if (!m) {
+		pl_say("cannot map the coroutine table; coroutines are not profiled");
+		return -1;
+	}
+	map = m;
+	return 0;
+}
+
+void pl_uctx_after_fork_child(void)
+{
+	/* The table and the coroutines stay valid in the child; their engine contexts
+	 * belong to the parent's profiler and are made again (pl_gen moved on). */
+}
+
+static size_t hash(uintptr_t k)
+{
+	return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 40) & (MAP_SLOTS - 1);
+}
+
+/* The coroutine saved in or made in `uc`; NULL for a thread's own (or unknown). */
+static struct pl_coro *map_get(const void *uc)
+{
+	uintptr_t k = (uintptr_t)uc;
+	if (!map || !k)
+		return NULL;
+	size_t i = hash(k);
+	for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
+		uintptr_t cur = atomic_load_explicit(&map[i].key, memory_order_acquire);
+		if (cur == k)
+			return atomic_load_explicit(&map[i].coro, memory_order_acquire);
+		if (cur == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Records that `uc` now holds `coro`. Returns -1 when the table is full. */
+static int map_put(const void *uc, struct pl_coro *coro)
+{
+	uintptr_t k = (uintptr_t)uc;
+	if (!map || !k)
+		return -1;
+	size_t i = hash(k);
+	for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
+		uintptr_t cur = atomic_load_explicit(&map[i].key, memory_order_acquire);
+		if (cur == 0) {
+			/* an empty slot: claim it unless another thread just did */
+			if (!atomic_compare_exchange_strong(&map[i].key, &cur, k) && cur != k)
+				continue;
+		} else if (cur != k) {
+			continue;
+		}
+		atomic_store_explicit(&map[i].coro, coro, memory_order_release);
+		return 0;
+	}
+	if (!atomic_exchange(&said_full, 1))
+		pl_say("too many ucontexts; further coroutines count as part of their thread");
+	return -1;
+}
+
+/* The engine context of `c` for this window and thread, made on first use. */
+static struct coprof_ctx *ctx_of(struct coprof_thread *th, struct pl_coro *c)
+{
+	if (!c)
+		return NULL;
+	unsigned gen = __atomic_load_n(&pl_gen, __ATOMIC_ACQUIRE);
+	if (c->ctx && c->ctx_gen == gen && c->ctx_thread == th)
+		return c->ctx;
+	struct coprof_ctx *ctx = NULL;
+	if (coprof_ctx_create(th, c->id, c->name, "ucontext", &ctx) != 0)
+		ctx = NULL;
+	c->ctx = ctx;
+	c->ctx_gen = gen;
+	c->ctx_thread = th;
+	return ctx;
+}
+
+void pl_uctx_resync(struct coprof_thread *th)
+{
+	pl_ntls.gen = __atomic_load_n(&pl_gen, __ATOMIC_ACQUIRE);
+	struct pl_coro *c = pl_ntls.cur;
+	if (c && !c->finished)
+		coprof_ctx_switch(th, ctx_of(th, c));
+}
+
+/* Tells the engine (and the sampler) that the calling thread goes from `from` to `to`.
+ * Caller holds the guard and has set in_switch. */
+static void announce(struct pl_coro *from, struct pl_coro *to)
+{
+	if (!__atomic_load_n(&pl_running, __ATOMIC_RELAXED))
+		return;
+	struct coprof_thread *th = pl_thread();
+	if (!th)
+		return;
+	if (pl_ntls.gen != __atomic_load_n(&pl_gen, __ATOMIC_RELAXED))
+		pl_uctx_resync(th);
+	struct coprof_ctx *cf = ctx_of(th, from), *ct = ctx_of(th, to);
+	pl_sampler_switch(cf, ct);
+	coprof_ctx_switch(th, ct);
+}
+
+/* Runs on the coroutine's own stack; `lo` and `hi` are the halves of its record's
+ * address (makecontext passes ints). When the entry returns, the context is finished
+ * and the one uc_link names becomes current; glibc then switches there itself. */
+static void trampoline(unsigned lo, unsigned hi)
+{
+	struct pl_coro *c = (struct pl_coro *)(((uintptr_t)hi << 32) | lo);
+	pl_tls_data.in_switch = 0;
+	unsigned inc = c->incarnation;
+	void (*fn)(void) = c->fn;
+	uint64_t a[PL_MAX_ARGS];
+	for (int i = 0; i < PL_MAX_ARGS; i++)
+		a[i] = c->args[i];
+	typedef void (*f8)(uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t, uint64_t,
+			   uint64_t);
+	/* the entry declares at most argc parameters: the extra registers are ignored */
+	((f8)(void *)fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+
+	struct pl_tls *t = &pl_tls_data;
+	int guard = t->guard;
+	t->guard = 1;
+	struct pl_coro *next = map_get(c->link);
+	if (c->incarnation == inc) {
+		c->finished = 1;
+		if (__atomic_load_n(&pl_running, __ATOMIC_RELAXED)) {
+			struct coprof_thread *th = pl_thread();
+			unsigned gen = __atomic_load_n(&pl_gen, __ATOMIC_RELAXED);
+			if (th && c->ctx && c->ctx_gen == gen && c->ctx_thread == th) {
+				pl_sampler_finish(c->ctx);
+				coprof_ctx_finish(th, c->ctx);
+			}
+			if (th && next)
+				coprof_ctx_switch(th, ctx_of(th, next));
+		}
+	}
+	pl_ntls.cur = next;
+	t->guard = guard;
+}
+
+static void forward(ucontext_t *ucp, void (*fn)(void), int argc, const uint64_t *a)
+{
+	pl_real.makecontext(ucp, fn, argc, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8],
+			    a[9], a[10], a[11], a[12], a[13], a[14], a[15]);
+}
+
+/* A record for a coroutine made in `ucp`: the one made there before is reused (it
+ * has finished, or the program abandoned it), so records never outnumber ucontexts. */
+static struct pl_coro *coro_for(ucontext_t *ucp)
+{
+	struct pl_coro *c = map_get(ucp);
+	if (c && c->home == ucp) {
+		if (!c->finished && __atomic_load_n(&pl_running, __ATOMIC_RELAXED)) {
+			struct coprof_thread *th = pl_tls_data.thread;
+			if (th && c->ctx && c->ctx_thread == th &&
+			    c->ctx_gen == __atomic_load_n(&pl_gen, __ATOMIC_RELAXED)) {
+				pl_sampler_finish(c->ctx);
+				coprof_ctx_finish(th, c->ctx);
+			}
+		}
+		c->incarnation++;
+		return c;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c) {
+		c->home = ucp;
+		/* a list that keeps every record reachable, for leak checkers */
+		c->next_all = __atomic_load_n(&all_coros, __ATOMIC_ACQUIRE);
+		while (!__atomic_compare_exchange_n(&all_coros, &c->next_all, c, 1,
+						    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			;
+	}
+	return c;
+}
+
+static void name_coro(struct pl_coro *c)
+{
+	struct coprof_func_info info;
+	if (pl_syms && pl_symbols_lookup(pl_syms, (uintptr_t)c->fn, &info) == 0 && info.name) {
+		c->name = info.name;
+		return;
+	}
+	snprintf(c->namebuf, sizeof(c->namebuf), "%p", (void *)c->fn);
+	c->name = c->namebuf;
+}
+
+PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
+{
+	uint64_t a[16] = {0};
+	va_list ap;
+	va_start(ap, argc);
+	for (int i = 0; i < argc && i < 16; i++)
+		a[i] = va_arg(ap, uint64_t); /* as glibc reads them on x86-64 */
+	va_end(ap);
+	if (!pl_real.makecontext)
+		pl_resolve_reals();
+	struct pl_tls *t = &pl_tls_data;
+	if (!pl_active || !map || t->guard || argc < 0 || argc > PL_MAX_ARGS) {
+		if (pl_active && argc > PL_MAX_ARGS)
+			pl_say("makecontext with %d arguments (coprof follows up to %d); that "
+			       "coroutine counts as part of its thread",
+			       argc, PL_MAX_ARGS);
+		forward(ucp, fn, argc, a);
+		return;
+	}
+	t->guard = 1;
+	struct pl_coro *c = coro_for(ucp);
+	if (!c || map_put(ucp, c) != 0) {
+		t->guard = 0;
+		forward(ucp, fn, argc, a);
+		return;
+	}
+	c->fn = fn;
+	c->argc = argc;
+	for (int i = 0; i < PL_MAX_ARGS; i++)
+		c->args[i] = a[i];
+	c->link = ucp->uc_link;
+	c->id = atomic_fetch_add(&next_id, 1) + 1;
+	c->finished = 0;
+	c->ctx = NULL;
+	name_coro(c);
+	uintptr_t p = (uintptr_t)c;
+	pl_real.makecontext(ucp, (void (*)(void))trampoline, 2, (unsigned)p,
+			    (unsigned)(p >> 32));
+	t->guard = 0;
+}
+
+PL_EXPORT int swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
+{
+	if (!pl_real.swapcontext)
+		pl_resolve_reals();
+	struct pl_tls *t = &pl_tls_data;
+	if (!pl_active || t->guard)
+		return pl_real.swapcontext(oucp, ucp);
+	t->guard = 1;
+	struct pl_coro *from = pl_ntls.cur;
+	struct pl_coro *to = map_get(ucp);
+	if (to && to->finished)
+		to = NULL;
+	map_put(oucp, from);
+	pl_ntls.cur = to;
+	t->in_switch = 1;
+	announce(from, to);
+	t->guard = 0;
+	int rc = pl_real.swapcontext(oucp, ucp);
+	/* resumed: whoever switched here already made this context current */
+	t = &pl_tls_data;
+	t->in_switch = 0;
+	if (rc != 0) {
+		t->guard = 1;
+		pl_ntls.cur = from;
+		announce(to, from);
+		t->guard = 0;
+	}
+	return rc;
+}
+
+PL_EXPORT int setcontext(const ucontext_t *ucp)
+{
+	if (!pl_real.setcontext)
+		pl_resolve_reals();
+	struct pl_tls *t = &pl_tls_data;
+	if (!pl_active || t->guard)
+		return pl_real.setcontext(ucp);
+	t->guard = 1;
+	struct pl_coro *from = pl_ntls.cur;
+	struct pl_coro *to = map_get(ucp);
+	if (to && to->finished)
+		to = NULL;
+	pl_ntls.cur = to;
+	t->in_switch = 1;
+	announce(from, to);
+	t->guard = 0;
+	int rc = pl_real.setcontext(ucp);
+	/* only a failure returns */
+	t->in_switch = 0;
+	t->guard = 1;
+	pl_ntls.cur = from;
+	announce(to, from);
+	t->guard = 0;
+	return rc;
+}

@@ -1,0 +1,204 @@
+/* config.c: the COPROF_* environment variables (DESIGN "The preload shim"). Called
+ * once by the shim's constructor, before any thread of the program runs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+
+static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+	if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
+		return -EINVAL;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int pl_parse_signal(const char *s)
+{
+	unsigned long n;
+	if (!s || !s[0])
+		return -EINVAL;
+	if (!strcasecmp(s, "none"))
+		return 0;
+	if (parse_uint(s, 0, (unsigned long)SIGRTMAX, &n) == 0)
+		goto check;
+	if (!strncasecmp(s, "SIG", 3))
+		s += 3;
+	if (!strncasecmp(s, "RTMIN", 5) || !strncasecmp(s, "RTMAX", 5)) {
+		int max = !strncasecmp(s, "RTMAX", 5);
+		unsigned long k = 0;
+		if (s[5] && (s[5] != (max ? '-' : '+') || parse_uint(s + 6, 0, 64, &k)))
+			return -EINVAL;
+		long v = max ? (long)SIGRTMAX - (long)k : (long)SIGRTMIN + (long)k;
+		if (v < SIGRTMIN || v > SIGRTMAX)
+			return -EINVAL;
+		n = (unsigned long)v;
+		goto check;
+	}
+	for (int i = 1; i < SIGRTMIN; i++) {
+		const char *abbrev = sigabbrev_np(i);
+		if (abbrev && !strcasecmp(s, abbrev)) {
+			n = (unsigned long)i;
+			goto check;
+		}
+	}
+	return -EINVAL;
+check:
+	/* signals that cannot be caught, or whose handler would hide a crash */
+	if (n == SIGKILL || n == SIGSTOP || n == SIGSEGV || n == SIGBUS || n == SIGILL ||
+	    n == SIGFPE || n == SIGABRT || n == SIGTRAP || (n >= 32 && n < (unsigned long)SIGRTMIN))
+		return -EINVAL;
+	return (int)n;
+}
+
+/* The template may hold %p (pid), %n (dump number) and %% only. */
+static int check_template(const char *s)
+{
+	if (!s[0] || strlen(s) >= PATH_MAX - 32)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (*p != '%')
+			continue;
+		p++;
+		if (*p != 'p' && *p != 'n' && *p != '%')
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+	if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") || !strcasecmp(s, "true"))
+		*out = 1;
+	else if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off") ||
+		 !strcasecmp(s, "false"))
+		*out = 0;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int bad(char *err, size_t errlen, const char *var, const char *val, const char *want)
+{
+	snprintf(err, errlen, "%s='%.64s' is not %s; profiling is off", var, val, want);
+	return -EINVAL;
+}
+
+int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name), char *err,
+		    size_t errlen)
+{
+	const char *v;
+	unsigned long n;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->clock = COPROF_CLOCK_CPU;
+	cfg->mode = COPROF_MODE_TRACE;
+	cfg->signo = SIGUSR2;
+	cfg->start = 1;
+	cfg->hz = 997;
+	cfg->builtins = 0;
+	snprintf(cfg->out, sizeof(cfg->out), "coprof-%%p.pstat");
+	if (err && errlen)
+		err[0] = 0;
+
+	if ((v = get("COPROF_OUT")) != NULL) {
+		if (check_template(v))
+			return bad(err, errlen, "COPROF_OUT", v,
+				   "a path (with %p for the pid, %n for the dump number)");
+		snprintf(cfg->out, sizeof(cfg->out), "%s", v);
+	}
+	if ((v = get("COPROF_CLOCK")) != NULL) {
+		if (!strcmp(v, "cpu"))
+			cfg->clock = COPROF_CLOCK_CPU;
+		else if (!strcmp(v, "wall"))
+			cfg->clock = COPROF_CLOCK_WALL;
+		else
+			return bad(err, errlen, "COPROF_CLOCK", v, "cpu or wall");
+	}
+	if ((v = get("COPROF_MODE")) != NULL) {
+		if (!strcmp(v, "trace"))
+			cfg->mode = COPROF_MODE_TRACE;
+		else if (!strcmp(v, "sample"))
+			cfg->mode = COPROF_MODE_SAMPLE;
+		else
+			return bad(err, errlen, "COPROF_MODE", v, "trace or sample");
+	}
+	if ((v = get("COPROF_SIGNAL")) != NULL) {
+		int s = pl_parse_signal(v);
+		if (s < 0)
+			return bad(err, errlen, "COPROF_SIGNAL", v,
+				   "a catchable signal (USR2, SIGUSR1, RTMIN+1, 12, none)");
+		cfg->signo = s;
+	}
+	if ((v = get("COPROF_START")) != NULL && parse_bool(v, &cfg->start))
+		return bad(err, errlen, "COPROF_START", v, "1 or 0");
+	if ((v = get("COPROF_HZ")) != NULL) {
+		if (parse_uint(v, 1, 100000, &n))
+			return bad(err, errlen, "COPROF_HZ", v, "a rate from 1 to 100000");
+		cfg->hz = (unsigned)n;
+	}
+	if ((v = get("COPROF_BUILTINS")) != NULL && parse_bool(v, &cfg->builtins))
+		return bad(err, errlen, "COPROF_BUILTINS", v, "1 or 0");
+	return 0;
+}
+
+/* Inserts ".VALUE" before the file name's extension (or at its end). */
+static int insert_suffix(char *buf, size_t len, unsigned long value)
+{
+	size_t o = strlen(buf);
+	char *dot = strrchr(buf, '.');
+	char *slash = strrchr(buf, '/');
+	if (!dot || (slash && dot < slash) || dot == buf || dot[-1] == '/')
+		dot = buf + o;
+	char tail[PATH_MAX];
+	snprintf(tail, sizeof(tail), "%s", dot);
+	size_t room = len - (size_t)(dot - buf);
+	int m = snprintf(dot, room, ".%lu%s", value, tail);
+	return m < 0 || (size_t)m >= room ? -ENAMETOOLONG : 0;
+}
+
+int pl_out_path(const char *tmpl, long pid, unsigned n, int child, char *buf, size_t len)
+{
+	size_t o = 0;
+	int has_n = 0, has_p = 0;
+	for (const char *p = tmpl; *p; p++) {
+		char tmp[24];
+		const char *piece = tmp;
+		if (p[0] == '%' && p[1] == 'p') {
+			snprintf(tmp, sizeof(tmp), "%ld", pid);
+			has_p = 1;
+			p++;
+		} else if (p[0] == '%' && p[1] == 'n') {
+			snprintf(tmp, sizeof(tmp), "%u", n);
+			has_n = 1;
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			piece = "%";
+			p++;
+		} else {
+			tmp[0] = *p;
+			tmp[1] = 0;
+		}
+		size_t l = strlen(piece);
+		if (o + l + 1 > len)
+			return -ENAMETOOLONG;
+		memcpy(buf + o, piece, l);
+		o += l;
+	}
+	buf[o] = 0;
+	if (child && !has_p && insert_suffix(buf, len, (unsigned long)pid))
+		return -ENAMETOOLONG;
+	if (!has_n && n > 1 && insert_suffix(buf, len, n))
+		return -ENAMETOOLONG;
+	return 0;
+}

@@ -1,0 +1,40 @@
+/* adapter.h: the meeting point of the shim's Python loader (python-loader.c) and the
+ * CPython adapters (one .so per Python version, built in this folder).
+ *
+ * The loader runs in the shim's constructor: it finds the interpreter, dlopens the
+ * adapter built for its version and calls its one exported symbol with a struct of what
+ * the adapter may use from the shim (the adapter cannot call the shim's hidden
+ * functions). The adapter answers with its start/stop/fork callbacks. */
+#ifndef PL_PY_ADAPTER_H
+#define PL_PY_ADAPTER_H
+
+#include "coprof.h"
+
+#define PL_PY_ABI 1
+#define PL_PY_ENTRY "pl_py_attach"
+
+/* What the shim lends the adapter. Pointers stay valid for the process's life. */
+struct pl_py_host {
+	int abi;                       /* PL_PY_ABI */
+	struct coprof **prof;          /* the shim's profiler (replaced in a forked child) */
+	enum coprof_clock clock;
+	int builtins;                  /* COPROF_BUILTINS=1: key C builtins too */
+	/* The calling thread's engine thread, registered on first use; NULL on failure. */
+	struct coprof_thread *(*thread)(void);
+	/* One line on stderr, prefixed "coprof: ". */
+	void (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+};
+
+/* What the adapter gives back. start and stop run on the shim's control thread (or in
+ * the constructor, before Python runs); after_fork_child in the child, right after fork,
+ * before Python's own after-fork code. */
+struct pl_py_adapter {
+	int (*start)(void);
+	int (*stop)(void);
+	void (*after_fork_child)(void);
+};
+
+/* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */
+typedef int (*pl_py_attach_fn)(const struct pl_py_host *host, struct pl_py_adapter *out);
+
+#endif

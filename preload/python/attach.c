@@ -1,0 +1,97 @@
+/* attach.c: the adapter's entry point (pl_py_attach, called by the shim's loader in its
+ * constructor, before Python initialises), its audit hook, and start/stop.
+ *
+ * The audit hook runs in Python's threads with the GIL held: at cpython.run_* (the
+ * main module is about to run) it puts the profile hook on, so profiling starts at the
+ * main module's first line. Later starts and stops come from the shim's control
+ * thread, which takes the GIL (PyGILState_Ensure). */
+#include <errno.h>
+#include <string.h>
+
+#include "py.h"
+
+static int want;          /* profiling is on for Python: start seen, no stop since */
+static int main_started;  /* the audit hook saw the main module start */
+static struct coprof *resolving; /* the profiler our resolver was added to */
+
+static void ensure_resolver(void)
+{
+	struct coprof *p = *pl_py_host->prof;
+	if (p && p != resolving && coprof_add_resolver(p, pl_py_resolve, NULL) == 0)
+		resolving = p;
+}
+
+/* Cheap for the many events it does not care about: one or two byte compares. */
+static int audit(const char *event, PyObject *args, void *data)
+{
+	(void)args;
+	(void)data;
+	if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
+		main_started = 1;
+		if (__atomic_load_n(&want, __ATOMIC_ACQUIRE) && !pl_py_installed)
+			pl_py_install(NULL);
+	} else if (event[0] == '_' && pl_py_installed &&
+		   (strcmp(event, "_thread.start_new_thread") == 0 ||
+		    strcmp(event, "_thread.start_joinable_thread") == 0)) {
+		/* The new thread state exists once this call returns; the next event
+		 * in this thread, before the new thread can take the GIL, hooks it. */
+		__atomic_store_n(&pl_py_new_threads, 1, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/* Starts profiling Python. Before the main module runs, only remembers it (the audit
+ * hook installs); in a forked child the hook is still on (the parent's thread state
+ * was copied) and Python's locks may be held, so it only resets per-thread state. */
+static int py_start(void)
+{
+	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&want, 1, __ATOMIC_RELEASE);
+	ensure_resolver();
+	if (!main_started || pl_py_installed || !pl_py_alive())
+		return 0;
+	PyGILState_STATE st = PyGILState_Ensure();
+	if (!pl_py_installed)
+		pl_py_install(PyThreadState_Get());
+	PyGILState_Release(st);
+	return 0;
+}
+
+/* Stops: takes the hook off every thread state with the GIL held, so no event is
+ * under way when the engine stops and dumps. At exit Python is gone; nothing to do. */
+static int py_stop(void)
+{
+	__atomic_store_n(&want, 0, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
+	if (!pl_py_installed || !pl_py_alive())
+		return 0;
+	PyGILState_STATE st = PyGILState_Ensure();
+	pl_py_remove();
+	pl_py_release();
+	PyGILState_Release(st);
+	return 0;
+}
+
+static void py_after_fork_child(void)
+{
+	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
+	ensure_resolver();
+}
+
+__attribute__((visibility("default"))) int pl_py_attach(const struct pl_py_host *host,
+							 struct pl_py_adapter *out);
+
+int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
+{
+	if (!host || host->abi != PL_PY_ABI)
+		return -EINVAL;
+	pl_py_host = host;
+	ensure_resolver();
+	/* Documented as safe before Py_Initialize. */
+	if (PySys_AddAuditHook(audit, NULL) != 0)
+		return -EPERM;
+	out->start = py_start;
+	out->stop = py_stop;
+	out->after_fork_child = py_after_fork_child;
+	return 0;
+}

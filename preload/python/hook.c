@@ -1,0 +1,382 @@
+/* hook.c: the profile hook: CPython's profile events -> engine events, with one
+ * engine context per coroutine chain resumed by a non-coroutine driver (an asyncio
+ * task's root coroutine, DESIGN rules 3-6).
+ *
+ * Events arrive in the thread that runs the code, with the GIL held; each thread state
+ * carries its own struct pl_py_thread as the hook's argument. The control thread puts
+ * the hook on and takes it off holding the GIL, so no event runs meanwhile. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "py.h"
+
+/* Not in the public headers of every version, exported by all of them. */
+PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
+
+#define MAX_DRIVERS 32
+#define CORO_FLAGS (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
+
+const struct pl_py_host *pl_py_host;
+unsigned pl_py_gen;
+int pl_py_new_threads;
+int pl_py_installed;
+
+/* What ran before a task was switched in: restored when it suspends or finishes. */
+struct driver {
+	PyObject *root;         /* the root coroutine of that task; NULL: none */
+	struct coprof_ctx *ctx; /* NULL: the thread's own context */
+};
+
+struct pl_py_thread {
+	struct coprof_thread *t; /* NULL: registration failed, record nothing */
+	unsigned gen;            /* the pl_py_gen this state was made for */
+	PyObject *root;          /* the running task's root coroutine (identity only) */
+	struct coprof_ctx *ctx;  /* the running task's context; NULL: the thread's own */
+	PyObject *adopting;      /* a task first seen mid-life, in its first run */
+	struct driver drivers[MAX_DRIVERS];
+	unsigned ndrivers;
+	struct pl_py_map tasks; /* root coroutine -> struct coprof_ctx (this thread's) */
+	struct pl_py_map agens; /* async generators between a value yield and a resume */
+};
+
+static PyObject *asyncio_str; /* "asyncio", made on first use */
+/* _thread.start_new_thread: 3.10 and 3.11 raise no audit event when a thread starts,
+ * so its return (the new thread state exists, this thread still holds the GIL) is
+ * when the hook goes on the new thread. */
+static PyMethodDef *start_thread_ml;
+static PyTypeObject *wrapped_type; /* async_generator_wrapped_value, once seen */
+
+static void thread_free(struct pl_py_thread *pt)
+{
+	pl_py_map_free(&pt->tasks);
+	pl_py_map_free(&pt->agens);
+	free(pt);
+}
+
+/* Forgets everything made before the last start or fork: the engine's contexts of
+ * that time are gone (cleared, or the parent's). */
+static void thread_reset(struct pl_py_thread *pt)
+{
+	pl_py_map_free(&pt->tasks);
+	pl_py_map_free(&pt->agens);
+	pt->root = NULL;
+	pt->ctx = NULL;
+	pt->adopting = NULL;
+	pt->ndrivers = 0;
+	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
+	pt->t = pl_py_host->thread();
+}
+
+/* --- tasks -------------------------------------------------------------------- */
+
+/* Names a new context after its asyncio task when `coro` is the root of the task
+ * running now (Task.get_name(), the task's address as id). Calls into Python once per
+ * task; the hook is off meanwhile (CPython does not trace its own profile hook). */
+static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const char **rt)
+{
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	if (!asyncio_str)
+		asyncio_str = PyUnicode_InternFromString("asyncio");
+	PyObject *mod = asyncio_str ? PyImport_GetModule(asyncio_str) : NULL;
+	PyObject *task = mod ? PyObject_CallMethod(mod, "current_task", NULL) : NULL;
+	if (task && task != Py_None) {
+		PyObject *c = PyObject_CallMethod(task, "get_coro", NULL);
+		if (c == coro) {
+			PyObject *nm = PyObject_CallMethod(task, "get_name", NULL);
+			const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+			if (s) {
+				snprintf(buf, len, "%s", s);
+				*id = (uint64_t)(uintptr_t)task;
+				*rt = "asyncio";
+			}
+			Py_XDECREF(nm);
+		}
+		Py_XDECREF(c);
+	}
+	Py_XDECREF(task);
+	Py_XDECREF(mod);
+	pl_py_exc_restore(&e);
+}
+
+static void switch_in(struct pl_py_thread *pt, PyObject *root, struct coprof_ctx *ctx)
+{
+	if (pt->ndrivers < MAX_DRIVERS)
+		pt->drivers[pt->ndrivers++] = (struct driver){pt->root, pt->ctx};
+	pt->root = root;
+	pt->ctx = ctx;
+	coprof_ctx_switch(pt->t, ctx);
+}
+
+/* The running task suspended or finished: its driver runs again. */
+static void switch_out(struct pl_py_thread *pt, int finished)
+{
+	struct driver d = {NULL, NULL};
+	if (pt->adopting == pt->root)
+		pt->adopting = NULL;
+	if (pt->ndrivers)
+		d = pt->drivers[--pt->ndrivers];
+	if (finished) {
+		coprof_ctx_finish(pt->t, pt->ctx);
+		pl_py_map_del(&pt->tasks, (uintptr_t)pt->root);
+	}
+	pt->root = d.root;
+	pt->ctx = d.ctx;
+	if (!finished || d.ctx)
+		coprof_ctx_switch(pt->t, d.ctx);
+}
+
+/* Switches to the task whose root coroutine is `root`, making its context on first
+ * sight. `fresh`: the root starts now, so a context left under the same address is a
+ * dead coroutine's (its memory was reused) and is finished first. */
+static void task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn,
+		       int fresh)
+{
+	struct coprof_ctx *ctx = pl_py_map_get(&pt->tasks, (uintptr_t)root);
+	if (ctx && fresh) {
+		coprof_ctx_finish(pt->t, ctx);
+		if (coprof_ctx_current(pt->t) != pt->ctx)
+			coprof_ctx_switch(pt->t, pt->ctx);
+		ctx = NULL;
+	}
+	if (!ctx) {
+		char name[128];
+		uint64_t id = (uint64_t)(uintptr_t)root;
+		const char *rt = "coroutine";
+		snprintf(name, sizeof(name), "%s", fn && fn->name ? fn->name : "?");
+		name_task(root, name, sizeof(name), &id, &rt);
+		if (coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0)
+			return;
+		if (pl_py_map_put(&pt->tasks, (uintptr_t)root, ctx) != 0)
+			return;
+		/* Started before profiling did: its suspended frames are pushed as they
+		 * resume (counting no call), so the time of this run has its stack. */
+		if (!fresh)
+			pt->adopting = root;
+	}
+	switch_in(pt, root, ctx);
+}
+
+static int is_coro_frame(PL_PY_FRAME *fr)
+{
+	PyCodeObject *co = fr ? pl_py_frame_code(fr) : NULL;
+	return co && (co->co_flags & CORO_FLAGS);
+}
+
+/* A generator-like frame resumes: makes sure the task whose chain it belongs to is
+ * the running context. The chain's root is the outermost of the coroutine frames
+ * linked below it; a throw() resumes the innermost frame first, so any frame of the
+ * chain may be the first one seen. */
+static void chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
+{
+	PL_PY_FRAME *root = NULL;
+	for (PL_PY_FRAME *f = is_coro ? fr : pl_py_frame_back(fr); is_coro_frame(f);
+	     f = pl_py_frame_back(f))
+		root = f;
+	if (!root)
+		return;
+	PyObject *g = pl_py_frame_gen(root);
+	if (!g || g == pt->root)
+		return;
+	task_enter(pt, g, pl_py_func_of(pl_py_frame_code(root)), 0);
+}
+
+/* --- events ------------------------------------------------------------------- */
+
+static void on_call(struct pl_py_thread *pt, PyFrameObject *frame)
+{
+	PL_PY_FRAME *fr = pl_py_frame(frame);
+	PyCodeObject *co = pl_py_frame_code(fr);
+	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
+	if (!fn)
+		return;
+	uintptr_t key = (uintptr_t)fn;
+	if (!fn->flags) {
+		coprof_enter(pt->t, key);
+		return;
+	}
+	int fresh = pl_py_frame_fresh(fr, co);
+	if (fn->flags & PL_PY_GEN) {
+		/* Rule 6: each run of a generator is timed, one call per generator. */
+		if (fresh) {
+			coprof_enter(pt->t, key);
+		} else {
+			chain_resume(pt, fr, 0);
+			coprof_resume(pt->t, key);
+		}
+		return;
+	}
+	PyObject *gen = pl_py_frame_gen(fr);
+	if (fresh) {
+		if (gen && !is_coro_frame(pl_py_frame_back(fr)))
+			task_enter(pt, gen, fn, 1);
+		coprof_enter(pt->t, key);
+		return;
+	}
+	/* Rule 3: a resumption is not a call; its frames are still on the task's stack. */
+	chain_resume(pt, fr, 1);
+	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
+		coprof_resume(pt->t, key); /* after a value yield, a new run (rule 6) */
+	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
+		coprof_resume(pt->t, key);
+}
+
+static int is_wrapped_value(PyObject *v)
+{
+	if (!v)
+		return 0;
+	if (Py_TYPE(v) == wrapped_type)
+		return 1;
+	if (!wrapped_type && strcmp(Py_TYPE(v)->tp_name, "async_generator_wrapped_value") == 0) {
+		wrapped_type = Py_TYPE(v);
+		return 1;
+	}
+	return 0;
+}
+
+static void on_return(struct pl_py_thread *pt, PyFrameObject *frame, PyObject *arg)
+{
+	PL_PY_FRAME *fr = pl_py_frame(frame);
+	PyCodeObject *co = pl_py_frame_code(fr);
+	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
+	if (!fn)
+		return;
+	uintptr_t key = (uintptr_t)fn;
+	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
+		coprof_leave(pt->t, key);
+		return;
+	}
+	PyObject *gen = pl_py_frame_gen(fr);
+	if (pl_py_frame_suspended(fr)) {
+		if ((fn->flags & PL_PY_ASYNC_GEN) && is_wrapped_value(arg)) {
+			/* An async generator yields a value to its consumer: rule 6. */
+			coprof_leave(pt->t, key);
+			pl_py_map_put(&pt->agens, (uintptr_t)gen, gen);
+			return;
+		}
+		/* Rule 3: suspended, not returned. The task's root suspending hands the
+		 * thread back to the driver (rule 4). */
+		if (gen && gen == pt->root)
+			switch_out(pt, 0);
+		return;
+	}
+	coprof_leave(pt->t, key);
+	if (fn->flags & PL_PY_ASYNC_GEN)
+		pl_py_map_del(&pt->agens, (uintptr_t)gen);
+	if (gen && gen == pt->root)
+		switch_out(pt, 1);
+}
+
+static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
+{
+	if (pl_py_unlikely(!pl_py_host->builtins))
+		return;
+	struct pl_py_func *fn = pl_py_builtin_of(callable);
+	if (!fn)
+		return;
+	if (what == PyTrace_C_CALL)
+		coprof_enter(pt->t, (uintptr_t)fn);
+	else
+		coprof_leave(pt->t, (uintptr_t)fn);
+}
+
+/* The profile function (Py_tracefunc). Never fails: profiling errors are not the
+ * program's; it must not allocate on its common path (a cached function, an engine
+ * call). */
+static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+	struct pl_py_thread *pt = PyCapsule_GetPointer(obj, NULL);
+	if (pl_py_unlikely(!pt))
+		return 0;
+	if (pl_py_unlikely(pt->gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED)))
+		thread_reset(pt);
+	if (pl_py_unlikely(!pt->t))
+		return 0;
+	if (pl_py_unlikely(__atomic_load_n(&pl_py_new_threads, __ATOMIC_RELAXED)))
+		pl_py_install(NULL);
+	switch (what) {
+	case PyTrace_CALL:
+		on_call(pt, frame);
+		break;
+	case PyTrace_RETURN:
+		on_return(pt, frame, arg);
+		break;
+	case PyTrace_C_RETURN:
+		if (pl_py_unlikely(PyCFunction_Check(arg) &&
+				   ((PyCFunctionObject *)arg)->m_ml == start_thread_ml))
+			pl_py_install(NULL);
+		/* fall through */
+	case PyTrace_C_CALL:
+	case PyTrace_C_EXCEPTION:
+		on_c_event(pt, what, arg);
+		break;
+	}
+	return 0;
+}
+
+static void capsule_free(PyObject *cap)
+{
+	struct pl_py_thread *pt = PyCapsule_GetPointer(cap, NULL);
+	if (pt)
+		thread_free(pt);
+}
+
+/* Every thread state gets its own state object as the hook's argument, so the hot
+ * path finds it without a lookup. A thread started later gets one when the audit
+ * hook has flagged it (pl_py_new_threads) and the next event runs. */
+#if PY_VERSION_HEX < 0x030C0000
+static void find_start_thread(void)
+{
+	if (start_thread_ml)
+		return;
+	PyObject *name = PyUnicode_FromString("_thread");
+	PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+	PyObject *fn = mod ? PyObject_GetAttrString(mod, "start_new_thread") : NULL;
+	if (fn && PyCFunction_Check(fn))
+		start_thread_ml = ((PyCFunctionObject *)fn)->m_ml;
+	Py_XDECREF(fn);
+	Py_XDECREF(mod);
+	Py_XDECREF(name);
+	PyErr_Clear();
+}
+#endif
+
+void pl_py_install(PyThreadState *skip)
+{
+#if PY_VERSION_HEX < 0x030C0000
+	find_start_thread();
+#endif
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts;
+	     ts = PyThreadState_Next(ts)) {
+		if (ts == skip || ts->c_profilefunc == on_event)
+			continue;
+		struct pl_py_thread *pt = calloc(1, sizeof(*pt));
+		if (!pt)
+			break;
+		pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) - 1;
+		PyObject *cap = PyCapsule_New(pt, NULL, capsule_free);
+		if (!cap) {
+			free(pt);
+			PyErr_Clear();
+			break;
+		}
+		if (_PyEval_SetProfile(ts, on_event, cap) < 0)
+			PyErr_Clear();
+		Py_DECREF(cap);
+	}
+	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
+}
+
+void pl_py_remove(void)
+{
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts;
+	     ts = PyThreadState_Next(ts)) {
+		if (ts->c_profilefunc == on_event && _PyEval_SetProfile(ts, NULL, NULL) < 0)
+			PyErr_Clear();
+	}
+	pl_py_installed = 0;
+}

@@ -1,0 +1,218 @@
+/* py.h: what the adapter's files share, and the CPython internals it reads, one
+ * version at a time (3.10 to 3.13; the adapter is compiled once per version).
+ *
+ * Frames are read without calling Python (no allocation on the hot path): 3.10
+ * through PyFrameObject's fields, 3.11+ through the interpreter's own frames
+ * (struct _PyInterpreterFrame, internal headers). Everything runs with the GIL held
+ * unless a function says otherwise. */
+#ifndef PL_PY_H
+#define PL_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <frameobject.h>
+#if PY_VERSION_HEX >= 0x030B0000
+#include <internal/pycore_frame.h>
+#endif
+
+#include "adapter.h"
+#include "map.h"
+
+#define PL_PY_HIDDEN __attribute__((visibility("hidden")))
+#define pl_py_unlikely(x) __builtin_expect(!!(x), 0)
+
+/* --- functions: code objects and builtins, keyed for the engine (funcs.c) ------- */
+
+enum {
+	PL_PY_GEN = 1,       /* a plain generator: DESIGN rule 6 */
+	PL_PY_CORO = 2,      /* a coroutine or an iterable (types.coroutine) coroutine */
+	PL_PY_ASYNC_GEN = 4, /* an async generator */
+};
+
+/* One function seen by the adapter. Its address is the engine key; it lives as long
+ * as the adapter, so a key never changes meaning, even after its code object died. */
+struct pl_py_func {
+	const char *file; /* UTF-8 copies, made at first sight */
+	const char *name;
+	unsigned line;
+	unsigned flags; /* PL_PY_* */
+	PyObject *code; /* a strong reference while in the cache; NULL once released */
+};
+
+/* The function for code object `co`: cached; made (and a reference taken) at first
+ * sight. NULL only when out of memory. */
+PL_PY_HIDDEN struct pl_py_func *pl_py_func_slow(PyCodeObject *co);
+extern PL_PY_HIDDEN struct pl_py_map pl_py_codes;
+
+static inline struct pl_py_func *pl_py_func_of(PyCodeObject *co)
+{
+	struct pl_py_func *f = pl_py_map_get(&pl_py_codes, (uintptr_t)co);
+	return f ? f : pl_py_func_slow(co);
+}
+
+/* The function for a C builtin called from Python (a PyCFunction). NULL: unknown. */
+PL_PY_HIDDEN struct pl_py_func *pl_py_builtin_of(PyObject *callable);
+/* The engine's resolver for the keys above (any thread, no GIL needed). */
+PL_PY_HIDDEN int pl_py_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
+/* Drops the cache's references to code objects nothing else holds (their keys stay
+ * resolvable). Called when profiling stops. */
+PL_PY_HIDDEN void pl_py_release(void);
+
+/* --- the hook (hook.c) ----------------------------------------------------------- */
+
+extern PL_PY_HIDDEN const struct pl_py_host *pl_py_host;
+/* Bumped at every start and after fork: per-thread state made before is reset. */
+extern PL_PY_HIDDEN unsigned pl_py_gen;
+/* A thread was started since the hook was last put on every thread state. */
+extern PL_PY_HIDDEN int pl_py_new_threads;
+/* The profile hook is on (the thread states that exist carry it). */
+extern PL_PY_HIDDEN int pl_py_installed;
+
+/* Puts the hook on every thread state of the interpreter that lacks it, except
+ * `skip` (the control thread's own). */
+PL_PY_HIDDEN void pl_py_install(PyThreadState *skip);
+/* Takes the hook off every thread state. */
+PL_PY_HIDDEN void pl_py_remove(void);
+
+/* --- frames, per version ---------------------------------------------------------- */
+
+#if PY_VERSION_HEX >= 0x030B0000
+#define PL_PY_FRAME struct _PyInterpreterFrame
+
+static inline PL_PY_FRAME *pl_py_frame(PyFrameObject *f)
+{
+	return f->f_frame;
+}
+
+static inline PyCodeObject *pl_py_frame_code(PL_PY_FRAME *fr)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	PyObject *e = fr->f_executable;
+	return PyCode_Check(e) ? (PyCodeObject *)e : NULL;
+#else
+	return fr->f_code;
+#endif
+}
+
+/* The frame that called (or resumed) fr, skipping frames not yet started and the
+ * interpreter's C-stack entry frames. */
+static inline PL_PY_FRAME *pl_py_frame_back(PL_PY_FRAME *fr)
+{
+	for (fr = fr->previous; fr; fr = fr->previous) {
+#if PY_VERSION_HEX >= 0x030C0000
+		if (fr->owner == FRAME_OWNED_BY_CSTACK)
+			continue;
+#endif
+		if (!pl_py_frame_code(fr) || _PyFrame_IsIncomplete(fr))
+			continue;
+		return fr;
+	}
+	return NULL;
+}
+
+/* The generator, coroutine or async generator that owns fr, or NULL. */
+static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
+{
+	return fr->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject *)_PyFrame_GetGenerator(fr)
+						      : NULL;
+}
+
+/* Nonzero when a 'call' event on a generator frame is its first start, zero when it
+ * resumes after a yield: the frame is still at or before its first RESUME. */
+static inline int pl_py_frame_fresh(PL_PY_FRAME *fr, PyCodeObject *co)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	_Py_CODEUNIT *at = fr->instr_ptr;
+#else
+	_Py_CODEUNIT *at = fr->prev_instr;
+#endif
+	return at - _PyCode_CODE(co) <= co->_co_firsttraceable;
+}
+
+/* Nonzero when a 'return' event on a generator frame is a yield (it will resume). */
+static inline int pl_py_frame_suspended(PL_PY_FRAME *fr)
+{
+	PyGenObject *g = (PyGenObject *)pl_py_frame_gen(fr);
+	if (!g)
+		return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+	return FRAME_STATE_SUSPENDED(g->gi_frame_state);
+#else
+	return g->gi_frame_state == FRAME_SUSPENDED;
+#endif
+}
+#else /* 3.10 */
+#define PL_PY_FRAME PyFrameObject
+
+static inline PL_PY_FRAME *pl_py_frame(PyFrameObject *f)
+{
+	return f;
+}
+
+static inline PyCodeObject *pl_py_frame_code(PL_PY_FRAME *fr)
+{
+	return fr->f_code;
+}
+
+static inline PL_PY_FRAME *pl_py_frame_back(PL_PY_FRAME *fr)
+{
+	return fr->f_back;
+}
+
+static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
+{
+	return fr->f_gen;
+}
+
+static inline int pl_py_frame_fresh(PL_PY_FRAME *fr, PyCodeObject *co)
+{
+	(void)co;
+	return fr->f_lasti < 0;
+}
+
+static inline int pl_py_frame_suspended(PL_PY_FRAME *fr)
+{
+	return fr->f_state == FRAME_SUSPENDED;
+}
+#endif
+
+/* Python's own exception, kept aside while the adapter calls into Python. */
+struct pl_py_exc {
+#if PY_VERSION_HEX >= 0x030C0000
+	PyObject *exc;
+#else
+	PyObject *type, *value, *tb;
+#endif
+};
+
+static inline void pl_py_exc_save(struct pl_py_exc *e)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+	e->exc = PyErr_GetRaisedException();
+#else
+	PyErr_Fetch(&e->type, &e->value, &e->tb);
+#endif
+}
+
+static inline void pl_py_exc_restore(struct pl_py_exc *e)
+{
+	PyErr_Clear();
+#if PY_VERSION_HEX >= 0x030C0000
+	PyErr_SetRaisedException(e->exc);
+#else
+	PyErr_Restore(e->type, e->value, e->tb);
+#endif
+}
+
+/* Python can take the GIL from another thread: initialised and not finalizing. */
+static inline int pl_py_alive(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+	return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+#endif

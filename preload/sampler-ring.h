@@ -1,0 +1,130 @@
+/* sampler-ring.h: what the sampler's files share (sample mode, COPROF_MODE=sample).
+ *
+ * One struct pl_sthread per profiled thread, allocated by that thread outside any
+ * signal. Its ring is written by the tick handler (sampler-signal.c) and by the switch
+ * hook (sampler-wait.c) on the owning thread, and read by the folding thread
+ * (sampler.c), which alone calls coprof_sample. Producer and consumer only share the
+ * ring's head and tail, as atomics. */
+#ifndef PL_SAMPLER_RING_H
+#define PL_SAMPLER_RING_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "clock.h"
+#include "shim.h"
+
+#define PL_SAMPLE_DEPTH 128 /* frames kept per stack; deeper stacks are truncated */
+#define PL_SAMPLE_SKIP 8    /* frames of the handler itself, at most, above the pc */
+#define PL_RING_SLOTS 256   /* records per thread between two folds */
+#define PL_WAIT_SLOTS 256   /* suspended coroutines per thread with a wait stack */
+
+enum pl_rec_kind {
+	PL_REC_SAMPLE, /* a tick on the running context: weight is ns */
+	PL_REC_WAIT,   /* a suspended coroutine: weight is ticks it waited */
+};
+
+struct pl_rec {
+	struct coprof_ctx *ctx; /* NULL: the thread's own context */
+	uint64_t weight;
+	uint32_t kind;
+	uint32_t depth;
+	uintptr_t pcs[PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP]; /* innermost first */
+};
+
+/* The stack a coroutine suspended at. `word` is 0 when the slot is free, else
+ * PL_WAIT_USED | generation << PL_WAIT_GEN_SHIFT | the tick count it has been charged
+ * up to. The owning thread fills ctx and pcs before it publishes word; the folding
+ * thread moves the tick count forward by compare-and-swap, so each tick is charged
+ * once whichever of the two gets to it. */
+struct pl_wait {
+	_Atomic uint64_t word;
+	struct coprof_ctx *ctx;
+	uint32_t depth;
+	uint32_t gen;
+	uintptr_t pcs[PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP];
+};
+#define PL_WAIT_USED (1ull << 63)
+#define PL_WAIT_GEN_SHIFT 40
+#define PL_WAIT_TICKS ((1ull << PL_WAIT_GEN_SHIFT) - 1)
+
+enum pl_timer_id {
+	PL_TIMER_MONO = 1, /* CLOCK_MONOTONIC, periodic at the rate */
+	PL_TIMER_CPU = 2,  /* the thread's CPU clock, one shot: wakes a parked thread */
+};
+
+struct pl_sthread {
+	struct pl_sthread *next; /* the list of threads, under the sampler's mutex */
+	struct coprof_thread *thread;
+	struct pl_tls *tls;
+	pid_t tid;
+	timer_t mono, cpu;
+	int has_mono, has_cpu;
+	atomic_int dead; /* the thread exited: fold what is left, then free */
+
+	/* Written by the handler only. */
+	struct cp_clock clock; /* cpu: the thread's CPU clock */
+	uint64_t cpu_last;     /* ns on clock at the last tick counted; 0: none yet */
+	uint64_t carry;        /* wall: ns of ticks deferred because of a switch */
+	atomic_int parked;     /* cpu: idle, the CPU timer armed instead of mono */
+	atomic_int rebase;     /* set by start: forget cpu_last and carry */
+
+	_Atomic(struct coprof_ctx *) cur; /* the running context, set by the hook */
+	_Atomic uint64_t ticks;           /* wall ticks seen while sampling */
+	_Atomic uint64_t deferred, dropped, truncated, failed; /* counters, see sampler.c */
+
+	_Atomic uint32_t head; /* next record to write (producer) */
+	_Atomic uint32_t tail; /* next record to read (folding thread) */
+	struct pl_rec ring[PL_RING_SLOTS];
+
+	struct pl_wait *waits; /* PL_WAIT_SLOTS, allocated at the first switch (wall) */
+	_Atomic uint32_t nwaits; /* slots ever used: scans stop there */
+	uint64_t epoch;          /* sampler epoch the waits belong to */
+};
+
+/* Set once by pl_sampler_init; read-only afterwards. */
+struct pl_sampler_conf {
+	int signo;           /* the real-time signal the timers send */
+	int wall;            /* COPROF_CLOCK=wall */
+	uint64_t period;     /* ns between ticks */
+	uintptr_t self_lo;   /* the text of libcoprof-preload.so, skipped in wait stacks */
+	uintptr_t self_hi;
+};
+extern PL_HIDDEN struct pl_sampler_conf pl_sconf;
+extern PL_HIDDEN atomic_int pl_sampler_on;      /* ticks are counted */
+extern PL_HIDDEN _Atomic uint64_t pl_sampler_epoch; /* bumped by every start */
+
+/* The calling thread's state, NULL when it is not sampled. Initial-exec TLS, so the
+ * handler may read it. */
+PL_HIDDEN struct pl_sthread *pl_sampler_self(void);
+
+/* sampler-signal.c: installs the tick handler on pl_sconf.signo. */
+PL_HIDDEN int pl_sampler_install_handler(void);
+/* Arms the thread's periodic timer (mono), or disarms both when `on` is 0. Safe in
+ * the handler. */
+PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
+
+/* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited
+ * since they were last charged. Folding thread only. */
+PL_HIDDEN void pl_sampler_charge_waits(struct pl_sthread *st);
+
+/* The ring, for the producers: the slot to fill, or NULL when it is full. */
+static inline struct pl_rec *pl_ring_reserve(struct pl_sthread *st)
+{
+	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
+	uint32_t t = atomic_load_explicit(&st->tail, memory_order_acquire);
+	if (h - t >= PL_RING_SLOTS)
+		return NULL;
+	return &st->ring[h % PL_RING_SLOTS];
+}
+
+static inline void pl_ring_publish(struct pl_sthread *st)
+{
+	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
+	atomic_store_explicit(&st->head, h + 1, memory_order_release);
+}
+
+#endif

@@ -1,0 +1,24 @@
+/* signal-handler.c: the toggle signal's handler, the only code of the shim that runs
+ * in a signal context. It writes one byte to the control pipe (control.c reads it on
+ * the control thread, which starts or stops profiling). Nothing else belongs here. */
+#include <errno.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* The pipe's write end (non-blocking, close-on-exec); -1 while there is none. */
+volatile sig_atomic_t pl_toggle_fd = -1;
+
+/* async-signal-safe: saves errno, writes a byte, restores errno. A full pipe drops the
+ * byte, which only loses a toggle nobody has read yet. */
+void pl_on_toggle_signal(int sig)
+{
+	int saved = errno;
+	int fd = pl_toggle_fd;
+	char byte = 't';
+	if (fd >= 0) {
+		ssize_t n = write(fd, &byte, 1);
+		(void)n;
+	}
+	errno = saved;
+}

@@ -1,0 +1,83 @@
+/* split.c: a CPU-bound program with known proportions, for sample mode's tests and
+ * benchmarks. heavy() does two thirds of the work and light() one third, in alternating
+ * slices of the same loop, on each of N threads.
+ *
+ * usage: cpu-split [SECONDS [THREADS]]   (default: about 1 s of CPU on 1 thread) */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* Exported (the build links with -rdynamic), so even the stripped copy names them. */
+void heavy(uint64_t n);
+void light(uint64_t n);
+
+static volatile uint64_t sink;
+
+/* The same loop in both functions, so an iteration costs the same in each. */
+#define WORK(n)                                                                            \
+	do {                                                                               \
+		uint64_t x_ = sink;                                                        \
+		for (uint64_t i_ = 0; i_ < (n); i_++)                                      \
+			x_ = x_ * 6364136223846793005ull + i_;                             \
+		sink = x_;                                                                 \
+	} while (0)
+
+__attribute__((noinline)) void heavy(uint64_t n)
+{
+	WORK(n);
+}
+
+__attribute__((noinline)) void light(uint64_t n)
+{
+	WORK(n);
+}
+
+static uint64_t unit;   /* iterations of light() per slice: about 1 ms */
+static uint64_t rounds; /* slices of heavy(2 units) + light(1 unit) per thread */
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *run(void *arg)
+{
+	(void)arg;
+	for (uint64_t r = 0; r < rounds; r++) {
+		heavy(2 * unit);
+		light(unit);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 1.0;
+	int threads = argc > 2 ? atoi(argv[2]) : 1;
+	if (seconds <= 0 || threads < 1 || threads > 64) {
+		fprintf(stderr, "usage: cpu-split [SECONDS [THREADS]]\n");
+		return 2;
+	}
+	/* Calibrate on a fixed count; this is the only time spent outside heavy/light. */
+	uint64_t n = 2000000, t0 = cpu_ns();
+	WORK(n);
+	uint64_t dt = cpu_ns() - t0;
+	unit = dt ? n * 1000000u / dt : n;
+	if (!unit)
+		unit = 1;
+	rounds = (uint64_t)(seconds * 1000.0 / 3.0);
+	pthread_t th[64];
+	for (int i = 1; i < threads; i++)
+		if (pthread_create(&th[i], NULL, run, NULL) != 0)
+			return 1;
+	run(NULL);
+	for (int i = 1; i < threads; i++)
+		pthread_join(th[i], NULL);
+	printf("%lu\n", (unsigned long)sink);
+	return 0;
+}

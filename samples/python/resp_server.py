@@ -1,0 +1,77 @@
+"""resp_server.py: a small Redis-protocol (RESP) server on asyncio streams, answering
+GET, SET, PING, DEL, EXISTS and the CONFIG GET that redis-benchmark sends first.
+
+Each connection is one asyncio task. Usage: resp_server.py [PORT] (default 6390); then
+e.g. redis-benchmark -p 6390 -t get,set -n 20000 -c 20 -q
+"""
+import asyncio
+import sys
+
+store = {}
+
+
+async def read_command(reader):
+    """One command, as a list of bytes, or None at end of stream."""
+    line = await reader.readline()
+    if not line:
+        return None
+    if not line.startswith(b"*"):
+        return line.split()  # inline command (telnet, PING)
+    args = []
+    for _ in range(int(line[1:])):
+        size = int((await reader.readline())[1:])
+        data = await reader.readexactly(size + 2)
+        args.append(data[:-2])
+    return args
+
+
+def bulk(value):
+    if value is None:
+        return b"$-1\r\n"
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def execute(args):
+    cmd = args[0].upper() if args else b""
+    if cmd == b"GET" and len(args) == 2:
+        return bulk(store.get(args[1]))
+    if cmd == b"SET" and len(args) >= 3:
+        store[args[1]] = args[2]
+        return b"+OK\r\n"
+    if cmd == b"PING":
+        return b"+PONG\r\n" if len(args) < 2 else bulk(args[1])
+    if cmd == b"DEL":
+        return b":%d\r\n" % sum(store.pop(k, None) is not None for k in args[1:])
+    if cmd == b"EXISTS":
+        return b":%d\r\n" % sum(k in store for k in args[1:])
+    if cmd == b"CONFIG":
+        return b"*0\r\n"
+    return b"-ERR unknown command\r\n"
+
+
+async def serve_client(reader, writer):
+    try:
+        while True:
+            args = await read_command(reader)
+            if args is None:
+                break
+            writer.write(execute(args))
+            await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port):
+    server = await asyncio.start_server(serve_client, "127.0.0.1", port)
+    print("listening on 127.0.0.1:%d" % port, flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 6390))
+    except KeyboardInterrupt:
+        pass

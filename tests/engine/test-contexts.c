@@ -1,0 +1,309 @@
+/* test-contexts.c: contexts and their virtual clocks (DESIGN rules 3, 4, 5, 8, 9), with
+ * the fake clock: the worked example number for number under both clocks, coroutines
+ * interleaved, the task and thread tables, the task-id API and the folding of old
+ * finished contexts. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "helpers.h"
+
+TestSuite(contexts, .fini = fx_fini);
+
+/* DESIGN "Worked example", event for event. */
+static void worked_example(enum coprof_clock clock)
+{
+	fx_setup(&f, clock);
+	struct coprof_ctx *a, *b;
+	cr_assert_eq(coprof_ctx_create(f.t, 0xA, "A", "ucontext", &a), 0);
+	cr_assert_eq(coprof_ctx_create(f.t, 0xB, "B", "ucontext", &b), 0);
+	at(0), enter("main");
+	at(10), coprof_ctx_switch(f.t, a);
+	enter("a_root"), enter("a_work");
+	at(40), leave("a_work"), enter("a_yield");
+	coprof_ctx_switch(f.t, NULL);
+	at(50), coprof_ctx_switch(f.t, b);
+	enter("b_root"), enter("b_work");
+	at(70), leave("b_work"), leave("b_root");
+	coprof_ctx_finish(f.t, b);
+	cr_assert_null(coprof_ctx_current(f.t),
+		       "finishing the running context returns to the thread's own");
+	at(80), coprof_ctx_switch(f.t, a);
+	cr_assert_eq(coprof_ctx_current(f.t), a);
+	leave("a_yield");
+	at(90), leave("a_root");
+	coprof_ctx_finish(f.t, a);
+	at(100), leave("main");
+	coprof_stop(f.p);
+	fx_snap(&f);
+}
+
+Test(contexts, worked_example_under_wall)
+{
+	worked_example(COPROF_CLOCK_WALL);
+	struct cp_stats *s = &f.prof->stats;
+	cr_assert_eq(s->nfuncs, 6);
+	fx_expect(s, "main", 1, 1, 40, 100);
+	fx_expect(s, "a_root", 1, 1, 10, 80);
+	fx_expect(s, "a_work", 1, 1, 30, 30);
+	fx_expect(s, "a_yield", 1, 1, 40, 40);
+	fx_expect(s, "b_root", 1, 1, 0, 20);
+	fx_expect(s, "b_work", 1, 1, 20, 20);
+	cr_expect_eq(fx_func(s, "a_root")->ncallers, 0, "a task's root is a root (rule 8)");
+	cr_expect_eq(fx_func(s, "b_root")->ncallers, 0);
+	const struct cp_task *ta = fx_task(f.prof, 0xA), *tb = fx_task(f.prof, 0xB);
+	cr_assert(ta && tb);
+	cr_expect_eq(fx_ns(ta->ttot), 80);
+	cr_expect_eq(ta->resumes, 2);
+	cr_expect_eq(fx_ns(tb->ttot), 20);
+	cr_expect_eq(tb->resumes, 1);
+	cr_expect_str_eq(ta->state, "finished");
+	cr_expect_str_eq(ta->name, "A");
+	cr_expect_str_eq(ta->runtime, "ucontext");
+	cr_expect_eq(ta->thread, f.prof->ex.threads[0].tid);
+	fx_expect(&ta->stats, "a_yield", 1, 1, 40, 40);
+	cr_expect_null(fx_func(&ta->stats, "main"), "a task's table has only its own functions");
+	fx_expect(&tb->stats, "b_work", 1, 1, 20, 20);
+	cr_expect_eq(f.prof->ex.nthreads, 1);
+	cr_expect_eq(fx_ns(f.prof->ex.threads[0].ttot), 100);
+	cr_expect_eq(f.prof->ex.threads[0].switches, 6);
+	cr_expect_str_eq(f.prof->ex.threads[0].name, "main");
+}
+
+Test(contexts, worked_example_under_cpu)
+{
+	worked_example(COPROF_CLOCK_CPU);
+	struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "main", 1, 1, 40, 40);
+	fx_expect(s, "a_root", 1, 1, 10, 40);
+	fx_expect(s, "a_work", 1, 1, 30, 30);
+	fx_expect(s, "a_yield", 1, 1, 0, 0);
+	fx_expect(s, "b_root", 1, 1, 0, 20);
+	fx_expect(s, "b_work", 1, 1, 20, 20);
+	const struct cp_task *ta = fx_task(f.prof, 0xA), *tb = fx_task(f.prof, 0xB);
+	cr_expect_eq(fx_ns(ta->ttot), 40);
+	cr_expect_eq(ta->resumes, 2);
+	cr_expect_eq(fx_ns(tb->ttot), 20);
+	cr_expect_eq(tb->resumes, 1);
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < s->nfuncs; i++)
+		sum += fx_ns(s->funcs[i].s.tt);
+	cr_expect_eq(sum, 100, "the tt column sums to the thread's CPU time");
+	cr_expect_eq(fx_ns(f.prof->ex.threads[0].ttot), 100);
+	cr_expect_str_eq(f.prof->ex.clock, "cpu");
+}
+
+/* Two coroutines on one thread, switching to each other directly and through the
+ * driver, with work open across the switches. */
+static void interleaved(enum coprof_clock clock)
+{
+	fx_setup(&f, clock);
+	struct coprof_ctx *c1, *c2;
+	cr_assert_eq(coprof_ctx_create(f.t, 1, "c1", "asyncio", &c1), 0);
+	cr_assert_eq(coprof_ctx_create(f.t, 2, "c2", "asyncio", &c2), 0);
+	at(0), enter("sched");
+	at(10), coprof_ctx_switch(f.t, c1), enter("c1"), enter("work1");
+	at(30), coprof_ctx_switch(f.t, c2), enter("c2"), enter("work2");
+	at(50), coprof_ctx_switch(f.t, c1);
+	at(60), leave("work1"), coprof_ctx_switch(f.t, c2);
+	at(70), leave("work2"), leave("c2"), coprof_ctx_finish(f.t, c2);
+	at(75), coprof_ctx_switch(f.t, c1);
+	at(80), leave("c1"), coprof_ctx_finish(f.t, c1);
+	at(100), leave("sched");
+	fx_snap(&f);
+}
+
+Test(contexts, coroutines_under_cpu_are_never_charged_for_each_other)
+{
+	interleaved(COPROF_CLOCK_CPU);
+	struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "work1", 1, 1, 30, 30);
+	fx_expect(s, "c1", 1, 1, 5, 35);
+	fx_expect(s, "work2", 1, 1, 30, 30);
+	fx_expect(s, "c2", 1, 1, 0, 30);
+	fx_expect(s, "sched", 1, 1, 35, 35);
+	fx_expect_edge(s, "c1", "work1", 1, 1, 30, 30);
+	cr_expect_eq(fx_ns(fx_task(f.prof, 1)->ttot), 35);
+	cr_expect_eq(fx_task(f.prof, 1)->resumes, 3);
+	cr_expect_eq(fx_ns(fx_task(f.prof, 2)->ttot), 30);
+	cr_expect_eq(fx_task(f.prof, 2)->resumes, 2);
+}
+
+Test(contexts, suspended_time_under_wall_lands_in_the_innermost_frame)
+{
+	interleaved(COPROF_CLOCK_WALL);
+	struct cp_stats *s = &f.prof->stats;
+	/* c1 waits 30..50 inside work1, then 60..75 inside c1 itself. */
+	fx_expect(s, "work1", 1, 1, 50, 50);
+	fx_expect(s, "c1", 1, 1, 20, 70);
+	fx_expect(s, "work2", 1, 1, 40, 40);
+	fx_expect(s, "c2", 1, 1, 0, 40);
+	/* The driver's time away (10..70, 75..80) is its frame's children (rule 9). */
+	fx_expect(s, "sched", 1, 1, 35, 100);
+	fx_expect_edge(s, "c2", "work2", 1, 1, 40, 40);
+	cr_expect_eq(fx_ns(fx_task(f.prof, 1)->ttot), 70);
+	cr_expect_eq(fx_ns(fx_task(f.prof, 2)->ttot), 40);
+}
+
+Test(contexts, resuming_is_not_a_call)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, 7, "loop", "ucontext", &c), 0);
+	at(0), coprof_ctx_switch(f.t, c), enter("loop");
+	for (uint64_t i = 1; i <= 5; i++) {
+		at(i * 10), coprof_ctx_switch(f.t, NULL);
+		at(i * 10 + 5), coprof_ctx_switch(f.t, c);
+	}
+	at(60), leave("loop");
+	fx_snap(&f);
+	fx_expect(&f.prof->stats, "loop", 1, 1, 60, 60);
+	cr_expect_eq(fx_task(f.prof, 7)->resumes, 6);
+	cr_expect_str_eq(fx_task(f.prof, 7)->state, "running");
+}
+
+Test(contexts, open_frames_of_a_waiting_coroutine_are_closed_at_dump)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, 3, "w", "asyncio", &c), 0);
+	at(0), enter("main");
+	at(10), coprof_ctx_switch(f.t, c), enter("w_root"), enter("w_wait");
+	at(20), coprof_ctx_switch(f.t, NULL);
+	at(50), fx_snap(&f);
+	fx_expect(&f.prof->stats, "w_wait", 1, 1, 40, 40);
+	fx_expect(&f.prof->stats, "w_root", 1, 1, 0, 40);
+	fx_expect(&f.prof->stats, "main", 1, 1, 40, 50);
+	cr_expect_str_eq(fx_task(f.prof, 3)->state, "suspended");
+	cr_expect_eq(fx_ns(fx_task(f.prof, 3)->ttot), 40);
+	fx_teardown(&f);
+
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	cr_assert_eq(coprof_ctx_create(f.t, 3, "w", "asyncio", &c), 0);
+	at(0), enter("main");
+	at(10), coprof_ctx_switch(f.t, c), enter("w_root"), enter("w_wait");
+	at(20), coprof_ctx_switch(f.t, NULL);
+	at(50), fx_snap(&f);
+	fx_expect(&f.prof->stats, "w_wait", 1, 1, 10, 10);
+	fx_expect(&f.prof->stats, "main", 1, 1, 40, 40);
+	cr_expect_eq(fx_ns(fx_task(f.prof, 3)->ttot), 10);
+}
+
+Test(contexts, finishing_a_waiting_coroutine_closes_its_frames)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, 3, "w", "asyncio", &c), 0);
+	at(0), coprof_ctx_switch(f.t, c), enter("w");
+	at(10), coprof_ctx_switch(f.t, NULL);
+	at(30), coprof_ctx_finish(f.t, c); /* cancelled while waiting */
+	coprof_ctx_switch(f.t, c);	   /* a finished context never runs again */
+	cr_expect_null(coprof_ctx_current(f.t));
+	at(40), fx_snap(&f);
+	fx_expect(&f.prof->stats, "w", 1, 1, 10, 10);
+	cr_expect_str_eq(fx_task(f.prof, 3)->state, "finished");
+}
+
+Test(contexts, switch_to_another_threads_context_is_ignored)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_thread *t2;
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_thread_register(f.p, "other", &t2), 0);
+	cr_assert_eq(coprof_ctx_create(t2, 9, "x", "ucontext", &c), 0);
+	at(0), enter("main");
+	coprof_ctx_switch(f.t, c);
+	cr_expect_null(coprof_ctx_current(f.t));
+	at(10), leave("main");
+	fx_snap(&f);
+	fx_expect(&f.prof->stats, "main", 1, 1, 10, 10);
+	cr_assert_eq(f.prof->ex.ndropped, 1);
+	cr_expect_eq(f.prof->ex.dropped[0].n, 1);
+}
+
+Test(contexts, task_ids_switch_through_the_default_profiler)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	cr_expect_eq(coprof_task_switch(5, "t5"), 0, "a no-op without a default profiler");
+	coprof_set_default(f.p);
+	cr_assert_eq(coprof_default(), f.p);
+	struct coprof_thread *self = coprof_thread_self();
+	cr_assert_not_null(self);
+	cr_expect_eq(coprof_thread_self(), self, "cached");
+	at(0), coprof_enter(self, K("main"));
+	at(10);
+	cr_assert_eq(coprof_task_switch(5, "t5"), 0);
+	coprof_enter(self, K("t5_root"));
+	at(20);
+	cr_assert_eq(coprof_task_switch(0, NULL), 0);
+	at(30);
+	cr_assert_eq(coprof_task_switch(5, "ignored"), 0);
+	at(35), coprof_leave(self, K("t5_root"));
+	cr_assert_eq(coprof_task_finish(5), 0);
+	cr_expect_eq(coprof_task_finish(5), -ENOENT);
+	at(40);
+	cr_assert_eq(coprof_task_switch(5, "t5 again"), 0, "an id reused after finish");
+	cr_assert_eq(coprof_task_switch(0, NULL), 0);
+	at(50), coprof_leave(self, K("main"));
+	fx_snap(&f);
+	fx_expect(&f.prof->stats, "t5_root", 1, 1, 25, 25);
+	cr_assert_eq(f.prof->ex.ntasks, 2);
+	cr_expect_str_eq(f.prof->ex.tasks[0].name, "t5");
+	cr_expect_str_eq(f.prof->ex.tasks[0].state, "finished");
+	cr_expect_eq(f.prof->ex.tasks[0].resumes, 2);
+	cr_expect_str_eq(f.prof->ex.tasks[1].name, "t5 again");
+	cr_expect_str_eq(f.prof->ex.tasks[1].state, "suspended");
+	cr_expect_str_eq(f.prof->ex.tasks[0].runtime, "task");
+	coprof_set_default(NULL);
+	cr_expect_null(coprof_thread_self());
+}
+
+Test(contexts, names_can_change)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, 1, NULL, NULL, &c), 0);
+	cr_assert_eq(coprof_ctx_set_name(c, "renamed"), 0);
+	cr_assert_eq(coprof_thread_set_name(f.t, "worker"), 0);
+	at(0), enter("x");
+	fx_snap(&f);
+	cr_expect_str_eq(f.prof->ex.tasks[0].name, "renamed");
+	cr_expect_str_eq(f.prof->ex.tasks[0].runtime, "");
+	cr_expect_str_eq(f.prof->ex.threads[0].name, "worker");
+}
+
+/* An asyncio server makes a task per request: only the newest finished tasks keep
+ * their own tables; older ones are folded into the totals, which stay exact. */
+Test(contexts, old_finished_contexts_are_folded_into_the_totals)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	enum { N = CP_KEEP_FINISHED + 100 };
+	at(0), enter("server");
+	for (uint64_t i = 0; i < N; i++) {
+		struct coprof_ctx *c;
+		cr_assert_eq(coprof_ctx_create(f.t, i + 1, "req", "asyncio", &c), 0);
+		coprof_ctx_switch(f.t, c);
+		enter("handle");
+		at(fk_now + 2), enter(i % 2 ? "get" : "set");
+		at(fk_now + 3), leave(i % 2 ? "get" : "set");
+		leave("handle");
+		coprof_ctx_finish(f.t, c);
+		at(fk_now + 1);
+	}
+	leave("server");
+	fx_snap(&f);
+	struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "handle", N, N, 2 * N, 5 * N);
+	fx_expect(s, "get", N / 2, N / 2, 3 * (N / 2), 3 * (N / 2));
+	fx_expect_edge(s, "handle", "set", N / 2, N / 2, 3 * (N / 2), 3 * (N / 2));
+	fx_expect(s, "server", 1, 1, N, N);
+	cr_assert_eq(f.prof->ex.ntasks, N);
+	cr_expect_eq(f.prof->ex.tasks[0].stats.nfuncs, 0, "folded");
+	cr_expect_eq(fx_ns(f.prof->ex.tasks[0].ttot), 5, "its row is kept");
+	fx_expect(&f.prof->ex.tasks[N - 1].stats, "handle", 1, 1, 2, 5);
+	int found = 0;
+	for (uint32_t i = 0; i < f.prof->ex.nnotes; i++)
+		found |= strstr(f.prof->ex.notes[i], "100 finished tasks") != NULL;
+	cr_expect(found, "a note says how many tasks were folded");
+}

@@ -1,0 +1,102 @@
+"""Checks a .pstat file against the JSON of what was written into it.
+
+usage: check_pstats.py FILE.pstat FILE.json
+Run by every Python 3 on the machine (3.6+): pstats.Stats must load the file, hold
+exactly the expected numbers and callers (caller tuples in cProfile's (nc, cc, tt, ct)
+order), and print_stats/print_callers/print_callees must run. The coprof extras, the
+file's second marshal object, must load too and match.
+"""
+import io
+import json
+import marshal
+import pstats
+import sys
+
+
+def key(d):
+    return (d["file"], d["line"], d["name"])
+
+
+def fail(msg):
+    sys.stderr.write("check_pstats (%s): %s\n" % (sys.version.split()[0], msg))
+    sys.exit(1)
+
+
+def check_stats(stats, expected, where):
+    exp = {key(f): f for f in expected}
+    if set(stats) != set(exp):
+        fail("%s: keys differ: missing %r, extra %r"
+             % (where, sorted(set(exp) - set(stats)), sorted(set(stats) - set(exp))))
+    for k, f in exp.items():
+        value = stats[k]
+        if type(value) is not tuple or len(value) != 5:
+            fail("%s %r: value %r is not a 5-tuple" % (where, k, value))
+        cc, nc, tt, ct, callers = value
+        if not all(type(x) is int for x in (cc, nc)) or not all(type(x) is float for x in (tt, ct)):
+            fail("%s %r: wrong types in %r" % (where, k, value[:4]))
+        if (cc, nc, tt, ct) != (f["cc"], f["nc"], f["tt"], f["ct"]):
+            fail("%s %r: %r != expected %r"
+                 % (where, k, (cc, nc, tt, ct), (f["cc"], f["nc"], f["tt"], f["ct"])))
+        want = {key(c): (c["nc"], c["cc"], c["tt"], c["ct"]) for c in f["callers"]}
+        if callers != want:
+            fail("%s %r: callers %r != expected %r" % (where, k, callers, want))
+        for ck, cv in callers.items():
+            if ck not in stats:
+                fail("%s: caller %r is not a top-level key" % (where, ck))
+            if type(cv) is not tuple or [type(x) for x in cv] != [int, int, float, float]:
+                fail("%s: caller value %r is not (int, int, float, float)" % (where, cv))
+
+
+def check_extras(ex, exp):
+    for name in ("coprof", "clock", "mode", "pid", "argv", "start", "stop", "hz",
+                 "overflow", "dropped", "notes"):
+        got = ex.get(name)
+        if isinstance(got, list):
+            got = list(got)
+        if got != exp[name]:
+            fail("extras %r: %r != expected %r" % (name, got, exp[name]))
+    if len(ex["tasks"]) != len(exp["tasks"]):
+        fail("extras: %d tasks, expected %d" % (len(ex["tasks"]), len(exp["tasks"])))
+    for t, et in zip(ex["tasks"], exp["tasks"]):
+        for name in ("id", "name", "runtime", "thread", "ttot", "resumes", "state"):
+            if t[name] != et[name]:
+                fail("task %r: %r != expected %r" % (name, t[name], et[name]))
+        check_stats(t["stats"], et["stats"], "task %r" % t["name"])
+    if [dict(t) for t in ex["threads"]] != exp["threads"]:
+        fail("threads %r != expected %r" % (ex["threads"], exp["threads"]))
+    stacks = [{"task": s[0], "thread": s[1], "frames": [k for k in s[2]], "count": s[3],
+               "waiting": s[4]} for s in ex["stacks"]]
+    want = [dict(s, frames=[key(k) for k in s["frames"]]) for s in exp["stacks"]]
+    if stacks != want:
+        fail("stacks %r != expected %r" % (stacks, want))
+
+
+def main():
+    path, jpath = sys.argv[1], sys.argv[2]
+    with io.open(jpath, encoding="utf-8") as f:
+        exp = json.load(f)
+    out = io.StringIO()
+    st = pstats.Stats(path, stream=out)
+    check_stats(st.stats, exp["stats"], "pstats")
+    st.strip_dirs().sort_stats("cumulative").print_stats()
+    st.print_callers()
+    st.print_callees()
+    text = out.getvalue()
+    for f in exp["stats"]:
+        if f["name"].strip("<>")[:40] not in text:
+            fail("print_stats output lacks %r" % f["name"])
+    if "function calls" not in text:
+        fail("print_stats printed no summary")
+
+    with open(path, "rb") as f:
+        first = marshal.load(f)
+        extras = marshal.load(f)
+        rest = f.read()
+    if rest:
+        fail("%d bytes after the extras" % len(rest))
+    check_stats(first, exp["stats"], "marshal")
+    check_extras(extras, exp["extras"])
+    print("ok %s: %d functions" % (sys.version.split()[0], len(first)))
+
+
+main()

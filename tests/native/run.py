@@ -1,0 +1,398 @@
+#!/usr/bin/env python3
+"""run.py CASE: one integration test of the native shim on a real process.
+
+Runs a sample (or a test program) under `coprof record` or LD_PRELOAD, reads the
+profile back with pstats and the coprof extras (the file's second marshal object),
+and asserts on them. Paths come from the environment meson sets (COPROF_*)."""
+import glob
+import marshal
+import os
+import pstats
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.environ["COPROF_BIN"]
+LIB = os.environ["COPROF_PRELOAD_LIB"]
+ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
+SAMPLES = os.environ["COPROF_SAMPLES"]
+TESTBIN = os.environ["COPROF_TESTBIN"]
+SRC = os.environ["COPROF_SRC"]
+TMP = tempfile.mkdtemp(prefix="coprof-native-")
+
+
+def base_env(**extra):
+    """The test's environment without any COPROF_* setting, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPROF_")}
+    env.pop("LD_PRELOAD", None)
+    if ASAN:
+        env["LD_PRELOAD"] = ASAN
+        # the sanitizer may not like our threads' exits; leaks are still reported
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.update(extra)
+    return env
+
+
+def preload_env(**extra):
+    env = base_env(**extra)
+    env["LD_PRELOAD"] = (ASAN + ":" + LIB) if ASAN else LIB
+    return env
+
+
+def run(cmd, env, timeout=60, check=True):
+    p = subprocess.run(cmd, env=env, cwd=TMP, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"{cmd} exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+def record(opts, cmd, timeout=60, check=True, env=None):
+    return run([BIN, "record"] + opts + ["--"] + cmd, env or base_env(), timeout, check)
+
+
+def load(path):
+    """(pstats dict, extras dict) of a coprof file."""
+    stats = pstats.Stats(path).stats
+    with open(path, "rb") as f:
+        marshal.load(f)
+        extras = marshal.load(f)
+    return stats, extras
+
+
+def by_name(stats, name):
+    found = [(k, v) for k, v in stats.items() if k[2] == name]
+    if len(found) != 1:
+        raise AssertionError(f"{name}: {len(found)} entries in {sorted(k[2] for k in stats)}")
+    return found[0]
+
+
+def nc(stats, name):
+    return by_name(stats, name)[1][1]
+
+
+def tt(stats, name):
+    return by_name(stats, name)[1][2]
+
+
+def ct(stats, name):
+    return by_name(stats, name)[1][3]
+
+
+def def_line(path, name):
+    """The line of a C function's definition in a source file."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if re.match(r"^[A-Za-z_].*\b" + re.escape(name) + r"\(", line) and not line.rstrip().endswith(";"):
+                return i
+    raise AssertionError(f"{name} not defined in {path}")
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def near(value, want, rel, what):
+    check(abs(value - want) <= rel * want, f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}")
+
+
+def wait_for(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def catches(pid, signo):
+    """The process has a handler for signo (the shim's toggle handler is installed)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signo - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def coprof_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("coprof:")]
+
+
+SCHED_SRC = os.path.join(SRC, "samples/native/sched.c")
+R = 5  # rounds; crunch 20 ms, nap 10 ms
+
+
+def check_sched_calls(stats, src=SCHED_SRC):
+    want = {"main": 1, "run_scheduler": 1, "crunch": 2, "sleeper": 1, "crunch_work": 2 * R,
+            "sleeper_work": R, "burn_cpu": 3 * R, "nap": 3 * R, "task_yield": 3 * R, "spawn": 3}
+    for name, n in want.items():
+        key, _ = by_name(stats, name)
+        check(nc(stats, name) == n, f"{name}: nc {nc(stats, name)}, expected {n}")
+        check(key[0].endswith("samples/native/sched.c") and key[0].startswith("/"), f"{name}: file {key[0]}")
+        check(key[1] == def_line(src, name), f"{name}: line {key[1]}, expected {def_line(src, name)}")
+
+
+def case_sched_cpu():
+    out = os.path.join(TMP, "cpu.pstat")
+    record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "sched"), str(R), "20", "10"])
+    stats, ex = load(out)
+    check_sched_calls(stats)
+    check(ex["clock"] == "cpu" and ex["mode"] == "trace", f"clock/mode {ex['clock']}/{ex['mode']}")
+    near(ct(stats, "crunch_work"), 2 * R * 0.020, 0.10, "crunch_work ct")
+    near(ct(stats, "sleeper_work"), R * 0.002, 0.10, "sleeper_work ct")
+    # the driver's clock stops while its coroutines run
+    check(ct(stats, "main") < 0.05, f"main ct {ct(stats, 'main'):.3f} s includes coroutine work")
+    tasks = ex["tasks"]
+    check(sorted(t["name"] for t in tasks) == ["crunch", "crunch", "sleeper"], f"tasks {tasks}")
+    for t in tasks:
+        check(t["runtime"] == "ucontext" and t["state"] == "finished", f"task {t}")
+        check(t["thread"] == ex["pid"], f"task thread {t['thread']} != pid {ex['pid']}")
+        check(t["resumes"] == R + 1, f"{t['name']} resumed {t['resumes']} times, expected {R + 1}")
+        names = {k[2]: v for k, v in t["stats"].items()}
+        if t["name"] == "crunch":
+            check(0.9 * R * 0.020 <= t["ttot"] <= 1.2 * R * 0.020, f"crunch ttot {t['ttot']}")
+            check(names["crunch_work"][1] == R and "sleeper_work" not in names, f"crunch stats {names.keys()}")
+        else:
+            check(0.9 * R * 0.002 <= t["ttot"] <= 1.5 * R * 0.002, f"sleeper ttot {t['ttot']}")
+            check(names["sleeper_work"][1] == R and "crunch_work" not in names, f"sleeper stats {names.keys()}")
+    # rule 10: own times add up to the thread's CPU time
+    total_tt = sum(v[2] for v in stats.values())
+    thread = [t for t in ex["threads"] if t["tid"] == ex["pid"]][0]
+    near(total_tt, thread["ttot"], 0.05, "sum of tt vs the thread's ttot")
+
+
+def case_sched_wall():
+    out = os.path.join(TMP, "wall.pstat")
+    t0 = time.time()
+    record(["-c", "wall", "-o", out], [os.path.join(SAMPLES, "sched"), str(R), "20", "10"])
+    elapsed = time.time() - t0
+    stats, ex = load(out)
+    check_sched_calls(stats)
+    check(ex["clock"] == "wall", "clock")
+    waits = 2 * R * 0.010 + R * 0.030
+    check(tt(stats, "task_yield") >= 0.9 * waits,
+          f"task_yield tt {tt(stats, 'task_yield'):.3f} s does not hold the waits ({waits:.3f} s)")
+    check(ct(stats, "main") <= elapsed and ct(stats, "main") >= 0.9 * (waits / 2),
+          f"main ct {ct(stats, 'main'):.3f} s")
+    for t in ex["tasks"]:
+        if t["name"] == "crunch":
+            check(t["ttot"] >= 0.9 * R * 0.030, f"crunch wall ttot {t['ttot']:.3f} s misses its naps")
+
+
+def case_sched_nopie():
+    out = os.path.join(TMP, "nopie.pstat")
+    record(["-o", out], [os.path.join(SAMPLES, "sched-nopie"), str(R), "5", "2"])
+    stats, _ = load(out)
+    check_sched_calls(stats)
+
+
+def case_record_status():
+    p = record([], ["sh", "-c", "exit 3"], check=False)
+    check(p.returncode == 3, f"exit status {p.returncode}, expected 3")
+    p = run([BIN, "record"], base_env(), check=False)
+    check(p.returncode == 2 and "no command" in p.stderr, f"no command: {p.returncode} {p.stderr}")
+    p = record(["-c", "cycles"], ["true"], check=False)
+    check(p.returncode == 2 and "cycles" in p.stderr, f"bad clock: {p.returncode} {p.stderr}")
+    p = record(["--signal", "KILL"], ["true"], check=False)
+    check(p.returncode == 2, f"bad signal: {p.returncode}")
+    p = record([], [os.path.join(TMP, "no-such-program")], check=False)
+    check(p.returncode == 127, f"missing program: {p.returncode}")
+    # options reach the shim as COPROF_* variables
+    p = record(["-c", "wall", "--mode", "sample", "--hz", "123", "--no-start", "--signal", "USR1",
+                "-o", "x.pstat"], ["sh", "-c", "env | grep ^COPROF_ | sort"])
+    got = dict(l.split("=", 1) for l in p.stdout.split())
+    want = {"COPROF_CLOCK": "wall", "COPROF_MODE": "sample", "COPROF_HZ": "123",
+            "COPROF_START": "0", "COPROF_SIGNAL": "USR1", "COPROF_OUT": "x.pstat"}
+    check(got == want, f"environment {got}")
+
+
+def case_toggle_windows():
+    n = 3
+    tmpl = os.path.join(TMP, "w.%n.pstat")
+    cmd = [BIN, "record", "--no-start", "-o", tmpl, "--", os.path.join(SAMPLES, "sched"), "100000", "3", "2"]
+    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        for i in range(1, n + 1):
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            time.sleep(0.3)
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+        time.sleep(0.3)
+        check(p.poll() is None, "the program died")
+    finally:
+        p.kill()
+        p.wait()
+    files = sorted(glob.glob(os.path.join(TMP, "w.*.pstat")))
+    check(len(files) == n, f"{n} toggles on and off gave {files}")
+    for f in files:
+        stats, ex = load(f)
+        check(nc(stats, "crunch_work") >= 1, f"{f}: crunch_work not seen")
+        check(len(ex["tasks"]) >= 1 and all(t["runtime"] == "ucontext" for t in ex["tasks"]),
+              f"{f}: tasks {ex['tasks']}")
+        check(0.1 < ex["stop"] - ex["start"] < 5, f"{f}: window {ex['stop'] - ex['start']:.3f} s")
+
+
+def case_fork_exec():
+    out = os.path.join(TMP, "f.%p.pstat")
+    env = preload_env(COPROF_OUT=out)
+    p = run([os.path.join(TESTBIN, "forker"), os.path.join(SAMPLES, "sched"), "1", "1", "1"], env)
+    kids = [int(x) for x in re.findall(r"child (\d+)", p.stdout)]
+    check(len(kids) == 2 and "exec status 0" in p.stdout, f"output {p.stdout}")
+    files = {int(re.search(r"f\.(\d+)\.pstat", f).group(1)) for f in glob.glob(os.path.join(TMP, "f.*.pstat"))}
+    check(len(files) == 3 and set(kids) <= files, f"files for pids {files}, children {kids}")
+    parent = (files - set(kids)).pop()
+    stats, ex = load(out.replace("%p", str(parent)))
+    check(ex["pid"] == parent and nc(stats, "parent_work") == 2, "parent's profile")
+    check(not any(k[2] == "child_work" for k in stats), "the parent's profile has the child's work")
+    stats, ex = load(out.replace("%p", str(kids[0])))
+    check(ex["pid"] == kids[0] and nc(stats, "child_work") == 3, "child's profile")
+    check(not any(k[2] == "parent_work" for k in stats), "the child kept its parent's data")
+    stats, ex = load(out.replace("%p", str(kids[1])))
+    check(nc(stats, "crunch_work") == 2, "the exec'd sample profiled itself")
+    # no descriptor of the shim survives exec (the image below runs without it)
+    p = run([os.path.join(TESTBIN, "forker"), "env", "-u", "LD_PRELOAD", "ls", "-1", "/proc/self/fd"], env)
+    fds = {int(l) for l in p.stdout.split("\n") if l.strip().isdigit()}
+    check(fds <= {0, 1, 2, 3}, f"descriptors leaked into the exec'd program: {sorted(fds)}")
+
+
+def case_bad_env():
+    sched = [os.path.join(SAMPLES, "sched"), "1", "1", "1"]
+    for var, val in [("COPROF_CLOCK", "cycles"), ("COPROF_MODE", "both"), ("COPROF_SIGNAL", "KILL"),
+                     ("COPROF_START", "later"), ("COPROF_HZ", "0"), ("COPROF_OUT", "x%y"),
+                     ("COPROF_BUILTINS", "many")]:
+        p = run(sched, preload_env(**{var: val}))
+        lines = coprof_lines(p.stderr)
+        check(len(lines) == 1 and var in lines[0] and val in lines[0], f"{var}={val}: stderr {p.stderr!r}")
+        check(p.stdout.startswith("sched: 3 tasks"), f"{var}={val}: output {p.stdout!r}")
+        check(not glob.glob(os.path.join(TMP, "*.pstat")), f"{var}={val}: a profile was written")
+
+
+def case_no_instrumentation():
+    p = run([os.path.join(TESTBIN, "plain")], preload_env(COPROF_OUT="plain.pstat"))
+    lines = coprof_lines(p.stderr)
+    check(p.stdout == "plain: hello\n", f"output {p.stdout!r}")
+    check(len(lines) == 1 and "-finstrument-functions" in lines[0], f"stderr {p.stderr!r}")
+    check(not os.path.exists(os.path.join(TMP, "plain.pstat")), "a profile was written")
+    # not profiling (never toggled on): nothing to say
+    p = run([os.path.join(TESTBIN, "plain")], preload_env(COPROF_START="0"))
+    check(coprof_lines(p.stderr) == [], f"stderr {p.stderr!r}")
+
+
+def case_own_signal():
+    for how in ["sigaction", "signal"]:
+        out = os.path.join(TMP, f"own-{how}.pstat")
+        p = run([os.path.join(TESTBIN, "ownsig"), how], preload_env(COPROF_OUT=out))
+        check("ownsig: caught 3" in p.stdout, f"{how}: the program's handler lost: {p.stdout!r}")
+        lines = coprof_lines(p.stderr)
+        check(len(lines) == 1 and "own handler" in lines[0], f"{how}: stderr {p.stderr!r}")
+        stats, _ = load(out)
+        check(nc(stats, "work") == 3 and nc(stats, "on_usr2") == 3, f"{how}: profile")
+    # another toggle signal: nothing to say
+    p = run([os.path.join(TESTBIN, "ownsig")], preload_env(COPROF_SIGNAL="USR1", COPROF_OUT="o.pstat"))
+    check("ownsig: caught 3" in p.stdout and coprof_lines(p.stderr) == [], f"USR1: {p.stdout!r} {p.stderr!r}")
+
+
+def case_threads():
+    out = os.path.join(TMP, "mt.pstat")
+    rounds, ms = 3, 10
+    record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "mt"), "2", str(rounds), str(ms)])
+    stats, ex = load(out)
+    check(nc(stats, "burn") == 2 * 2 * rounds and nc(stats, "yield") == 2 * 2 * rounds, "burn/yield nc")
+    check(nc(stats, "worker_main") == 2 and nc(stats, "ping") == 2, "worker_main/ping nc")
+    threads = {t["tid"]: t for t in ex["threads"]}
+    workers = {tid: t for tid, t in threads.items() if t["name"].startswith("worker-")}
+    check(sorted(t["name"] for t in workers.values()) == ["worker-0", "worker-1"],
+          f"thread names {[t['name'] for t in ex['threads']]}")
+    tasks = ex["tasks"]
+    check(sorted(t["name"] for t in tasks) == ["ping", "ping", "pong", "pong"], f"tasks {tasks}")
+    for tid in workers:
+        mine = [t for t in tasks if t["thread"] == tid]
+        check(sorted(t["name"] for t in mine) == ["ping", "pong"], f"thread {tid} ran {mine}")
+    for t in tasks:
+        check(0.9 * rounds * ms / 1000 <= t["ttot"] <= 1.25 * rounds * ms / 1000, f"task {t['name']} ttot {t['ttot']}")
+        check(t["state"] == "finished" and t["resumes"] == rounds + 1, f"task {t}")
+
+
+def case_annotate():
+    out = os.path.join(TMP, "an.pstat")
+    steps = 4
+    record(["-o", out], [os.path.join(SAMPLES, "annotate"), str(steps)])
+    stats, ex = load(out)
+    check(nc(stats, "fetch_step") == steps and nc(stats, "run_step") == 2 * steps, "nc")
+    tasks = {t["name"]: t for t in ex["tasks"]}
+    check(sorted(tasks) == ["fetch", "parse"], f"tasks {ex['tasks']}")
+    for name, t in tasks.items():
+        check(t["resumes"] == steps and t["state"] == "finished", f"task {t}")
+        names = {k[2] for k in t["stats"]}
+        check(name + "_step" in names and ("parse" if name == "fetch" else "fetch") + "_step" not in names,
+              f"{name} stats {names}")
+    # without the shim the API does nothing
+    p = run([os.path.join(SAMPLES, "annotate"), "2"], base_env())
+    check(p.stdout == "annotate: 2 tasks x 2 steps\n", p.stdout)
+
+
+def case_longjmp():
+    out = os.path.join(TMP, "jump.pstat")
+    record(["-o", out], [os.path.join(TESTBIN, "jumper"), "5"])
+    stats, _ = load(out)
+    for name in ["outer", "middle", "inner", "after_jump"]:
+        check(nc(stats, name) == 5, f"{name}: nc {nc(stats, name)}")
+    # the engine reconciles at outer's return: each outer is called from main again
+    callers = {k[2] for k in by_name(stats, "outer")[1][4]}
+    check(callers == {"main"}, f"outer called from {callers}: the stack was not reconciled")
+    check(nc(stats, "main") == 1 and ct(stats, "main") >= ct(stats, "outer") >= ct(stats, "middle"), "ct")
+
+
+def case_resp_toggles():
+    toggles = 10
+    tmpl = os.path.join(TMP, "resp.%n.pstat")
+    cmd = [BIN, "record", "--no-start", "-c", "wall", "-o", tmpl, "--", os.path.join(SAMPLES, "resp"), "0"]
+    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        m = re.search(r"port (\d+)", line)
+        check(m is not None, f"resp said {line!r}")
+        port = m.group(1)
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        for i in range(1, toggles + 1):
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            b = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
+                                "-n", "300", "-c", "4", "-q"], capture_output=True, text=True, timeout=60)
+            check(b.returncode == 0 and "SET" in b.stdout and "GET" in b.stdout,
+                  f"redis-benchmark: {b.returncode} {b.stdout} {b.stderr}")
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+            check(p.poll() is None, "the server died")
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "resp: stopped" in rest, f"exit {p.returncode}: {rest} {err}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    files = glob.glob(os.path.join(TMP, "resp.*.pstat"))
+    check(len(files) == toggles, f"{toggles} windows gave {len(files)} files")
+    for i in range(1, toggles + 1):
+        stats, ex = load(tmpl.replace("%n", str(i)))
+        check(nc(stats, "cmd_get") >= 300 and nc(stats, "cmd_set") >= 300, f"window {i}: get/set counts")
+        check(any(t["name"] == "serve" for t in ex["tasks"]), f"window {i}: no serve task")
+
+
+CASES = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        sys.exit(f"usage: run.py {{{','.join(CASES)}}}")
+    try:
+        CASES[sys.argv[1]]()
+    except AssertionError as e:
+        print(f"FAIL {sys.argv[1]}: {e}")
+        sys.exit(1)
+    print(f"ok {sys.argv[1]}")

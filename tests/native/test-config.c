@@ -1,0 +1,113 @@
+/* test-config.c: the COPROF_* environment parser (preload/config.c). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "config.h"
+
+static const char *const *vars; /* NAME, VALUE, NAME, VALUE, ..., NULL */
+
+static const char *get(const char *name)
+{
+	for (const char *const *v = vars; v && v[0]; v += 2)
+		if (!strcmp(v[0], name))
+			return v[1];
+	return NULL;
+}
+
+static int parse(struct pl_config *cfg, char *err, const char *const *v)
+{
+	vars = v;
+	return pl_config_parse(cfg, get, err, 256);
+}
+
+Test(config, defaults)
+{
+	struct pl_config cfg;
+	char err[256];
+	const char *const none[] = {NULL};
+	cr_assert_eq(parse(&cfg, err, none), 0);
+	cr_expect_eq(cfg.clock, COPROF_CLOCK_CPU);
+	cr_expect_eq(cfg.mode, COPROF_MODE_TRACE);
+	cr_expect_eq(cfg.signo, SIGUSR2);
+	cr_expect_eq(cfg.start, 1);
+	cr_expect_eq(cfg.hz, 997);
+	cr_expect_eq(cfg.builtins, 0);
+	cr_expect_str_eq(cfg.out, "coprof-%p.pstat");
+}
+
+Test(config, every_variable)
+{
+	struct pl_config cfg;
+	char err[256];
+	const char *const v[] = {"COPROF_OUT", "/tmp/x.%p.%n.pstat", "COPROF_CLOCK", "wall",
+				 "COPROF_MODE", "sample", "COPROF_SIGNAL", "SIGUSR1",
+				 "COPROF_START", "0", "COPROF_HZ", "250", "COPROF_BUILTINS", "1",
+				 NULL};
+	cr_assert_eq(parse(&cfg, err, v), 0, "%s", err);
+	cr_expect_str_eq(cfg.out, "/tmp/x.%p.%n.pstat");
+	cr_expect_eq(cfg.clock, COPROF_CLOCK_WALL);
+	cr_expect_eq(cfg.mode, COPROF_MODE_SAMPLE);
+	cr_expect_eq(cfg.signo, SIGUSR1);
+	cr_expect_eq(cfg.start, 0);
+	cr_expect_eq(cfg.hz, 250);
+	cr_expect_eq(cfg.builtins, 1);
+}
+
+Test(config, signal_spellings)
+{
+	cr_expect_eq(pl_parse_signal("USR2"), SIGUSR2);
+	cr_expect_eq(pl_parse_signal("sigusr1"), SIGUSR1);
+	cr_expect_eq(pl_parse_signal("12"), 12);
+	cr_expect_eq(pl_parse_signal("RTMIN+2"), SIGRTMIN + 2);
+	cr_expect_eq(pl_parse_signal("SIGRTMAX-1"), SIGRTMAX - 1);
+	cr_expect_eq(pl_parse_signal("none"), 0);
+	cr_expect_eq(pl_parse_signal("0"), 0);
+	cr_expect_lt(pl_parse_signal("KILL"), 0);
+	cr_expect_lt(pl_parse_signal("SEGV"), 0);
+	cr_expect_lt(pl_parse_signal("USR3"), 0);
+	cr_expect_lt(pl_parse_signal("RTMIN+999"), 0);
+	cr_expect_lt(pl_parse_signal("-1"), 0);
+	cr_expect_lt(pl_parse_signal(""), 0);
+}
+
+Test(config, bad_values_say_which_variable)
+{
+	static const char *const bad[][2] = {
+		{"COPROF_CLOCK", "cycles"}, {"COPROF_MODE", "trac"},  {"COPROF_SIGNAL", "KILL"},
+		{"COPROF_START", "maybe"},  {"COPROF_HZ", "0"},       {"COPROF_HZ", "12x"},
+		{"COPROF_HZ", "-5"},        {"COPROF_OUT", "a%qb"},   {"COPROF_OUT", ""},
+		{"COPROF_BUILTINS", "2"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct pl_config cfg;
+		char err[256];
+		const char *const v[] = {bad[i][0], bad[i][1], NULL};
+		cr_expect_eq(parse(&cfg, err, v), -EINVAL, "%s=%s", bad[i][0], bad[i][1]);
+		cr_expect(strstr(err, bad[i][0]) != NULL, "message names the variable: %s", err);
+		cr_expect(strchr(err, '\n') == NULL, "one line: %s", err);
+	}
+}
+
+Test(config, out_path_template)
+{
+	char buf[256];
+	cr_assert_eq(pl_out_path("/tmp/p.%p.%n.pstat", 42, 3, 0, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "/tmp/p.42.3.pstat");
+	cr_assert_eq(pl_out_path("a%%b.pstat", 42, 1, 0, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "a%b.pstat");
+	/* no %n: the first dump takes the name as it is, later ones get a number */
+	cr_assert_eq(pl_out_path("out.pstat", 42, 1, 0, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "out.pstat");
+	cr_assert_eq(pl_out_path("out.pstat", 42, 2, 0, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "out.2.pstat");
+	cr_assert_eq(pl_out_path("dir.d/out", 42, 2, 0, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "dir.d/out.2");
+	/* a forked child never writes its parent's file */
+	cr_assert_eq(pl_out_path("out.pstat", 77, 1, 1, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "out.77.pstat");
+	cr_assert_eq(pl_out_path("out.%p.pstat", 77, 1, 1, buf, sizeof(buf)), 0);
+	cr_expect_str_eq(buf, "out.77.pstat");
+	cr_expect_eq(pl_out_path("a-long-name-%p", 1234567, 1, 0, buf, 10), -ENAMETOOLONG);
+}

@@ -1,0 +1,42 @@
+"""An asyncio server under load, toggled from outside: 50 client tasks send requests
+to a streams server in the same loop for argv[1] seconds, while SIGUSR2 starts and stops
+profiling. Prints "ready" once serving."""
+import asyncio
+import sys
+
+
+async def handle(reader, writer):
+    while True:
+        line = await reader.readline()
+        if not line:
+            break
+        writer.write(line.upper())
+        await writer.drain()
+    writer.close()
+
+
+async def client(port, stop):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    n = 0
+    while not stop.is_set():
+        writer.write(b"ping %d\n" % n)
+        await reader.readline()
+        n += 1
+    writer.close()
+    return n
+
+
+async def main(seconds):
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    stop = asyncio.Event()
+    clients = [asyncio.create_task(client(port, stop)) for _ in range(50)]
+    print("ready", flush=True)
+    await asyncio.sleep(seconds)
+    stop.set()
+    done = await asyncio.gather(*clients)
+    server.close()
+    print("requests", sum(done), flush=True)
+
+
+asyncio.run(main(float(sys.argv[1])))

@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""run.py: runs one Python program under the coprof shim and checks its profile.
+
+usage: run.py --python EXE --shim LIB [--asan LIB] CASE
+
+Each CASE runs a program of progs/ (or samples/python/) on the interpreter EXE with
+LD_PRELOAD=LIB, reads the .pstat files it wrote with pstats and marshal, and asserts
+on calls, times, tasks and threads. Exit status 0: passed; 1: failed (with a reason).
+"""
+import argparse
+import glob
+import json
+import marshal
+import os
+import pstats
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGS = os.path.join(HERE, "progs")
+SAMPLES = os.path.join(HERE, "..", "..", "samples", "python")
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+class Profile:
+    """One .pstat file: pstats' dict plus coprof's extras."""
+
+    def __init__(self, path):
+        self.path = path
+        self.stats = pstats.Stats(path).stats
+        with open(path, "rb") as f:
+            marshal.load(f)
+            self.extras = marshal.load(f)
+
+    def funcs(self, name, file_part=None):
+        """Entries named `name` (or 'Class.name') in a file of ours, or of file_part."""
+        if file_part is None:
+            return [(k, v) for k, v in self.stats.items()
+                    if k[2].split(".")[-1] == name and
+                    ("progs" in k[0] or "samples" in k[0])]
+        return [(k, v) for k, v in self.stats.items()
+                if k[2].split(".")[-1] == name and file_part in k[0]]
+
+    def one(self, name, file_part=None):
+        found = self.funcs(name, file_part)
+        check(len(found) == 1, "%s: expected one entry, found %d" % (name, len(found)))
+        return found[0][1]
+
+    def nc(self, name, file_part=None):
+        return self.one(name, file_part)[1]
+
+    def tt(self, name, file_part=None):
+        return self.one(name, file_part)[2]
+
+    def ct(self, name, file_part=None):
+        return self.one(name, file_part)[3]
+
+    def tasks(self):
+        return self.extras.get("tasks", [])
+
+    def task(self, name):
+        found = [t for t in self.tasks() if t["name"] == name]
+        check(len(found) == 1, "task %s: found %d" % (name, len(found)))
+        return found[0]
+
+
+def near(value, expected, rel, what):
+    check(abs(value - expected) <= rel * expected,
+          "%s: %.4f not within %d%% of %.4f" % (what, value, rel * 100, expected))
+
+
+class Runner:
+    def __init__(self, args, tmp):
+        self.python, self.shim, self.asan, self.tmp = args.python, args.shim, args.asan, tmp
+
+    def env(self, **kw):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = " ".join(p for p in (self.asan, self.shim) if p)
+        env["ASAN_OPTIONS"] = "detect_leaks=0"  # CPython itself leaks at exit by design
+        env.pop("PYTHONPATH", None)
+        for k, v in kw.items():
+            env[k] = str(v)
+        return env
+
+    def run(self, prog, args=(), clock="cpu", out=None, **kw):
+        out = out or os.path.join(self.tmp, "out.pstat")
+        cmd = [self.python, prog] + list(args)
+        p = subprocess.run(cmd, env=self.env(COPROF_CLOCK=clock, COPROF_OUT=out, **kw),
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode,
+                                                      p.stderr[-2000:]))
+        check("coprof:" not in p.stderr, "the shim complained: " + p.stderr[-2000:])
+        return out, p
+
+
+def case_tasks_cpu(r, clock="cpu"):
+    side = os.path.join(r.tmp, "measured.json")
+    out, _ = r.run(os.path.join(PROGS, "tasks_cpu.py"), [side], clock=clock)
+    prof = Profile(out)
+    with open(side) as f:
+        measured = json.load(f)[clock]
+    rel = 0.10 if clock == "cpu" else 0.15
+    for fn in ("spin_a", "spin_b", "spin_c"):
+        check(prof.nc(fn) == 10, "%s nc %d != 10" % (fn, prof.nc(fn)))
+        # burn() is the work; spin_x's own time is a call away, so compare ct.
+        near(prof.ct(fn), measured[fn], rel, "%s ct vs the program's own %s clock" % (fn, clock))
+    for name, mine in (("A", "spin_a"), ("B", "spin_b"), ("C", "spin_c")):
+        t = prof.task(name)
+        check(t["runtime"] == "asyncio" and t["state"] == "finished", "task %s: %r" % (
+            name, {k: v for k, v in t.items() if k != "stats"}))
+        keys = {k[2] for k in t["stats"]}
+        others = {"spin_a", "spin_b", "spin_c"} - {mine}
+        check(mine in keys and not (others & keys),
+              "task %s is charged for %s" % (name, sorted(others & keys)))
+        check(t["resumes"] >= 10, "task %s resumed %d times" % (name, t["resumes"]))
+        if clock == "cpu":
+            near(t["ttot"], measured[mine], 0.25, "task %s ttot" % name)
+    if clock == "cpu":
+        # Rule 9: under cpu the driver is not charged for its tasks' work.
+        check(prof.ct("main") < 0.2 * measured["spin_a"],
+              "main ct %.4f includes its tasks' CPU" % prof.ct("main"))
+
+
+def case_tasks_wall(r):
+    case_tasks_cpu(r, clock="wall")
+
+
+def case_awaits(r, clock):
+    out, _ = r.run(os.path.join(PROGS, "awaits.py"), clock=clock)
+    prof = Profile(out)
+    check(prof.nc("inner") == 3, "inner nc %d != 3" % prof.nc("inner"))
+    check(prof.one("inner")[0] == 3, "inner cc != 3")
+    check(prof.nc("outer") == 1, "outer nc %d != 1" % prof.nc("outer"))
+    check(prof.nc("numbers") == 2, "generator numbers nc %d != 2" % prof.nc("numbers"))
+    check(prof.nc("ticker") == 1, "async generator ticker nc %d != 1" % prof.nc("ticker"))
+    callers = {k[2] for k in prof.one("inner")[4]}
+    check(callers == {"outer"}, "inner's callers %s" % callers)
+    sleep = prof.one("sleep", os.path.join("asyncio", "tasks.py"))
+    if clock == "wall":
+        # Rule 5: the wait lands in the tsub of the function that awaited.
+        check(0.27 <= prof.tt("waiter") <= 0.6, "waiter tt %.3f" % prof.tt("waiter"))
+        check(0.27 <= sleep[2] <= 0.8, "asyncio.sleep tt %.3f" % sleep[2])
+        check(0.27 <= prof.ct("sleeper") <= 0.6, "sleeper ct %.3f" % prof.ct("sleeper"))
+        check(prof.ct("main") >= 0.27, "main ct %.3f" % prof.ct("main"))
+    else:
+        check(prof.tt("waiter") < 0.05, "cpu: waiter tt %.3f" % prof.tt("waiter"))
+        check(prof.ct("sleeper") < 0.05, "cpu: sleeper ct %.3f" % prof.ct("sleeper"))
+
+
+def case_awaits_cpu(r):
+    case_awaits(r, "cpu")
+
+
+def case_awaits_wall(r):
+    case_awaits(r, "wall")
+
+
+def case_errors(r):
+    out, _ = r.run(os.path.join(PROGS, "errors.py"))
+    prof = Profile(out)
+    check(prof.nc("raiser") == 2, "raiser nc %d" % prof.nc("raiser"))
+    check(prof.nc("catcher") == 1, "catcher nc %d" % prof.nc("catcher"))
+    for fn in ("victim", "deep_wait", "cleanup", "echo"):
+        check(prof.nc(fn) == 1, "%s nc %d != 1" % (fn, prof.nc(fn)))
+    check({k[2] for k in prof.one("cleanup")[4]} == {"victim"}, "cleanup's caller")
+    check({k[2] for k in prof.one("deep_wait")[4]} == {"victim"}, "deep_wait's caller")
+    members = 4 if "TaskGroup" in open(os.path.join(PROGS, "errors.py")).read() and \
+        any("3.1" + m in r.python for m in "123") else None
+    if members:
+        check(prof.nc("member") in (2, 4), "member nc %d" % prof.nc("member"))
+    victim = prof.task("victim")
+    check(victim["state"] == "finished", "victim task %s" % victim["state"])
+    names = {k[2] for k in victim["stats"]}
+    check({"victim", "deep_wait", "cleanup"} <= names, "victim task's functions %s" % names)
+    check(all(t["state"] == "finished" for t in prof.tasks()), "unfinished tasks")
+
+
+def case_threads(r):
+    out, _ = r.run(os.path.join(PROGS, "threads.py"))
+    prof = Profile(out)
+    one, two = prof.ct("loop_one"), prof.ct("loop_two")
+    near(two / one, 2.0, 0.2, "loop_two/loop_one CPU")
+    tids = {t["thread"] for t in prof.tasks() if t["name"] != "?"}
+    by_name = {}
+    for t in prof.tasks():
+        for k in t["stats"]:
+            if k[2] in ("loop_one", "loop_two"):
+                by_name[k[2]] = t["thread"]
+    check(len(by_name) == 2 and by_name["loop_one"] != by_name["loop_two"],
+          "tasks of the two loops on threads %s" % by_name)
+    check(len(prof.extras["threads"]) >= 3, "thread table %s" % prof.extras["threads"])
+    check(len(tids) >= 2, "tasks on %d threads" % len(tids))
+
+
+def case_toggled(r):
+    tmpl = os.path.join(r.tmp, "win.%n.pstat")
+    env = r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0)
+    p = subprocess.Popen([r.python, os.path.join(PROGS, "toggled.py"), "4"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.stdout.readline().strip() == "ready", "the server did not start")
+    for _ in range(2):  # two windows: start, stop
+        for _ in range(2):
+            time.sleep(0.5)
+            os.kill(p.pid, signal.SIGUSR2)
+    rest, err = p.communicate(timeout=60)
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("requests" in rest, "no requests served")
+    files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
+    check(len(files) == 2, "expected 2 windows, got %s" % files)
+    for f in files:
+        prof = Profile(f)
+        # Both coroutines started before the window: adopted as they resume, so
+        # they have time but no call.
+        ours = sorted((k[2], v[1], round(v[3], 4)) for k, v in prof.stats.items()
+                      if "progs" in k[0])
+        for fn in ("handle", "client"):
+            found = prof.funcs(fn)
+            check(len(found) == 1 and found[0][1][1] == 0 and found[0][1][3] > 0,
+                  "%s: %s, in %s" % (f, fn, ours))
+
+
+def case_forked(r):
+    tmpl = os.path.join(r.tmp, "proc.%p.pstat")
+    r.run(os.path.join(PROGS, "forked.py"), out=tmpl)
+    files = glob.glob(os.path.join(r.tmp, "proc.*.pstat"))
+    check(len(files) == 3, "expected 3 files (parent, 2 children): %s" % files)
+    kids = 0
+    for f in files:
+        prof = Profile(f)
+        if prof.funcs("child_work"):
+            kids += 1
+            check(prof.nc("child_work") == 1, f + ": child_work nc")
+            check(not prof.funcs("parent_work"), f + ": a child has the parent's work")
+        else:
+            check(prof.nc("parent_work") == 1, f + ": parent_work nc")
+    check(kids == 2, "%d children profiled themselves" % kids)
+
+
+def case_worker(r, clock):
+    out, _ = r.run(os.path.join(SAMPLES, "worker.py"), ["120", "8", "0.05"], clock=clock)
+    prof = Profile(out)
+    decode, save = prof.one("decode_payload"), prof.one("save")
+    handle = prof.one("handle")
+    check(decode[1] == 120 and save[1] == 120, "decode/save nc %d/%d" % (decode[1], save[1]))
+    if clock == "cpu":
+        # json.loads is Python code, so decoding is decode_payload's ct, not its tt.
+        check(decode[3] >= 0.7 * handle[3], "cpu: decode %.4f of handle %.4f" % (
+            decode[3], handle[3]))
+        check(decode[3] > 5 * save[3], "cpu: save %.4f vs decode %.4f" % (save[3], decode[3]))
+    else:
+        check(save[3] > 2 * decode[3], "wall: save %.4f vs decode %.4f" % (save[3], decode[3]))
+        check(save[3] >= 120 * 0.05 * 0.9, "wall: save ct %.3f" % save[3])
+
+
+def case_worker_cpu(r):
+    case_worker(r, "cpu")
+
+
+def case_worker_wall(r):
+    case_worker(r, "wall")
+
+
+def case_yappi(r):
+    """The same programs under yappi 1.4 (CPU clock): the same functions, the same call
+    counts for coroutines, CPU times within tolerance."""
+    side = os.path.join(r.tmp, "measured.json")
+    for prog, args, coros in (("awaits.py", [], ("inner", "outer", "waiter", "sleeper")),
+                              ("tasks_cpu.py", [side], ("run", "main"))):
+        path = os.path.join(PROGS, prog)
+        ours = Profile(r.run(path, args)[0])
+        theirs_out = os.path.join(r.tmp, "yappi.pstat")
+        p = subprocess.run([r.python, os.path.join(PROGS, "yappi_run.py"), theirs_out, path]
+                           + args, capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "yappi run failed: " + p.stderr[-2000:])
+        theirs = pstats.Stats(theirs_out).stats
+
+        def mine(stats):
+            return {k[2].split(".")[-1]: v for k, v in stats.items()
+                    if k[0] == path and k[2] != "<module>"}
+        a, b = mine(ours.stats), mine(theirs)
+        check(set(a) == set(b), "%s: functions differ: coprof only %s, yappi only %s" % (
+            prog, sorted(set(a) - set(b)), sorted(set(b) - set(a))))
+        for fn in coros:
+            check(a[fn][1] == b[fn][1], "%s: %s nc %d, yappi %d" % (prog, fn, a[fn][1],
+                                                                      b[fn][1]))
+        if prog == "tasks_cpu.py":
+            for fn in ("spin_a", "spin_b", "spin_c"):
+                near(a[fn][3], b[fn][3], 0.25, "%s ct against yappi's" % fn)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")
+         and name not in ("case_awaits", "case_worker")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--asan", default="")
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="coprof-py-") as tmp:
+        try:
+            CASES[args.case](Runner(args, tmp))
+        except Failed as e:
+            print("FAIL %s on %s: %s" % (args.case, args.python, e))
+            return 1
+    print("ok %s on %s" % (args.case, args.python))
+    return 0
+
+
+sys.exit(main())

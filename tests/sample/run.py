@@ -1,0 +1,386 @@
+#!/usr/bin/env python3
+"""run.py CASE: one integration test of sample mode (COPROF_MODE=sample) on a real process.
+
+Runs a program under `coprof record --mode sample`, reads the profile back with pstats
+and the coprof extras (the file's second marshal object) and asserts on the numbers.
+Paths come from the environment meson sets (COPROF_*)."""
+import glob
+import marshal
+import os
+import pstats
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.environ["COPROF_BIN"]
+LIB = os.environ["COPROF_PRELOAD_LIB"]
+ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
+CPU = os.environ["COPROF_CPU_SAMPLES"]
+NATIVE = os.environ["COPROF_SAMPLES"]
+TMP = tempfile.mkdtemp(prefix="coprof-sample-")
+R = 5  # sched rounds
+
+
+def base_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPROF_")}
+    env.pop("LD_PRELOAD", None)
+    if ASAN:
+        env["LD_PRELOAD"] = ASAN
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.update(extra)
+    return env
+
+
+def record(opts, cmd, timeout=120, env=None):
+    p = subprocess.run([BIN, "record", "--mode", "sample"] + opts + ["--"] + cmd,
+                       env=env or base_env(), cwd=TMP, capture_output=True, text=True,
+                       timeout=timeout)
+    if p.returncode != 0:
+        raise AssertionError(f"{cmd} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def load(path):
+    stats = pstats.Stats(path).stats
+    with open(path, "rb") as f:
+        marshal.load(f)
+        extras = marshal.load(f)
+    return stats, extras
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def entry(stats, name):
+    found = [(k, v) for k, v in stats.items() if k[2] == name]
+    check(len(found) == 1, f"{name}: {len(found)} entries among {sorted(k[2] for k in stats)[:40]}")
+    return found[0]
+
+
+def tt(stats, name):
+    return entry(stats, name)[1][2]
+
+
+def nc(stats, name):
+    return entry(stats, name)[1][1]
+
+
+def check_sampled(ex, hz):
+    check(ex["mode"] == "sample", f"mode {ex['mode']}")
+    check(ex["hz"] == hz, f"hz {ex['hz']}, expected {hz}")
+    check(len(ex["stacks"]) > 0, "no stack table")
+
+
+def check_split(stats, what, tol=5.0):
+    """heavy() has 2/3 of heavy+light's own time, within tol points."""
+    h, l = tt(stats, "heavy"), tt(stats, "light")
+    share = 100.0 * h / (h + l)
+    check(abs(share - 200.0 / 3) <= tol, f"{what}: heavy has {share:.1f}% of the CPU, expected 66.7 ±{tol}")
+    return share
+
+
+def callers(stats, name):
+    return {k[2]: v for k, v in entry(stats, name)[1][4].items()}
+
+
+def split_case(exe, opts=(), seconds="1.5"):
+    out = os.path.join(TMP, "split.pstat")
+    record(["-o", out] + list(opts), [os.path.join(CPU, exe), seconds])
+    stats, ex = load(out)
+    return stats, ex
+
+
+def case_split_cpu():
+    stats, ex = split_case("cpu-split")
+    check_sampled(ex, 997)
+    check(ex["clock"] == "cpu", f"clock {ex['clock']}")
+    check_split(stats, "cpu-split")
+    # caller edges come from adjacent frames
+    check(set(callers(stats, "heavy")) == {"run"}, f"heavy called from {callers(stats, 'heavy')}")
+    check(nc(stats, "run") >= nc(stats, "heavy") + nc(stats, "light"), "run appears under both")
+    # the raw stacks: heavy <- run <- main, counted as often as heavy was sampled
+    funcs = [k for k in stats]
+    n = 0
+    for task, tid, frames, count, waiting in ex["stacks"]:
+        names = [f[2] for f in frames]
+        if names[:3] == ["heavy", "run", "main"]:
+            n += count
+        check(task == -1 and tid == ex["pid"] and not waiting, f"stack row {task} {tid} {waiting}")
+    check(n == nc(stats, "heavy"), f"stacks through heavy: {n}, heavy nc {nc(stats, 'heavy')}")
+    # the thread's ttot is the CPU time sampled on it (rule 10 in sample form)
+    total = sum(v[2] for v in stats.values())
+    thread = [t for t in ex["threads"] if t["tid"] == ex["pid"]][0]
+    check(abs(thread["ttot"] - total) <= 0.02 * total, f"thread ttot {thread['ttot']} vs sum of tt {total}")
+    check(len(ex["threads"]) == 1, f"threads {ex['threads']}: the sampler's own thread must not show")
+
+
+def case_split_nofp():
+    stats, ex = split_case("cpu-split-nofp")
+    check_sampled(ex, 997)
+    check_split(stats, "cpu-split-nofp")
+    # without frame pointers libunwind walks .eh_frame: the callers are still right
+    for f in ("heavy", "light"):
+        c = callers(stats, f)
+        check(set(c) == {"run"}, f"{f} called from {set(c)}")
+        check(c["run"][0] == nc(stats, f), f"{f}: every stack goes through run")
+    check("main" in callers(stats, "run"), f"run called from {callers(stats, 'run')}")
+
+
+def case_split_stripped():
+    exe = os.path.join(CPU, "cpu-split-stripped")
+    stats, ex = split_case("cpu-split-stripped")
+    check_sampled(ex, 997)
+    key, _ = entry(stats, "heavy")
+    check(key[1] == 0 and os.path.realpath(key[0]) == os.path.realpath(exe),
+          f"stripped heavy keyed {key}, expected ({exe}, 0, 'heavy')")
+    check_split(stats, "cpu-split-stripped")
+
+
+def case_split_10k():
+    out = os.path.join(TMP, "split10k.pstat")
+    record(["-o", out, "--hz", "10000"], [os.path.join(CPU, "cpu-split"), "1.5"])
+    stats, ex = load(out)
+    check_sampled(ex, 10000)
+    check_split(stats, "10 kHz")
+    cpu = tt(stats, "heavy") + tt(stats, "light")
+    n = nc(stats, "heavy") + nc(stats, "light")
+    check(n >= 0.5 * 10000 * cpu, f"{n} samples over {cpu:.3f} s of CPU at 10 kHz")
+
+
+def case_wall_split():
+    t0 = time.time()
+    stats, ex = split_case("cpu-split", ["-c", "wall"])
+    elapsed = time.time() - t0
+    check_sampled(ex, 997)
+    check(ex["clock"] == "wall", "clock")
+    total = sum(v[2] for v in stats.values())
+    check(total <= elapsed * 1.05, f"{total:.3f} s sampled in {elapsed:.3f} s of wall time")
+    check_split(stats, "wall", tol=8.0)
+
+
+def case_threads():
+    out = os.path.join(TMP, "threads.pstat")
+    record(["-o", out], [os.path.join(CPU, "cpu-split"), "1", "3"])
+    stats, ex = load(out)
+    check_sampled(ex, 997)
+    per = {}
+    for task, tid, frames, count, waiting in ex["stacks"]:
+        leaf = frames[0][2]
+        if leaf in ("heavy", "light"):
+            per.setdefault(tid, {"heavy": 0, "light": 0})[leaf] += count
+    check(len(per) == 3, f"{len(per)} threads sampled, expected 3: {per}")
+    for tid, c in per.items():
+        share = 100.0 * c["heavy"] / (c["heavy"] + c["light"])
+        check(abs(share - 200.0 / 3) <= 10, f"thread {tid}: heavy {share:.1f}% of its samples")
+    tids = {t["tid"] for t in ex["threads"]}
+    check(set(per) <= tids and len(tids) == 3, f"thread table {tids} vs sampled {set(per)}")
+    check_split(stats, "3 threads")
+
+
+def sched(opts):
+    out = os.path.join(TMP, "sched.pstat")
+    record(["-o", out] + opts, [os.path.join(NATIVE, "sched"), str(R), "40", "20"])
+    return load(out)
+
+
+def task_leaves(ex, stats_funcs=None):
+    """{task name: {(leaf, waiting): samples}} from the stack table."""
+    out = {}
+    for task, tid, frames, count, waiting in ex["stacks"]:
+        name = ex["tasks"][task]["name"] if task >= 0 else "<thread>"
+        d = out.setdefault(name, {})
+        names = tuple(f[2] for f in frames)
+        d[names, bool(waiting)] = d.get((names, bool(waiting)), 0) + count
+    return out
+
+
+def case_sched_cpu():
+    stats, ex = sched(["-c", "cpu"])
+    check_sampled(ex, 997)
+    tasks = ex["tasks"]
+    check(sorted(t["name"] for t in tasks) == ["crunch", "crunch", "sleeper"], f"tasks {tasks}")
+    check(not any(w for *_, w in ex["stacks"]), "no waiting stacks under cpu")
+    cpu = {}
+    for t in tasks:
+        names = {k[2]: v for k, v in t["stats"].items()}
+        if t["name"] == "crunch":
+            check("crunch_work" in names and "sleeper_work" not in names, f"crunch task has {sorted(names)}")
+            cpu.setdefault("crunch", []).append(names["crunch_work"][3])
+        else:
+            check("sleeper_work" in names and "crunch_work" not in names, f"sleeper task has {sorted(names)}")
+            cpu["sleeper"] = [names["sleeper_work"][3]]
+    # crunch burns 40 ms a round, sleeper 4 ms: each crunch task ~10x the sleeper
+    for c in cpu["crunch"]:
+        check(abs(c - R * 0.040) <= 0.2 * R * 0.040, f"crunch_work ct {c:.3f} s, expected {R * 0.040:.3f}")
+    s = cpu["sleeper"][0]
+    check(abs(s - R * 0.004) <= 0.5 * R * 0.004, f"sleeper_work ct {s:.4f} s, expected {R * 0.004:.4f}")
+
+
+def case_sched_wall():
+    stats, ex = sched(["-c", "wall"])
+    check_sampled(ex, 997)
+    leaves = task_leaves(ex)
+    for name in ("crunch", "sleeper"):
+        waits = {k: v for k, v in leaves.get(name, {}).items() if k[1]}
+        check(waits, f"{name}: no wait stack")
+        for (frames, _), n in waits.items():
+            check(frames[0] == "task_yield" and frames[1] == "nap",
+                  f"{name} waits at {frames[:4]}, expected task_yield <- nap")
+    # the sleeper naps 60 ms a round (three naps of the 20 ms): at least that is waited
+    sleeper_wait = sum(n for (f, w), n in leaves["sleeper"].items() if w)
+    check(sleeper_wait >= 0.8 * R * 0.060 * 997, f"sleeper waited {sleeper_wait} ticks")
+    # waits land in task_yield's tt (rule 5), running time in the work functions
+    check(tt(stats, "task_yield") >= 0.8 * R * 0.060, f"task_yield tt {tt(stats, 'task_yield'):.3f} s")
+    for t in ex["tasks"]:
+        check(t["ttot"] > 0, f"task {t['name']} has no sampled time")
+    # the scheduler's own samples (after a task finished, too) are not a task's
+    for task, tid, frames, count, waiting in ex["stacks"]:
+        names = [f[2] for f in frames]
+        check(task == -1 or "run_scheduler" not in names, f"task {task} charged the scheduler: {names}")
+        check(task >= 0 or not waiting, "a thread's own context never waits")
+
+
+def wait_for(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def catches(pid, signo):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signo - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def case_toggle():
+    n = 4
+    tmpl = os.path.join(TMP, "t.%n.pstat")
+    cmd = [BIN, "record", "--mode", "sample", "--no-start", "-o", tmpl, "--",
+           os.path.join(CPU, "cpu-split"), "60"]
+    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        time.sleep(0.3)
+        for i in range(1, n + 1):
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            time.sleep(0.6)
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+            time.sleep(0.3)
+        check(p.poll() is None, "the program died")
+    finally:
+        p.kill()
+        p.wait()
+    files = sorted(glob.glob(os.path.join(TMP, "t.*.pstat")))
+    check(len(files) == n, f"{n} windows gave {files}")
+    for f in files:
+        stats, ex = load(f)
+        check_sampled(ex, 997)
+        check_split(stats, f, tol=10.0)
+        cpu = tt(stats, "heavy") + tt(stats, "light")
+        window = ex["stop"] - ex["start"]
+        check(cpu <= window * 1.1, f"{f}: {cpu:.3f} s sampled in a {window:.3f} s window")
+
+
+def case_resp():
+    toggles = 10
+    tmpl = os.path.join(TMP, "resp.%n.pstat")
+    cmd = [BIN, "record", "--mode", "sample", "--no-start", "-c", "wall", "-o", tmpl, "--",
+           os.path.join(NATIVE, "resp"), "0"]
+    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        m = re.search(r"port (\d+)", line)
+        check(m is not None, f"resp said {line!r}")
+        port = m.group(1)
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        for i in range(1, toggles + 1):
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            b = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
+                                "-n", "2000", "-c", "8", "-q"], capture_output=True, text=True,
+                               timeout=60)
+            check(b.returncode == 0 and "SET" in b.stdout and "GET" in b.stdout,
+                  f"redis-benchmark: {b.returncode} {b.stdout} {b.stderr}")
+            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+            check(p.poll() is None, "the server died")
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "resp: stopped" in rest, f"exit {p.returncode}: {rest} {err}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    files = glob.glob(os.path.join(TMP, "resp.*.pstat"))
+    check(len(files) == toggles, f"{toggles} windows gave {len(files)} files")
+    waited = 0
+    for i in range(1, toggles + 1):
+        stats, ex = load(tmpl.replace("%n", str(i)))
+        check_sampled(ex, 997)
+        check(any(t["name"] == "serve" for t in ex["tasks"]), f"window {i}: no serve task")
+        for task, tid, frames, count, waiting in ex["stacks"]:
+            if waiting:
+                check(task >= 0 and ex["tasks"][task]["name"] == "serve", f"window {i}: wait row {task}")
+                check("wait_for" in [f[2] for f in frames[:3]], f"window {i}: serve waits at {frames[:3]}")
+                waited += count
+    check(waited > 0, "no connection was ever seen waiting")
+
+
+def case_python():
+    out = os.path.join(TMP, "py.pstat")
+    code = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.3: sum(range(1000))\n"
+    p = record(["-o", out], ["/usr/bin/python3", "-c", code])
+    lines = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    check(any("Python frames are not sampled" in l for l in lines), f"stderr: {p.stderr!r}")
+    check(len(lines) == 1, f"one line on stderr expected: {lines}")
+    stats, ex = load(out)
+    check_sampled(ex, 997)
+    check(any("Python frames are not sampled" in n for n in ex["notes"]), f"notes {ex['notes']}")
+    total = sum(v[2] for v in stats.values())
+    check(0.2 <= total <= 0.6, f"{total:.3f} s of native samples for 0.3 s of CPU")
+
+
+def case_fork():
+    out = os.path.join(TMP, "fork.%p.pstat")
+    code = ("import os, time\n"
+            "def spin():\n"
+            "    t = time.process_time()\n"
+            "    while time.process_time() - t < 0.3: sum(range(1000))\n"
+            "pid = os.fork()\n"
+            "spin()\n"
+            "if pid: os.waitpid(pid, 0)\n")
+    record(["-o", out], ["/usr/bin/python3", "-c", code])
+    files = glob.glob(os.path.join(TMP, "fork.*.pstat"))
+    check(len(files) == 2, f"parent and child files expected: {files}")
+    for f in files:
+        stats, ex = load(f)
+        total = sum(v[2] for v in stats.values())
+        check(total >= 0.15, f"{f} (pid {ex['pid']}): {total:.3f} s sampled, the timers did not follow")
+
+
+CASES = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        sys.exit(f"usage: run.py {{{','.join(CASES)}}}")
+    try:
+        CASES[sys.argv[1]]()
+    except AssertionError as e:
+        print(f"FAIL {sys.argv[1]}: {e}")
+        sys.exit(1)
+    print(f"ok {sys.argv[1]}")

@@ -1,0 +1,152 @@
+/* stub-shim.c: just enough of the shim and the engine for the sampler core
+ * (preload/sampler*.c) to run inside a test program, built together into one small
+ * shared library. coprof_sample, called on the sampler's folding thread, records what
+ * it gets; the test reads it back through the stub_* functions (exported). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stub-shim.h"
+
+#include "shim.h"
+
+struct pl_config pl_cfg;
+struct coprof *pl_prof;
+
+static __thread struct pl_tls tls __attribute__((tls_model("initial-exec")));
+static __thread int thread_no __attribute__((tls_model("initial-exec")));
+static int next_thread_no;
+static const struct pl_runtime *runtime;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stub_sample *samples;
+static size_t nsamples, capsamples;
+static uint64_t dropped;
+static char note[256];
+
+struct pl_tls *pl_tls(void)
+{
+	return &tls;
+}
+
+/* Engine threads are small integers cast to pointers: 1 for the first thread. */
+struct coprof_thread *pl_thread(void)
+{
+	if (!thread_no)
+		thread_no = __atomic_add_fetch(&next_thread_no, 1, __ATOMIC_RELAXED);
+	return (struct coprof_thread *)(uintptr_t)thread_no;
+}
+
+void pl_say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("coprof: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+void pl_runtime_add(const struct pl_runtime *rt)
+{
+	runtime = rt;
+}
+
+void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
+		   unsigned depth, uint64_t period_ns, int waiting)
+{
+	pthread_mutex_lock(&lock);
+	if (nsamples == capsamples) {
+		capsamples = capsamples ? capsamples * 2 : 4096;
+		samples = realloc(samples, capsamples * sizeof(*samples));
+	}
+	struct stub_sample *s = &samples[nsamples++];
+	memset(s, 0, sizeof(*s));
+	s->thread = (int)(uintptr_t)t;
+	s->ctx = c;
+	s->depth = depth;
+	s->ns = period_ns;
+	s->waiting = waiting;
+	memcpy(s->pcs, pcs, (depth < STUB_DEPTH ? depth : STUB_DEPTH) * sizeof(*pcs));
+	pthread_mutex_unlock(&lock);
+}
+
+void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n)
+{
+	(void)p;
+	(void)what;
+	__atomic_add_fetch(&dropped, n, __ATOMIC_RELAXED);
+}
+
+int coprof_set_note(struct coprof *p, const char *n)
+{
+	(void)p;
+	snprintf(note, sizeof(note), "%s", n);
+	return 0;
+}
+
+int stub_init(int wall, unsigned hz)
+{
+	static int dummy;
+	pl_cfg.mode = COPROF_MODE_SAMPLE;
+	pl_cfg.clock = wall ? COPROF_CLOCK_WALL : COPROF_CLOCK_CPU;
+	pl_cfg.hz = hz;
+	pl_cfg.signo = SIGUSR2;
+	pl_prof = (struct coprof *)&dummy;
+	return pl_sampler_init();
+}
+
+void stub_start(void)
+{
+	runtime->start();
+}
+
+void stub_stop(void)
+{
+	runtime->stop();
+}
+
+void stub_thread_start(void)
+{
+	pl_thread();
+	runtime->thread_start();
+}
+
+void stub_thread_exit(void)
+{
+	runtime->thread_exit();
+}
+
+void stub_switch(void *from, void *to)
+{
+	tls.in_switch = 1;
+	pl_sampler_switch(from, to);
+}
+
+void stub_switch_done(void)
+{
+	tls.in_switch = 0;
+}
+
+void stub_finish(void *ctx)
+{
+	pl_sampler_finish(ctx);
+}
+
+size_t stub_samples(const struct stub_sample **out)
+{
+	*out = samples;
+	return nsamples;
+}
+
+uint64_t stub_dropped(void)
+{
+	return dropped;
+}
+
+const char *stub_note(void)
+{
+	return note;
+}

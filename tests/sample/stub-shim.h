@@ -1,0 +1,35 @@
+/* stub-shim.h: the test side of stub-shim.c (the sampler core with a fake engine). */
+#ifndef STUB_SHIM_H
+#define STUB_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STUB_API __attribute__((visibility("default")))
+#define STUB_DEPTH 16
+
+/* One call of coprof_sample, as the fake engine saw it. */
+struct stub_sample {
+	int thread; /* 1, 2...: the order threads first met the sampler */
+	void *ctx;
+	unsigned depth;
+	int waiting;
+	uint64_t ns;
+	uintptr_t pcs[STUB_DEPTH]; /* innermost first */
+};
+
+STUB_API int stub_init(int wall, unsigned hz); /* pl_sampler_init */
+STUB_API void stub_start(void);
+STUB_API void stub_stop(void); /* folds everything before it returns */
+STUB_API void stub_thread_start(void);
+STUB_API void stub_thread_exit(void);
+/* Around a context switch, as the ucontext adapter does it. */
+STUB_API void stub_switch(void *from, void *to);
+STUB_API void stub_switch_done(void);
+STUB_API void stub_finish(void *ctx);
+/* Valid until the next fold: call after stub_stop. */
+STUB_API size_t stub_samples(const struct stub_sample **out);
+STUB_API uint64_t stub_dropped(void);
+STUB_API const char *stub_note(void);
+
+#endif

@@ -1,0 +1,293 @@
+/* test-sampler.c: the sampler core (timers, the tick handler, libunwind, the folding
+ * thread, wait stacks) on real signals, with a fake engine (stub-shim.c) that records
+ * every coprof_sample. Leaves are named with dladdr: this program exports its symbols. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "stub-shim.h"
+
+/* Functions the samples must land in; exported, so dladdr names them. */
+void spin_heavy(uint64_t n);
+void spin_light(uint64_t n);
+void spin_off(uint64_t n);
+void run_split(uint64_t unit, int rounds);
+void coro_wait_here(void);
+
+static volatile uint64_t sink;
+
+#define SPIN(n)                                                                            \
+	do {                                                                               \
+		for (uint64_t i_ = 0; i_ < (n); i_++)                                      \
+			sink += i_ * i_;                                                   \
+	} while (0)
+
+__attribute__((noinline)) void spin_heavy(uint64_t n)
+{
+	SPIN(n);
+}
+
+__attribute__((noinline)) void spin_light(uint64_t n)
+{
+	SPIN(n);
+}
+
+__attribute__((noinline)) void spin_off(uint64_t n)
+{
+	SPIN(n);
+}
+
+/* Two thirds of the work in spin_heavy, one third in spin_light. */
+__attribute__((noinline)) void run_split(uint64_t unit, int rounds)
+{
+	for (int r = 0; r < rounds; r++) {
+		spin_heavy(2 * unit);
+		spin_light(unit);
+	}
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Iterations of SPIN that take about 1 ms of CPU. */
+static uint64_t unit_1ms(void)
+{
+	uint64_t n = 100000;
+	for (;;) {
+		uint64_t t0 = cpu_ns();
+		spin_off(n);
+		uint64_t dt = cpu_ns() - t0;
+		if (dt > 20000000u)
+			return n * 1000000u / dt;
+		n *= 2;
+	}
+}
+
+static const char *sym(uintptr_t pc)
+{
+	Dl_info info;
+	if (dladdr((void *)pc, &info) && info.dli_sname)
+		return info.dli_sname;
+	return "?";
+}
+
+/* Sums the weight (ns) and count of samples whose leaf is `name`, of thread `thread`
+ * (0: any) and waiting state `waiting` (-1: any). */
+static uint64_t leaf_ns(const char *name, int thread, int waiting, uint64_t *count)
+{
+	const struct stub_sample *s;
+	size_t n = stub_samples(&s);
+	uint64_t ns = 0, c = 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((thread && s[i].thread != thread) || (waiting >= 0 && s[i].waiting != waiting))
+			continue;
+		if (strcmp(sym(s[i].pcs[0]), name) == 0) {
+			ns += s[i].ns;
+			c++;
+		}
+	}
+	if (count)
+		*count = c;
+	return ns;
+}
+
+static void sleep_ms(unsigned ms, unsigned *eintr)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000}, rem;
+	while (nanosleep(&ts, &rem) < 0 && errno == EINTR) {
+		ts = rem;
+		if (eintr)
+			(*eintr)++;
+	}
+}
+
+Test(sampler, cpu_split_two_thirds)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	uint64_t unit = unit_1ms();
+	stub_start();
+	uint64_t t0 = cpu_ns();
+	run_split(unit, 200); /* about 600 ms of CPU */
+	uint64_t used = cpu_ns() - t0;
+	stub_stop();
+	uint64_t nh, nl;
+	uint64_t h = leaf_ns("spin_heavy", 0, 0, &nh), l = leaf_ns("spin_light", 0, 0, &nl);
+	cr_assert_gt(nh + nl, 300, "about 600 ticks expected, got %lu", (unsigned long)(nh + nl));
+	double share = 100.0 * (double)h / (double)(h + l);
+	cr_expect(share > 61.7 && share < 71.7, "spin_heavy has %.1f%% of the CPU, not 66.7%%",
+		  share);
+	/* Under cpu the weights add up to the CPU time used. */
+	cr_expect(h + l > used * 8 / 10 && h + l < used * 11 / 10,
+		  "sampled %lu ns of %lu ns of CPU", (unsigned long)(h + l), (unsigned long)used);
+	/* The walk goes through the signal frame into the callers. */
+	const struct stub_sample *s;
+	size_t n = stub_samples(&s), through = 0, heavy = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(sym(s[i].pcs[0]), "spin_heavy") != 0)
+			continue;
+		heavy++;
+		through += s[i].depth > 2 && strcmp(sym(s[i].pcs[1]), "run_split") == 0;
+	}
+	cr_expect_gt(through, heavy * 9 / 10, "%zu of %zu stacks reach run_split", through, heavy);
+}
+
+Test(sampler, wall_counts_every_tick)
+{
+	cr_assert_eq(stub_init(1, 997), 0);
+	uint64_t unit = unit_1ms();
+	stub_start();
+	uint64_t t0 = wall_ns();
+	spin_heavy(unit * 300);
+	sleep_ms(300, NULL);
+	uint64_t elapsed = wall_ns() - t0;
+	stub_stop();
+	const struct stub_sample *s;
+	size_t n = stub_samples(&s);
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += s[i].ns;
+	/* On CPU or asleep, all of it is wall time (ticks the kernel merged while the
+	 * thread waited for a CPU count through their overrun). */
+	cr_expect(total > elapsed * 8 / 10 && total < elapsed * 12 / 10,
+		  "sampled %lu ns of %lu ns of wall time", (unsigned long)total,
+		  (unsigned long)elapsed);
+	uint64_t slept;
+	leaf_ns("spin_heavy", 0, 0, &slept);
+	cr_expect_gt(n - slept, 150, "the sleep is sampled too (%zu of %zu)", n - slept, n);
+}
+
+Test(sampler, cpu_idle_thread_parks)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	stub_start();
+	unsigned eintr = 0;
+	sleep_ms(500, &eintr);
+	stub_stop();
+	const struct stub_sample *s;
+	size_t n = stub_samples(&s);
+	/* Without parking the sleep would be cut short about 500 times. */
+	cr_expect_lt(eintr, 10, "nanosleep was interrupted %u times", eintr);
+	cr_expect_lt(n, 10, "an idle thread took %zu samples", n);
+}
+
+static uint64_t thread_unit;
+
+static void *light_thread(void *arg)
+{
+	(void)arg;
+	stub_thread_start();
+	spin_light(thread_unit * 200);
+	stub_thread_exit();
+	return NULL;
+}
+
+Test(sampler, threads_are_sampled_apart)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	thread_unit = unit_1ms();
+	stub_start();
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, light_thread, NULL), 0);
+	spin_heavy(thread_unit * 200);
+	pthread_join(th, NULL); /* it exits before the stop: its samples must survive */
+	stub_stop();
+	uint64_t h1, l1, h2, l2;
+	leaf_ns("spin_heavy", 1, 0, &h1);
+	leaf_ns("spin_light", 1, 0, &l1);
+	leaf_ns("spin_heavy", 2, 0, &h2);
+	leaf_ns("spin_light", 2, 0, &l2);
+	cr_expect_gt(h1, 100, "main thread: %lu samples in spin_heavy", (unsigned long)h1);
+	cr_expect_gt(l2, 100, "second thread: %lu samples in spin_light", (unsigned long)l2);
+	cr_expect_eq(l1 + h2, 0, "no sample lands on the wrong thread");
+}
+
+Test(sampler, toggle_samples_only_while_on)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	uint64_t unit = unit_1ms();
+	for (int i = 0; i < 5; i++) {
+		stub_start();
+		spin_heavy(unit * 40);
+		stub_stop();
+		spin_off(unit * 40);
+	}
+	uint64_t on, off;
+	leaf_ns("spin_heavy", 0, -1, &on);
+	leaf_ns("spin_off", 0, -1, &off);
+	cr_expect_gt(on, 100, "%lu samples while on", (unsigned long)on);
+	cr_expect_eq(off, 0, "%lu samples while off", (unsigned long)off);
+}
+
+static ucontext_t main_uc, co_uc;
+static int co_ctx; /* its address is the coroutine's identity */
+
+__attribute__((noinline)) void coro_wait_here(void)
+{
+	stub_switch(&co_ctx, NULL);
+	swapcontext(&co_uc, &main_uc);
+	stub_switch_done();
+}
+
+static void coro_body(void)
+{
+	coro_wait_here();
+	stub_switch(&co_ctx, NULL); /* finishing: back to main through uc_link */
+	stub_finish(&co_ctx);
+}
+
+Test(sampler, wall_charges_suspended_coroutine_where_it_waits)
+{
+	cr_assert_eq(stub_init(1, 997), 0);
+	uint64_t unit = unit_1ms();
+	static char stack[256 * 1024];
+	getcontext(&co_uc);
+	co_uc.uc_stack.ss_sp = stack;
+	co_uc.uc_stack.ss_size = sizeof(stack);
+	co_uc.uc_link = &main_uc;
+	makecontext(&co_uc, coro_body, 0);
+	stub_start();
+	stub_switch(NULL, &co_ctx);
+	swapcontext(&main_uc, &co_uc); /* runs until coro_wait_here suspends it */
+	stub_switch_done();
+	uint64_t t0 = wall_ns();
+	spin_heavy(unit * 300);
+	uint64_t waited_ms = (wall_ns() - t0) / 1000000u;
+	stub_switch(NULL, &co_ctx);
+	swapcontext(&main_uc, &co_uc); /* resumes it; it finishes */
+	stub_switch_done();
+	spin_light(unit * 100); /* it finished: no longer waiting */
+	stub_stop();
+	const struct stub_sample *s;
+	size_t n = stub_samples(&s), waits = 0, at = 0, mine = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!s[i].waiting) {
+			mine += s[i].ctx == NULL;
+			continue;
+		}
+		waits++;
+		cr_assert_eq(s[i].ctx, &co_ctx);
+		at += strcmp(sym(s[i].pcs[0]), "coro_wait_here") == 0;
+	}
+	/* One tick a millisecond while it waited. */
+	cr_expect(waits > waited_ms * 3 / 4 && waits < waited_ms * 5 / 4 + 5,
+		  "%zu ticks charged to the coroutine that waited %lu ms", waits,
+		  (unsigned long)waited_ms);
+	cr_expect_eq(at, waits, "%zu of %zu wait stacks end in coro_wait_here", at, waits);
+	cr_expect_gt(mine, 250, "the thread's own samples: %zu", mine);
+}

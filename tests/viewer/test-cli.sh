@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# test-cli.sh: coprof report, export and diff on files written by cProfile (every
+# Python found), yappi and coprof (make-profile), checked against pstats; callgrind
+# output read back by callgrind_annotate; bad files give one line and status 2.
+# Env: COPROF, MAKE_PROFILE (set by meson).
+set -uo pipefail
+: "${COPROF:?}" "${MAKE_PROFILE:?}"
+PY=/usr/bin/python3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fails=0
+pass() { echo "ok   $*"; }
+fail() { echo "FAIL $*"; fails=$((fails + 1)); }
+check() { # check NAME CMD...: passes when CMD succeeds
+	local name=$1
+	shift
+	if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+# The workload (work.py) has known counts: fib(12) makes 465 calls, 464 recursive.
+cp "$(dirname "$0")/work.py" "$dir/work.py"
+$PY -m cProfile -o "$dir/cp.pstat" "$dir/work.py" || fail "cProfile wrote a file"
+$PY - "$dir" <<'EOF' || fail "yappi wrote a file"
+import sys, yappi
+sys.path.insert(0, sys.argv[1])
+yappi.set_clock_type("cpu")
+yappi.start()
+import work
+yappi.stop()
+yappi.get_func_stats().save(sys.argv[1] + "/yappi.pstat", type="pstat")
+EOF
+"$MAKE_PROFILE" "$dir/co.pstat" || fail "make-profile (trace)"
+"$MAKE_PROFILE" "$dir/co2.pstat" --scale 2 || fail "make-profile (scaled)"
+"$MAKE_PROFILE" "$dir/cs.pstat" --sample || fail "make-profile (sample)"
+
+# --- report, text --------------------------------------------------------------
+out=$("$COPROF" report "$dir/cp.pstat")
+check "report exits 0" test $? -eq 0
+check "report shows fib as nc/cc" grep -Eq '^fib +465/1 ' <<<"$out"
+check "report shows leaf 50 calls" grep -Eq '^leaf +50 ' <<<"$out"
+check "report has yappi columns" grep -Eq '^name +ncall +tsub +ttot +tavg' <<<"$out"
+out=$("$COPROF" report "$dir/cp.pstat" --sort ncall --limit 1)
+check "--sort ncall puts fib first, --limit 1 shows one row" \
+	test "$(grep -Ec '^[^ ]+ +[0-9/]+ +[0-9.]+ ' <<<"$out")" = 1 -a -n "$(grep -E '^fib ' <<<"$out")"
+out=$("$COPROF" report "$dir/cp.pstat" --sort name --filter work.py)
+check "--filter by file keeps the three functions" \
+	test "$(grep -Ec '^(fib|leaf|work|<module>) ' <<<"$out")" = 4
+out=$("$COPROF" report "$dir/cp.pstat" --callers fib --callees work)
+check "--callers fib lists work and fib itself" \
+	bash -c 'grep -Eq "^Callers of fib" <<<"$1" && grep -Eq "^work +1 " <<<"$1" && grep -Eq "^fib +464/2 " <<<"$1"' _ "$out"
+check "--callees work lists leaf and fib" \
+	bash -c 'grep -Eq "^Callees of work" <<<"$1" && grep -Eq "^leaf +50 " <<<"$1"' _ "$out"
+"$COPROF" report "$dir/cp.pstat" --callers no_such_function >/dev/null 2>&1
+check "--callers of an unknown name exits 2" test $? -eq 2
+
+# --- report, csv and json agree with pstats -------------------------------------
+"$COPROF" report "$dir/cp.pstat" --format json >"$dir/cp.json" || fail "report --format json"
+"$COPROF" report "$dir/cp.pstat" --format csv >"$dir/cp.csv" || fail "report --format csv"
+check "json and csv match pstats.Stats exactly" $PY - "$dir" <<'EOF'
+import csv, json, pstats, sys
+d = sys.argv[1]
+st = pstats.Stats(d + "/cp.pstat").stats
+js = json.load(open(d + "/cp.json"))
+rows = list(csv.DictReader(open(d + "/cp.csv")))
+assert len(js["functions"]) == len(st) == len(rows), (len(js["functions"]), len(st))
+for f in js["functions"]:
+    cc, nc, tt, ct, _ = st[(f["file"], f["line"], f["name"])]
+    assert (f["cc"], f["nc"]) == (cc, nc)
+    assert abs(f["tsub"] - tt) <= 1e-9 * max(1, tt) and abs(f["ttot"] - ct) <= 1e-9 * max(1, ct)
+for r in rows:
+    cc, nc, tt, ct, _ = st[(r["file"], int(r["line"]), r["name"])]
+    assert int(r["nc"]) == nc and int(r["cc"]) == cc
+assert js["total_calls"] == sum(v[1] for v in st.values())
+EOF
+
+# --- several files merge as pstats.add -----------------------------------------
+"$COPROF" report "$dir/cp.pstat" "$dir/cp.pstat" --format json >"$dir/two.json"
+check "two files merge as pstats.add" $PY - "$dir" <<'EOF'
+import json, pstats, sys
+d = sys.argv[1]
+st = pstats.Stats(d + "/cp.pstat")
+st.add(d + "/cp.pstat")
+js = json.load(open(d + "/two.json"))
+assert len(js["functions"]) == len(st.stats)
+for f in js["functions"]:
+    cc, nc, tt, ct, _ = st.stats[(f["file"], f["line"], f["name"])]
+    assert (f["cc"], f["nc"]) == (cc, nc), f
+    assert abs(f["ttot"] - ct) <= 1e-9 * max(1, ct)
+EOF
+
+# --- yappi's file ---------------------------------------------------------------
+out=$("$COPROF" report "$dir/yappi.pstat" --filter work.py --sort name)
+check "a yappi file reports fib 465/1" grep -Eq '^fib +465/1 ' <<<"$out"
+
+# --- every Python's cProfile file -------------------------------------------------
+npy=0
+for py in /usr/bin/python3 /root/.pyenv/versions/*/bin/python3; do
+	[ -x "$py" ] || continue
+	ver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	"$py" -m cProfile -o "$dir/cp-$ver.pstat" "$dir/work.py" || { fail "cProfile $ver"; continue; }
+	out=$("$COPROF" report "$dir/cp-$ver.pstat" --filter fib)
+	check "cProfile file of Python $ver" grep -Eq '^fib +465/1 ' <<<"$out"
+	npy=$((npy + 1))
+done
+check "found at least two Pythons (found $npy)" test "$npy" -ge 2
+
+# --- coprof extras: tasks, threads, a task's own functions -------------------------
+out=$("$COPROF" report "$dir/co.pstat")
+check "header shows clock, mode, pid, command" \
+	grep -q 'Clock: wall   Mode: trace   Duration: 0.100000 s   Pid: 4242' <<<"$out"
+check "header shows the command line" grep -q '^Command: ./sched --demo$' <<<"$out"
+out=$("$COPROF" report "$dir/co.pstat" --tasks --threads)
+check "--tasks lists both tasks" \
+	bash -c 'grep -Eq "^ +1  task-a +ucontext +4243  finished +2  +0.080000$" <<<"$1" && grep -q "task-b" <<<"$1"' _ "$out"
+check "--threads lists the thread" grep -Eq '^ +4243  sched-main +4  +0.100000$' <<<"$out"
+out=$("$COPROF" report "$dir/co.pstat" --task task-b)
+check "--task shows only that task's functions" \
+	bash -c 'grep -q "^b_work " <<<"$1" && ! grep -q "^a_work " <<<"$1"' _ "$out"
+"$COPROF" report "$dir/co.pstat" --tasks --threads --format json >"$dir/co.json"
+check "json tasks and threads" $PY -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert [t["name"] for t in j["tasks"]] == ["task-a", "task-b"]
+assert j["tasks"][0]["resumes"] == 2 and abs(j["tasks"][0]["ttot"] - 0.08) < 1e-12
+assert j["threads"][0]["tid"] == 4243 and j["clock"] == "wall" and j["pid"] == 4242
+' "$dir/co.json"
+
+# --- export callgrind, read back by callgrind_annotate ------------------------------
+"$COPROF" export "$dir/cp.pstat" --format callgrind -o "$dir/cp.callgrind"
+check "export callgrind exits 0" test $? -eq 0
+ann=$(callgrind_annotate --inclusive=yes "$dir/cp.callgrind" 2>&1)
+check "callgrind_annotate reads it" grep -q 'PROGRAM TOTALS' <<<"$ann"
+check "callgrind totals and inclusive costs match pstats (ns)" $PY - "$dir" "$ann" <<'EOF'
+import pstats, re, sys
+st = pstats.Stats(sys.argv[1] + "/cp.pstat").stats
+ann = sys.argv[2]
+total = int(re.search(r"^ *([\d,]+) .*PROGRAM TOTALS", ann, re.M).group(1).replace(",", ""))
+want = sum(round(v[2] * 1e9) for v in st.values())
+assert abs(total - want) <= len(st), (total, want)
+for name in ("work", "leaf", "fib"):
+    m = re.search(r"^ *([\d,]+) .*:%s$" % name, ann, re.M)
+    incl = int(m.group(1).replace(",", ""))
+    ct = [v[3] for k, v in st.items() if k[2] == name][0]
+    assert abs(incl - ct * 1e9) <= 2 + 1e-6 * ct * 1e9, (name, incl, ct)
+EOF
+ann=$(callgrind_annotate --inclusive=no "$dir/cp.callgrind" 2>&1)
+check "callgrind self cost of builtins.sum" $PY - "$dir" "$ann" <<'EOF'
+import pstats, re, sys
+st = pstats.Stats(sys.argv[1] + "/cp.pstat").stats
+tt = [v[2] for k, v in st.items() if "builtins.sum" in k[2]][0]
+m = re.search(r"^ *([\d,]+) .*builtins\.sum", sys.argv[2], re.M)
+assert abs(int(m.group(1).replace(",", "")) - tt * 1e9) <= 1, m.group(0)
+EOF
+
+# --- export collapsed -------------------------------------------------------------
+"$COPROF" export "$dir/cs.pstat" --format collapsed -o "$dir/cs.folded"
+check "collapsed from a sampled file" diff -u - "$dir/cs.folded" <<'EOF'
+[tid 4243];[thread];main 40
+[tid 4243];[task 1 task-a];a_root;a_work 30
+[tid 4243];[task 1 task-a];a_root 10
+[tid 4243];[task 1 task-a];a_root;a_yield;[waiting] 40
+[tid 4243];[task 2 task-b];b_root;b_work 20
+EOF
+err=$("$COPROF" export "$dir/co.pstat" --format collapsed -o "$dir/co.folded" 2>&1)
+check "collapsed from a traced file is refused with status 2" test $? -eq 2
+check "...saying it needs a sampled profile" grep -q 'need a sampled profile' <<<"$err"
+"$COPROF" export "$dir/co.pstat" --format collapsed --from-edges -o "$dir/co.folded" 2>/dev/null
+check "--from-edges writes caller;callee pairs in us" \
+	bash -c 'grep -qx "a_root;a_work 30000" "$1" && grep -qx "main 40000" "$1"' _ "$dir/co.folded"
+
+# --- diff ---------------------------------------------------------------------------
+out=$("$COPROF" diff "$dir/co.pstat" "$dir/co2.pstat")
+check "diff of different profiles exits 1" test $? -eq 1
+check "diff sorts by the largest change (main: ttot +0.1 s)" \
+	bash -c 'sed -n "/^name /{n;p;q}" <<<"$1" | grep -Eq "^main +0.040000 +0.080000 +\+0.040000 +0.100000 +0.200000 +\+0.100000 +1 +1 +\+0 +2.00x slower"' _ "$out"
+check "diff totals like pyperf compare_to" grep -q 'Total tsub: 0.140000 s -> 0.280000 s: 2.00x slower' <<<"$out"
+"$COPROF" diff "$dir/co.pstat" "$dir/co.pstat" >/dev/null
+check "diff of a file with itself exits 0" test $? -eq 0
+"$COPROF" diff "$dir/co.pstat" "$dir/cp.pstat" --format csv >"$dir/d.csv"
+check "diff csv marks new and gone functions" $PY -c '
+import csv, sys
+rows = {r["name"]: r for r in csv.DictReader(open(sys.argv[1]))}
+assert rows["fib"]["ncall_a"] == "0" and rows["fib"]["ncall_b"] == "465"
+assert rows["main"]["ncall_b"] == "0" and rows["main"]["ncall_delta"] == "-1"
+' "$dir/d.csv"
+
+# --- bad files: one line on stderr, status 2, no crash ------------------------------
+: >"$dir/empty.pstat"
+head -c 100 "$dir/cp.pstat" >"$dir/trunc.pstat"
+printf 'this is not a profile\n' >"$dir/junk.pstat"
+head -c 3000 /dev/urandom >"$dir/random.pstat"
+for f in missing empty trunc junk random; do
+	for cmd in "report" "export --format callgrind -o $dir/x.cg" "diff $dir/cp.pstat" "view --once"; do
+		err=$("$COPROF" $cmd "$dir/$f.pstat" 2>&1 >/dev/null </dev/null)
+		rc=$?
+		check "$cmd on a $f file: status 2, one line" \
+			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -n "$err"
+	done
+done
+"$COPROF" report "$dir/cp.pstat" --sort bogus >/dev/null 2>&1
+check "an unknown --sort is status 2" test $? -eq 2
+
+echo "test-cli: $fails failed"
+[ "$fails" -eq 0 ]
