@@ -11,7 +11,7 @@
 #include "profile.h"
 
 #define ARENA_ALIGN 16
-#define ARENA_FIRST (64 * 1024)
+#define ARENA_FIRST (4 * 1024)
 #define ARENA_MAX_CHUNK (4 * 1024 * 1024)
 
 struct chunk {

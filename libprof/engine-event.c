@@ -137,15 +137,20 @@ static inline uint32_t call_slot(const struct cp_rec *parent, uintptr_t key)
 static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t key,
 		       struct cp_rec **rp, struct cp_erec **ep)
 {
+	struct coprof_thread *t = c->t;
+	if (!t->recorded) { /* a thread's first call is a root, so it comes here */
+		t->recorded = 1;
+		atomic_store_explicit(&t->p->recorded, 1, memory_order_relaxed);
+	}
 	struct cp_call *cc = NULL;
 	if (parent) {
-		cc = &c->t->calls[call_slot(parent, key)];
+		cc = &t->calls[call_slot(parent, key)];
 		if (cc->parent == parent && cc->key == key)
 			goto found;
 	}
 	struct cp_rec *r = cp_rec_get(c, key);
 	if (!r) {
-		cp_overflow(c->t->p, "function table");
+		cp_overflow(t->p, "function table");
 		return 0;
 	}
 	if (!parent) {
@@ -155,7 +160,7 @@ static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t ke
 	}
 	struct cp_erec *e = cp_edge_get(c, parent, r);
 	if (!e) {
-		cp_overflow(c->t->p, "edge table");
+		cp_overflow(t->p, "edge table");
 		return 0;
 	}
 	*cc = (struct cp_call){parent, key, r, e};
@@ -279,10 +284,6 @@ int cp_thread_begin(struct coprof_thread *t, uint32_t st)
 	/* The running context was "away" since recording stopped on this thread. */
 	if (t->cpu && now > t->cur->away)
 		t->cur->offset += now - t->cur->away;
-	if (!t->recorded) {
-		t->recorded = 1;
-		atomic_store_explicit(&t->p->recorded, 1, memory_order_relaxed);
-	}
 	return 1;
 }
 

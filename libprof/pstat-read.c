@@ -1,9 +1,10 @@
 /* pstat-read.c: builds a struct cp_profile from a .pstat file of coprof, cProfile or
  * yappi (layout: the comment atop pstat-write.c).
  *
- * Called by the viewer and tests, in their own thread. The bytes are parsed into a
- * marshal tree (marshal.c), then walked once against the expected shape; every
- * mismatch is an error with a message, never a crash. O(size of the file). */
+ * Called by the viewer and tests, in their own thread. The pstats dict is parsed
+ * (marshal.c) and converted one entry at a time; the extras are parsed whole, then
+ * walked. Every mismatch with the expected shape is an error with a message, never a
+ * crash; time and memory are O(size of the file). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

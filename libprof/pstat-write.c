@@ -127,9 +127,10 @@ static void stat_add(struct cp_stat *to, const struct cp_stat *s)
 	to->ct += s->ct;
 }
 
-/* Checks that callers index funcs; if two functions share a key, builds in `scratch`
- * a copy of `in` where they are one function (numbers summed, edges merged by
- * caller) and points *out at it; otherwise *out = in. Edge order is kept. */
+/* Checks that callers index funcs; if two functions share a key (or a function lists
+ * one caller twice), builds in `scratch` a copy of `in` where they are one function
+ * (numbers summed, edges merged by caller) and points *out at it; otherwise *out =
+ * in. Edge order is kept. */
 static int canonical_stats(const struct cp_stats *in, struct cp_arena *scratch,
 			   const struct cp_stats **out)
 {
@@ -141,10 +142,13 @@ static int canonical_stats(const struct cp_stats *in, struct cp_arena *scratch,
 	*out = in;
 	if (in->nfuncs && !in->funcs)
 		return -EINVAL;
-	for (uint32_t i = 0; i < in->nfuncs; i++)
+	for (uint32_t i = 0; i < in->nfuncs; i++) {
+		if (in->funcs[i].ncallers && !in->funcs[i].callers)
+			return -EINVAL;
 		for (uint32_t j = 0; j < in->funcs[i].ncallers; j++)
 			if (in->funcs[i].callers[j].caller >= in->nfuncs)
 				return -EINVAL;
+	}
 	cp_keymap_init(&km);
 	canon = calloc(in->nfuncs + 1, sizeof(*canon));
 	if (!canon) {
@@ -165,8 +169,25 @@ static int canonical_stats(const struct cp_stats *in, struct cp_arena *scratch,
 		else
 			nuniq++;
 	}
-	if (!dup)
-		goto out;
+	if (!dup) {
+		/* One caller listed twice for a function would be a repeated dict key too. */
+		uniq = calloc(in->nfuncs + 1, sizeof(*uniq));
+		if (!uniq) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (uint32_t i = 0; i < in->nfuncs; i++) {
+			for (uint32_t j = 0; j < in->funcs[i].ncallers; j++) {
+				uint32_t c = in->funcs[i].callers[j].caller;
+				dup |= uniq[c] == i + 1;
+				uniq[c] = i + 1;
+			}
+		}
+		free(uniq);
+		uniq = NULL;
+		if (!dup)
+			goto out;
+	}
 
 	m = cp_arena_alloc(scratch, sizeof(*m));
 	uniq = calloc(nuniq + 1, sizeof(*uniq));

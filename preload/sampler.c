@@ -29,6 +29,10 @@ _Atomic uint64_t pl_sampler_epoch;
 static __thread struct pl_sthread *self __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* threads, folding */
+/* Held by the folding thread around a fold and by fork: the child never inherits a list
+ * of threads the folding thread was halfway through. (The control thread's folds need
+ * no such care: the shim's own fork handler waits for the control thread.) */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_sthread *threads;
 static pthread_t folder;
 static int folder_running;
@@ -115,8 +119,10 @@ static void *fold_loop(void *arg)
 	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
 		struct timespec ts = {0, FOLD_NS};
 		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&fork_lock);
 		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed))
 			fold_all(1);
+		pthread_mutex_unlock(&fork_lock);
 	}
 	return NULL;
 }
@@ -164,7 +170,8 @@ static void thread_start(void)
 	st->tid = (pid_t)syscall(SYS_gettid);
 	st->tls = pl_tls();
 	st->thread = pl_thread();
-	cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
+	if (!pl_sconf.wall)
+		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
 	unw_backtrace(warm, PL_SAMPLE_DEPTH);
 	st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
@@ -173,7 +180,8 @@ static void thread_start(void)
 	if (!st->has_mono) {
 		if (st->has_cpu)
 			timer_delete(st->cpu);
-		cp_clock_fini(&st->clock);
+		if (!pl_sconf.wall)
+			cp_clock_fini(&st->clock);
 		free(st);
 		return;
 	}
@@ -199,7 +207,8 @@ static void thread_exit(void)
 	if (st->has_cpu)
 		timer_delete(st->cpu);
 	st->has_mono = st->has_cpu = 0;
-	cp_clock_fini(&st->clock);
+	if (!pl_sconf.wall)
+		cp_clock_fini(&st->clock);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
 }
 
@@ -238,25 +247,35 @@ static int sampler_stop(void)
 
 /* In the child only the forking thread survives, and no timer does: the others' state
  * is dropped, this thread gets new timers and a new folding thread. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&fork_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&fork_lock);
+}
+
 static void sampler_after_fork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
-	struct pl_sthread *mine = self;
+	pthread_mutex_init(&fork_lock, NULL);
+	/* The shim starts the child's profiler again if the parent's was running. */
+	atomic_store(&pl_sampler_on, 0);
+	/* Every state goes, this thread's too: their clocks' perf events watch the
+	 * parent's threads (the descriptors were inherited and are closed here). */
 	struct pl_sthread *st = threads;
 	while (st) {
 		struct pl_sthread *next = st->next;
-		if (st != mine) {
-			free(st->waits);
-			free(st);
-		}
+		if (!pl_sconf.wall && !atomic_load(&st->dead))
+			cp_clock_fini(&st->clock);
+		free(st->waits);
+		free(st);
 		st = next;
 	}
 	threads = NULL;
 	self = NULL;
-	if (mine) {
-		free(mine->waits);
-		free(mine);
-	}
 	thread_start();
 	start_folder();
 }
@@ -330,6 +349,7 @@ int pl_sampler_init(void)
 					 "not sampled yet");
 	}
 	pl_runtime_add(&sampler_runtime);
+	pthread_atfork(fork_prepare, fork_parent, NULL);
 	thread_start(); /* the thread running the constructor */
 	start_folder();
 	return 0;

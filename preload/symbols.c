@@ -247,6 +247,23 @@ struct file_memo {
 	const char *full;
 };
 
+/* The declaring file. libdw 0.188 refuses file index 0, which DWARF 5 (clang's
+ * default) uses for the primary source file: look that one up in the line table. */
+static const char *decl_file(Dwarf_Die *die)
+{
+	const char *f = dwarf_decl_file(die);
+	Dwarf_Attribute attr;
+	Dwarf_Word idx;
+	Dwarf_Die cu;
+	Dwarf_Files *files;
+	size_t nfiles;
+	if (f || dwarf_formudata(dwarf_attr_integrate(die, DW_AT_decl_file, &attr), &idx) != 0 ||
+	    !dwarf_diecu(die, &cu, NULL, NULL) || dwarf_getsrcfiles(&cu, &files, &nfiles) != 0 ||
+	    idx >= nfiles)
+		return f;
+	return dwarf_filesrc(files, idx, NULL, NULL);
+}
+
 /* Adds the subprograms among the children of `parent` (recursing into namespaces and
  * classes, where C++ puts them). */
 static void walk_dies(struct pl_symbols *s, struct mod_info *mi, Dwarf_Die *parent,
@@ -268,7 +285,7 @@ static void walk_dies(struct pl_symbols *s, struct mod_info *mi, Dwarf_Die *pare
 		const char *name = dwarf_formstring(dwarf_attr_integrate(&die, DW_AT_name, &attr));
 		if (!name)
 			continue;
-		const char *raw = dwarf_decl_file(&die);
+		const char *raw = decl_file(&die);
 		int line = 0;
 		dwarf_decl_line(&die, &line);
 		const char *file = "?";

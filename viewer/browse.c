@@ -200,8 +200,11 @@ static int enter(struct vw_browser *b, struct vw_screen *s)
 		return push(b, VW_SCR_EDGES, s->table, s->task, s->rows[s->cursor]);
 	case VW_SCR_EDGES: {
 		struct mark k = cursor_mark(s);
-		if (k.section == 1)
+		if (k.section == 1) {
+			b->note =
+			    " This is the function itself: Enter on a caller or callee follows it";
 			return 0;
+		}
 		return push(b, VW_SCR_EDGES, s->table, s->task, k.item);
 	}
 	case VW_SCR_TASKS: {

@@ -10,19 +10,19 @@
 #include "model.h"
 
 enum vw_screen_kind {
-	VW_SCR_FUNCS,   /* a function table: the merged one, or one task's */
-	VW_SCR_EDGES,   /* callers, the function itself, callees */
-	VW_SCR_TASKS,   /* the task table */
+	VW_SCR_FUNCS,	/* a function table: the merged one, or one task's */
+	VW_SCR_EDGES,	/* callers, the function itself, callees */
+	VW_SCR_TASKS,	/* the task table */
 	VW_SCR_THREADS, /* the thread table */
 };
 
 struct vw_screen {
 	enum vw_screen_kind kind;
 	const struct vw_table *table; /* FUNCS, EDGES */
-	int64_t task;                 /* FUNCS of one task: its index; else -1 */
-	uint32_t func;                /* EDGES: the function shown */
-	uint32_t *rows;               /* FUNCS: function indexes; TASKS, THREADS: indexes */
-	struct vw_edge *edges;        /* EDGES: ncallers callers, then ncallees callees */
+	int64_t task;		      /* FUNCS of one task: its index; else -1 */
+	uint32_t func;		      /* EDGES: the function shown */
+	uint32_t *rows;		      /* FUNCS: function indexes; TASKS, THREADS: indexes */
+	struct vw_edge *edges;	      /* EDGES: ncallers callers, then ncallees callees */
 	uint32_t ncallers, ncallees;
 	uint32_t nrows; /* EDGES: ncallers + 1 + ncallees, the function in the middle */
 	uint32_t cursor, top;

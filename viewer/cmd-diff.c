@@ -18,7 +18,7 @@
 struct row {
 	const struct cp_key *key;
 	struct cp_stat a, b;
-	int ina, inb; /* present in A, in B */
+	int ina, inb;  /* present in A, in B */
 	double weight; /* what the rows are sorted by, largest first */
 };
 
@@ -135,9 +135,11 @@ static void print_csv(const struct row *rows, uint32_t n)
 int vw_cmd_diff(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"sort", required_argument, NULL, 's'},  {"limit", required_argument, NULL, 'l'},
-		{"format", required_argument, NULL, 'F'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"sort", required_argument, NULL, 's'},
+	    {"limit", required_argument, NULL, 'l'},
+	    {"format", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	enum by by = BY_ANY;
 	uint64_t limit = 0;

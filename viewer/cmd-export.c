@@ -15,12 +15,13 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: coprof export FILE... --format callgrind|collapsed [--from-edges] -o OUT\n"
-		   "  callgrind: costs in ns (event \"ns\"); calls lines carry inclusive cost.\n"
-		   "  collapsed: folded stacks from a sampled profile (one line per stack,\n"
-		   "             count = samples); --from-edges derives caller;callee pairs from\n"
-		   "             a traced profile instead (tsub in us per edge, not true stacks).\n"
-		   "  OUT \"-\" is stdout.\n");
+	fprintf(f,
+		"usage: coprof export FILE... --format callgrind|collapsed [--from-edges] -o OUT\n"
+		"  callgrind: costs in ns (event \"ns\"); calls lines carry inclusive cost.\n"
+		"  collapsed: folded stacks from a sampled profile (one line per stack,\n"
+		"             count = samples); --from-edges derives caller;callee pairs from\n"
+		"             a traced profile instead (tsub in us per edge, not true stacks).\n"
+		"  OUT \"-\" is stdout.\n");
 }
 
 static uint64_t ns(double s)
@@ -104,8 +105,7 @@ static int write_callgrind(FILE *f, const struct vw_model *m)
 		fprintf(f, "%" PRIu64 " %" PRIu64 "\n", fn->key.line, ns(fn->s.tt));
 		for (uint32_t c = 0; c < fn->ncallees; c++) {
 			uint32_t j = fn->callees[c].func;
-			put_name(f, "cfl", flid, &nextfl, slot[j],
-				 t->funcs[j].key.file);
+			put_name(f, "cfl", flid, &nextfl, slot[j], t->funcs[j].key.file);
 			put_name(f, "cfn", fnid, &nextfn, j, t->funcs[j].key.name);
 			/* A direct recursive call's time is already in the outer call's
 			 * cost: counting it again would double the function's inclusive
@@ -197,9 +197,11 @@ static void write_edges(FILE *f, const struct vw_table *t)
 int vw_cmd_export(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"format", required_argument, NULL, 'F'}, {"output", required_argument, NULL, 'o'},
-		{"from-edges", no_argument, NULL, 'E'},   {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"format", required_argument, NULL, 'F'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"from-edges", no_argument, NULL, 'E'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *format = NULL, *out = NULL;
 	int edges = 0, c;

@@ -25,12 +25,13 @@ struct report {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: coprof report FILE... [--sort tsub|ttot|ncall|tavg|name|file] [--reverse]\n"
-		"                     [--limit N] [--filter TEXT] [--tasks] [--threads] [--task ID]\n"
-		"                     [--callers NAME] [--callees NAME] [--format text|csv|json]\n"
-		"Several files are merged as pstats.add does. Without --tasks, --threads, --task,\n"
-		"--callers or --callees, prints the function table.\n");
+	fprintf(
+	    f,
+	    "usage: coprof report FILE... [--sort tsub|ttot|ncall|tavg|name|file] [--reverse]\n"
+	    "                     [--limit N] [--filter TEXT] [--tasks] [--threads] [--task ID]\n"
+	    "                     [--callers NAME] [--callees NAME] [--format text|csv|json]\n"
+	    "Several files are merged as pstats.add does. Without --tasks, --threads, --task,\n"
+	    "--callers or --callees, prints the function table.\n");
 }
 
 /* Starts a section: a blank line between text/CSV sections, a key in JSON. */
@@ -70,8 +71,11 @@ static void print_header(struct report *r)
 	}
 	if (r->fmt == CSV)
 		return;
-	printf("Clock: %s   Mode: %s   Duration: %.6f s   Pid: %" PRId64 "\n", m->clock, m->mode,
-	       m->duration, m->pid);
+	if (m->ex)
+		printf("Clock: %s   Mode: %s   Duration: %.6f s   Pid: %" PRId64 "\n", m->clock,
+		       m->mode, m->duration, m->pid);
+	else
+		printf("No coprof extras (a cProfile or yappi file): no clock, mode, pid, tasks\n");
 	if (*cmd)
 		printf("Command: %s\n", cmd);
 	printf("Files:");
@@ -116,8 +120,8 @@ static void print_row(struct report *r, int first, int namew, const struct cp_ke
 	int pad = namew - (int)strlen(name);
 	for (const char *p = name; *p; p++)
 		pad += ((unsigned char)*p & 0xc0) == 0x80;
-	printf("%s%*s  %12s  %9s  %9s  %9s  %5.1f  %s\n", name, pad > 0 ? pad : 0, "", calls,
-	       tsub, ttot, tavg, pct, where);
+	printf("%s%*s  %12s  %9s  %9s  %9s  %5.1f  %s\n", name, pad > 0 ? pad : 0, "", calls, tsub,
+	       ttot, tavg, pct, where);
 }
 
 static void print_columns(struct report *r, int namew, const char *first)
@@ -125,8 +129,8 @@ static void print_columns(struct report *r, int namew, const char *first)
 	if (r->fmt == CSV)
 		printf("%s,file,line,nc,cc,tsub,ttot,tavg,pct\n", first);
 	else if (r->fmt == TEXT)
-		printf("%-*s  %12s  %9s  %9s  %9s  %5s  %s\n", namew, first, "ncall", "tsub", "ttot",
-		       "tavg", "tsub%", "file:line");
+		printf("%-*s  %12s  %9s  %9s  %9s  %5s  %s\n", namew, first, "ncall", "tsub",
+		       "ttot", "tavg", "tsub%", "file:line");
 }
 
 static int name_width(const struct vw_table *t, const uint32_t *rows, uint32_t n)
@@ -189,7 +193,8 @@ static void print_tasks(struct report *r)
 			char nm[128], tt[16];
 			vw_fit(nm, sizeof(nm), name, 24, 0);
 			vw_fmt_time(tt, sizeof(tt), t->ttot, 12);
-			printf("%6" PRIu64 "  %-24s  %-9s  %8" PRIu64 "  %-9s  %8" PRIu64 "  %12s\n",
+			printf("%6" PRIu64 "  %-24s  %-9s  %8" PRIu64 "  %-9s  %8" PRIu64
+			       "  %12s\n",
 			       t->id, nm, rt, t->thread, state, t->resumes, tt);
 		} else if (r->fmt == CSV) {
 			printf("%" PRIu64 ",", t->id);
@@ -207,7 +212,8 @@ static void print_tasks(struct report *r)
 			vw_put_json(stdout, rt);
 			printf(", \"thread\": %" PRIu64 ", \"state\": ", t->thread);
 			vw_put_json(stdout, state);
-			printf(", \"resumes\": %" PRIu64 ", \"ttot\": %.9g, \"functions\": %" PRIu32 "}",
+			printf(", \"resumes\": %" PRIu64 ", \"ttot\": %.9g, \"functions\": %" PRIu32
+			       "}",
 			       t->resumes, t->ttot, t->stats.nfuncs);
 		}
 	}
@@ -220,8 +226,8 @@ static void print_threads(struct report *r)
 	const struct vw_model *m = &r->m;
 	section(r, "threads");
 	if (r->fmt == TEXT)
-		printf("Threads: %" PRIu32 "\n\n%8s  %-24s  %10s  %12s\n", m->nthreads, "tid", "name",
-		       "switches", "ttot");
+		printf("Threads: %" PRIu32 "\n\n%8s  %-24s  %10s  %12s\n", m->nthreads, "tid",
+		       "name", "switches", "ttot");
 	else if (r->fmt == CSV)
 		printf("tid,name,switches,ttot,file\n");
 	else
@@ -233,8 +239,8 @@ static void print_threads(struct report *r)
 			char nm[128], tt[16];
 			vw_fit(nm, sizeof(nm), name, 24, 0);
 			vw_fmt_time(tt, sizeof(tt), t->ttot, 12);
-			printf("%8" PRIu64 "  %-24s  %10" PRIu64 "  %12s\n", t->tid, nm, t->switches,
-			       tt);
+			printf("%8" PRIu64 "  %-24s  %10" PRIu64 "  %12s\n", t->tid, nm,
+			       t->switches, tt);
 		} else if (r->fmt == CSV) {
 			printf("%" PRIu64 ",", t->tid);
 			vw_put_csv(stdout, name);
@@ -244,7 +250,8 @@ static void print_threads(struct report *r)
 		} else {
 			printf("%s\n    {\"tid\": %" PRIu64 ", \"name\": ", i ? "," : "", t->tid);
 			vw_put_json(stdout, name);
-			printf(", \"switches\": %" PRIu64 ", \"ttot\": %.9g}", t->switches, t->ttot);
+			printf(", \"switches\": %" PRIu64 ", \"ttot\": %.9g}", t->switches,
+			       t->ttot);
 		}
 	}
 	if (r->fmt == JSON)
@@ -312,8 +319,7 @@ static int print_edges(struct report *r, const char *name, int callees)
 				vw_put_csv(stdout, f->key.file);
 				printf(",%" PRIu64 ",", f->key.line);
 			}
-			print_row(r, j == 0, namew, &t->funcs[e[j].func].key, &e[j].s,
-				  t->total_tt);
+			print_row(r, j == 0, namew, &t->funcs[e[j].func].key, &e[j].s, t->total_tt);
 		}
 		if (r->fmt == JSON)
 			printf("]}");
@@ -342,12 +348,12 @@ static int find_task(const struct vw_model *m, const char *id, uint32_t *out)
 int vw_cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"sort", required_argument, NULL, 's'},   {"reverse", no_argument, NULL, 'r'},
-		{"limit", required_argument, NULL, 'l'},  {"filter", required_argument, NULL, 'f'},
-		{"tasks", no_argument, NULL, 'T'},        {"threads", no_argument, NULL, 'H'},
-		{"task", required_argument, NULL, 't'},   {"callers", required_argument, NULL, 'c'},
-		{"callees", required_argument, NULL, 'e'}, {"format", required_argument, NULL, 'F'},
-		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	    {"sort", required_argument, NULL, 's'},    {"reverse", no_argument, NULL, 'r'},
+	    {"limit", required_argument, NULL, 'l'},   {"filter", required_argument, NULL, 'f'},
+	    {"tasks", no_argument, NULL, 'T'},	       {"threads", no_argument, NULL, 'H'},
+	    {"task", required_argument, NULL, 't'},    {"callers", required_argument, NULL, 'c'},
+	    {"callees", required_argument, NULL, 'e'}, {"format", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
 	};
 	struct report r = {.q = {VW_SORT_TTOT, 0, NULL}, .fmt = TEXT};
 	int tasks = 0, threads = 0;

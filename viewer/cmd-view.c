@@ -58,23 +58,42 @@ static int on_key(struct vw_browser *b, struct vw_ui *ui, int c)
 		int key;
 		enum vw_action a;
 	} moves[] = {
-		{KEY_UP, VW_UP},          {'k', VW_UP},          {KEY_DOWN, VW_DOWN},
-		{'j', VW_DOWN},           {KEY_PPAGE, VW_PAGE_UP}, {KEY_NPAGE, VW_PAGE_DOWN},
-		{' ', VW_PAGE_DOWN},      {KEY_HOME, VW_HOME},   {'g', VW_HOME},
-		{KEY_END, VW_END},        {'G', VW_END},         {'\n', VW_ENTER},
-		{'\r', VW_ENTER},         {KEY_ENTER, VW_ENTER}, {KEY_RIGHT, VW_ENTER},
-		{'l', VW_ENTER},          {KEY_BACKSPACE, VW_BACK}, {127, VW_BACK},
-		{8, VW_BACK},             {27, VW_BACK},         {KEY_LEFT, VW_BACK},
-		{'h', VW_BACK},           {'r', VW_REVERSE},     {'F', VW_FUNCS},
-		{'1', VW_FUNCS},          {'T', VW_TASKS},       {'2', VW_TASKS},
-		{'H', VW_THREADS},        {'3', VW_THREADS},
+	    {KEY_UP, VW_UP},
+	    {'k', VW_UP},
+	    {KEY_DOWN, VW_DOWN},
+	    {'j', VW_DOWN},
+	    {KEY_PPAGE, VW_PAGE_UP},
+	    {KEY_NPAGE, VW_PAGE_DOWN},
+	    {' ', VW_PAGE_DOWN},
+	    {KEY_HOME, VW_HOME},
+	    {'g', VW_HOME},
+	    {KEY_END, VW_END},
+	    {'G', VW_END},
+	    {'\n', VW_ENTER},
+	    {'\r', VW_ENTER},
+	    {KEY_ENTER, VW_ENTER},
+	    {KEY_RIGHT, VW_ENTER},
+	    {'l', VW_ENTER},
+	    {KEY_BACKSPACE, VW_BACK},
+	    {127, VW_BACK},
+	    {8, VW_BACK},
+	    {27, VW_BACK},
+	    {KEY_LEFT, VW_BACK},
+	    {'h', VW_BACK},
+	    {'r', VW_REVERSE},
+	    {'F', VW_FUNCS},
+	    {'1', VW_FUNCS},
+	    {'T', VW_TASKS},
+	    {'2', VW_TASKS},
+	    {'H', VW_THREADS},
+	    {'3', VW_THREADS},
 	};
 	static const struct {
 		int key;
 		enum vw_sort s;
 	} sorts[] = {
-		{'n', VW_SORT_NAME}, {'f', VW_SORT_FILE}, {'c', VW_SORT_NCALL}, {'s', VW_SORT_TSUB},
-		{'%', VW_SORT_TSUB}, {'t', VW_SORT_TTOT}, {'a', VW_SORT_TAVG},
+	    {'n', VW_SORT_NAME}, {'f', VW_SORT_FILE}, {'c', VW_SORT_NCALL}, {'s', VW_SORT_TSUB},
+	    {'%', VW_SORT_TSUB}, {'t', VW_SORT_TTOT}, {'a', VW_SORT_TAVG},
 	};
 	if (ui->help) {
 		ui->help = 0;
@@ -93,8 +112,9 @@ static int on_key(struct vw_browser *b, struct vw_ui *ui, int c)
 	}
 	if (c == '\t') {
 		enum vw_screen_kind k = b->stack[b->depth > 1 ? 1 : 0].kind;
-		enum vw_action a = k == VW_SCR_TASKS ? VW_THREADS
-				   : k == VW_SCR_THREADS ? VW_FUNCS : VW_TASKS;
+		enum vw_action a = k == VW_SCR_TASKS	 ? VW_THREADS
+				   : k == VW_SCR_THREADS ? VW_FUNCS
+							 : VW_TASKS;
 		return vw_browser_act(b, a, vw_draw_rows());
 	}
 	for (size_t i = 0; i < sizeof(sorts) / sizeof(sorts[0]); i++)
@@ -109,9 +129,9 @@ static int on_key(struct vw_browser *b, struct vw_ui *ui, int c)
 int vw_cmd_view(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"once", no_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"once", no_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int once = 0, c;
 	optind = 1;

@@ -97,11 +97,31 @@ int vw_fit(char *buf, size_t len, const char *s, int width, int left)
 	return width;
 }
 
+/* 1 if p starts a well-formed UTF-8 sequence of n bytes (n from seq_len). */
+static int utf8_ok(const unsigned char *p, int n)
+{
+	if (n == 1)
+		return *p < 0x80;
+	for (int i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return 1;
+}
+
 void vw_put_json(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
+		if (*p >= 0x80) {
+			/* JSON must be UTF-8: a stray byte becomes U+FFFD. */
+			int n = seq_len(*p);
+			if (n > 1 && utf8_ok(p, n)) {
+				fwrite(p, 1, (size_t)n, f);
+				p += n - 1;
+			} else {
+				fputs("\\ufffd", f);
+			}
+		} else if (*p == '"' || *p == '\\')
 			fprintf(f, "\\%c", *p);
 		else if (*p == '\n')
 			fputs("\\n", f);

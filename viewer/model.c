@@ -18,8 +18,7 @@ static const char *merge_word(const char *have, const char *add)
 	return strcmp(have, add) ? "mixed" : have;
 }
 
-int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char **paths,
-		  uint32_t n)
+int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char **paths, uint32_t n)
 {
 	memset(m, 0, sizeof(*m));
 	m->profiles = profiles;

@@ -105,10 +105,10 @@ struct vw_model {
 	uint32_t ntasks;
 	struct vw_thread *threads;
 	uint32_t nthreads;
-	const char *clock; /* "cpu", "wall", "mixed" or "?" (no extras) */
-	const char *mode;  /* "trace", "sample", "mixed" or "?" */
-	double duration;   /* s, summed over the files with extras; 0 if none */
-	int64_t pid;       /* of the first file with extras; -1 if none */
+	const char *clock;	    /* "cpu", "wall", "mixed" or "?" (no extras) */
+	const char *mode;	    /* "trace", "sample", "mixed" or "?" */
+	double duration;	    /* s, summed over the files with extras; 0 if none */
+	int64_t pid;		    /* of the first file with extras; -1 if none */
 	const struct cp_extras *ex; /* the first file with extras, or NULL */
 };
 
@@ -117,8 +117,7 @@ struct vw_model {
 int vw_model_load(struct vw_model *m, char *const *paths, int n, char *err, size_t errlen);
 
 /* Builds a model over profiles already in memory; the model takes them over. */
-int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char **paths,
-		  uint32_t n);
+int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char **paths, uint32_t n);
 void vw_model_free(struct vw_model *m);
 
 /* The function table of task `i` (NULL: out of memory). */

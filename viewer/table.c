@@ -151,7 +151,7 @@ static int link_edges(struct vw_table *t, const struct cp_stats *const *stats, s
 				if (src->callers[c].caller >= st->nfuncs)
 					continue;
 				f->callers[f->ncallers++] = (struct vw_edge){
-					map[base + src->callers[c].caller], src->callers[c].s};
+				    map[base + src->callers[c].caller], src->callers[c].s};
 			}
 		}
 		base += st->nfuncs;
@@ -271,8 +271,8 @@ static int stat_cmp(enum vw_sort by, const struct cp_stat *a, const struct cp_st
 	}
 }
 
-static int row_cmp(enum vw_sort by, int reverse, const struct cp_key *ka,
-		   const struct cp_stat *sa, const struct cp_key *kb, const struct cp_stat *sb)
+static int row_cmp(enum vw_sort by, int reverse, const struct cp_key *ka, const struct cp_stat *sa,
+		   const struct cp_key *kb, const struct cp_stat *sb)
 {
 	int c = stat_cmp(by, sa, sb);
 	if (!c && by == VW_SORT_FILE) {
@@ -326,8 +326,8 @@ void vw_edges_sort(const struct vw_table *t, struct vw_edge *e, uint32_t n,
 }
 
 static const char *const sort_names[VW_SORT_COUNT] = {
-	[VW_SORT_NAME] = "name", [VW_SORT_FILE] = "file", [VW_SORT_NCALL] = "ncall",
-	[VW_SORT_TSUB] = "tsub", [VW_SORT_TTOT] = "ttot", [VW_SORT_TAVG] = "tavg",
+    [VW_SORT_NAME] = "name", [VW_SORT_FILE] = "file", [VW_SORT_NCALL] = "ncall",
+    [VW_SORT_TSUB] = "tsub", [VW_SORT_TTOT] = "ttot", [VW_SORT_TAVG] = "tavg",
 };
 
 int vw_sort_parse(const char *s, enum vw_sort *out)

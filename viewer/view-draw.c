@@ -230,8 +230,8 @@ static void draw_header(struct vw_browser *b)
 	int at = snprintf(line, sizeof(line),
 			  " %" PRIu64 " calls (%" PRIu64 " primitive) in %.6f s, %" PRIu32
 			  " functions, %" PRIu32 " tasks, %" PRIu32 " threads;",
-			  m->funcs.total_nc, m->funcs.total_cc, m->funcs.total_tt,
-			  m->funcs.nfuncs, m->ntasks, m->nthreads);
+			  m->funcs.total_nc, m->funcs.total_cc, m->funcs.total_tt, m->funcs.nfuncs,
+			  m->ntasks, m->nthreads);
 	for (uint32_t i = 0; i < m->nprofiles && at > 0 && (size_t)at < sizeof(line) - 2; i++)
 		at += snprintf(line + at, sizeof(line) - (size_t)at, " %s", m->paths[i]);
 	put_row(1, line, A_NORMAL);
@@ -249,9 +249,9 @@ static void draw_title(struct vw_browser *b, struct vw_screen *s)
 			snprintf(what, sizeof(what), "Task %" PRIu64 " %s: functions", t->id,
 				 t->name ? t->name : "");
 		}
-		int n = snprintf(line, sizeof(line), " %s: %" PRIu32 " of %" PRIu32
-				 "   sort: %s %s",
-				 what, s->nrows, s->table->nfuncs, vw_sort_name(b->q.sort), order);
+		int n =
+		    snprintf(line, sizeof(line), " %s: %" PRIu32 " of %" PRIu32 "   sort: %s %s",
+			     what, s->nrows, s->table->nfuncs, vw_sort_name(b->q.sort), order);
 		if (b->q.filter && n > 0)
 			snprintf(line + n, sizeof(line) - (size_t)n, "  filter: \"%s\"",
 				 b->q.filter);
@@ -260,8 +260,8 @@ static void draw_title(struct vw_browser *b, struct vw_screen *s)
 	case VW_SCR_EDGES: {
 		const struct vw_func *f = &s->table->funcs[s->func];
 		vw_fmt_where(where, sizeof(where), &f->key);
-		snprintf(line, sizeof(line), " %s (%s): %" PRIu32 " callers, %" PRIu32
-			 " callees   sort: %s %s",
+		snprintf(line, sizeof(line),
+			 " %s (%s): %" PRIu32 " callers, %" PRIu32 " callees   sort: %s %s",
 			 f->key.name, where, s->ncallers, s->ncallees, vw_sort_name(b->q.sort),
 			 order);
 		break;
@@ -325,24 +325,24 @@ static attr_t build_row(struct vw_browser *b, struct vw_screen *s, int64_t i, st
 }
 
 static const char *const help_lines[] = {
-	"coprof view: keys",
-	"",
-	"  Up/Down j/k  move          PgUp/PgDn Space  page      Home/End g/G  ends",
-	"  Enter l Right  callers and callees of the function; on a caller or",
-	"                 callee, go to it; on a task, its own functions",
-	"  Backspace Esc h Left  back to the screen before",
-	"  n f c s t a  sort by name, file:line, ncall, tsub, ttot, tavg",
-	"  %            sort by tsub% (same as tsub)    r  reverse the order",
-	"  /            filter: keep functions whose name or file contains the",
-	"               text (Enter applies, empty clears, Esc cancels)",
-	"  F 1          function table     T 2  task table     H 3  thread table",
-	"  Tab          next of those three tables",
-	"  ?            this help          q    quit",
-	"",
-	"  ncall is nc/cc when some calls were recursive; tsub is own time, ttot",
-	"  cumulative time, tavg ttot per call, tsub% the share of all own time.",
-	"",
-	"  Press any key to close this help.",
+    "coprof view: keys",
+    "",
+    "  Up/Down j/k  move          PgUp/PgDn Space  page      Home/End g/G  ends",
+    "  Enter l Right  callers and callees of the function; on a caller or",
+    "                 callee, go to it; on a task, its own functions",
+    "  Backspace Esc h Left  back to the screen before",
+    "  n f c s t a  sort by name, file:line, ncall, tsub, ttot, tavg",
+    "  %            sort by tsub% (same as tsub)    r  reverse the order",
+    "  /            filter: keep functions whose name or file contains the",
+    "               text (Enter applies, empty clears, Esc cancels)",
+    "  F 1          function table     T 2  task table     H 3  thread table",
+    "  Tab          next of those three tables",
+    "  ?            this help          q    quit",
+    "",
+    "  ncall is nc/cc when some calls were recursive; tsub is own time, ttot",
+    "  cumulative time, tavg ttot per call, tsub% the share of all own time.",
+    "",
+    "  Press any key to close this help.",
 };
 
 static void draw_help(void)
@@ -407,12 +407,14 @@ void vw_draw(struct vw_browser *b, const struct vw_ui *ui)
 		put_row(4 + (int)r, l->buf, i == s->cursor ? attr_cursor() : a);
 	}
 	if (!s->nrows)
-		put_row(4, s->kind == VW_SCR_FUNCS && b->q.filter ? "  (no function matches the filter)"
-								  : "  (empty)",
+		put_row(4,
+			s->kind == VW_SCR_FUNCS && b->q.filter
+			    ? "  (no function matches the filter)"
+			    : "  (empty)",
 			A_NORMAL);
 	draw_bar(b, ui);
 	if (ui->prompt)
-		move(LINES - 1, (int)strlen("filter (name or file contains): ") +
-				       (int)strlen(ui->prompt));
+		move(LINES - 1,
+		     (int)strlen("filter (name or file contains): ") + (int)strlen(ui->prompt));
 	refresh();
 }

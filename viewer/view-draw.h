@@ -7,8 +7,8 @@
 #include "browse.h"
 
 struct vw_ui {
-	int color;          /* 0 under NO_COLOR or on a terminal without colours */
-	int help;           /* the help screen is up */
+	int color;	    /* 0 under NO_COLOR or on a terminal without colours */
+	int help;	    /* the help screen is up */
 	const char *prompt; /* non-NULL while a filter is being typed: its text so far */
 };
 

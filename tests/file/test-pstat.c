@@ -4,9 +4,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "sample-profile.h"
 #include "test-file.h"
@@ -235,6 +238,65 @@ Test(pstat, write_replaces_the_file_and_leaves_no_temporary)
 	remove_dir(dir);
 }
 
+/* A big profile: n functions, each called by the previous one. */
+static struct cp_profile *chain_profile(uint32_t n)
+{
+	struct cp_profile *p;
+	char name[32];
+
+	cr_assert_eq(cp_profile_new(&p), 0);
+	p->stats.funcs = cp_arena_alloc(p->arena, n * sizeof(struct cp_func));
+	cr_assert_not_null(p->stats.funcs);
+	p->stats.nfuncs = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct cp_func *f = &p->stats.funcs[i];
+		snprintf(name, sizeof(name), "f%u", (unsigned)i);
+		f->key =
+		    (struct cp_key){"chain.c", i, cp_arena_strdup(p->arena, name, strlen(name))};
+		f->s = (struct cp_stat){1, 1, 0.5, 1.0};
+		if (i == 0)
+			continue;
+		f->callers = cp_arena_alloc(p->arena, sizeof(struct cp_edge));
+		f->callers[0] = (struct cp_edge){i - 1, {1, 1, 0.5, 1.0}};
+		f->ncallers = 1;
+	}
+	return p;
+}
+
+/* A writer killed at any moment leaves the old file whole, never half a new one. */
+Test(pstat, killed_writer_never_leaves_half_a_file, .timeout = 60)
+{
+	struct cp_profile *small, *big, *q;
+	char dir[64], path[128], err[256];
+
+	cr_assert_eq(sample_profile(&small), 0);
+	big = chain_profile(200000);
+	tmp_dir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/out.pstat", dir);
+	cr_assert_eq(cp_profile_write(small, path), 0);
+	for (int round = 0; round < 8; round++) {
+		pid_t pid = fork();
+		cr_assert_neq(pid, -1);
+		if (pid == 0) {
+			for (;;)
+				cp_profile_write(big, path);
+		}
+		usleep(20000 + 15000 * (useconds_t)round);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		cr_assert_eq(cp_profile_read(path, &q, err, sizeof(err)), 0, "round %d: %s", round,
+			     err);
+		cr_expect(q->stats.nfuncs == small->stats.nfuncs || q->stats.nfuncs == 200000,
+			  "round %d: %u functions", round, (unsigned)q->stats.nfuncs);
+		cp_profile_free(q);
+	}
+	/* Killed mid-write, the writers left their temporary files behind. */
+	cr_expect_gt(count_entries(dir), 1);
+	cp_profile_free(big);
+	cp_profile_free(small);
+	remove_dir(dir);
+}
+
 Test(pstat, duplicate_keys_are_merged)
 {
 	struct cp_profile *p, *q;
@@ -273,6 +335,37 @@ Test(pstat, duplicate_keys_are_merged)
 	cr_expect_eq(f->callers[0].s.ct, 1.25);
 	cr_expect_eq(f->callers[1].caller, 0);
 	cr_expect_eq(f->callers[1].s.nc, 1);
+	free(buf);
+	cp_profile_free(q);
+	cp_profile_free(p);
+}
+
+Test(pstat, a_caller_listed_twice_is_merged)
+{
+	struct cp_profile *p, *q;
+	struct cp_func *f;
+	unsigned char *buf;
+	size_t len;
+	char err[256];
+
+	cr_assert_eq(cp_profile_new(&p), 0);
+	f = cp_arena_alloc(p->arena, 2 * sizeof(*f));
+	p->stats.funcs = f;
+	p->stats.nfuncs = 2;
+	f[0] = (struct cp_func){{"a.c", 1, "main"}, {1, 1, 1.0, 2.0}, NULL, 0};
+	f[1] = (struct cp_func){{"a.c", 2, "leaf"}, {5, 5, 1.0, 1.0}, NULL, 0};
+	f[1].callers = cp_arena_alloc(p->arena, 2 * sizeof(struct cp_edge));
+	f[1].callers[0] = (struct cp_edge){0, {2, 2, 0.5, 0.5}};
+	f[1].callers[1] = (struct cp_edge){0, {3, 3, 0.5, 0.5}};
+	f[1].ncallers = 2;
+	cr_assert_eq(cp_profile_encode(p, &buf, &len), 0);
+	cr_assert_eq(cp_profile_read_mem(buf, len, &q, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(q->stats.nfuncs, 2);
+	f = &q->stats.funcs[1];
+	cr_assert_eq(f->ncallers, 1);
+	cr_expect_eq(f->callers[0].caller, 0);
+	cr_expect_eq(f->callers[0].s.nc, 5);
+	cr_expect_eq(f->callers[0].s.tt, 1.0);
 	free(buf);
 	cp_profile_free(q);
 	cp_profile_free(p);

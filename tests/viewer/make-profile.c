@@ -10,8 +10,8 @@
 
 enum { MAIN, A_ROOT, A_WORK, A_YIELD, B_ROOT, B_WORK, NFUNCS };
 
-static const char *const names[NFUNCS] = {"main", "a_root", "a_work", "a_yield", "b_root",
-					  "b_work"};
+static const char *const names[NFUNCS] = {"main",    "a_root", "a_work",
+					  "a_yield", "b_root", "b_work"};
 static const double tt[NFUNCS] = {40, 10, 30, 40, 0, 20}; /* ms, the example's wall tt */
 static const double ct[NFUNCS] = {100, 80, 30, 40, 20, 20};
 
@@ -45,8 +45,8 @@ static void fill_stats(struct cp_profile *p, struct cp_stats *st, const int *whi
 		struct cp_func *f = &st->funcs[i];
 		int k = which[i];
 		at[k] = i;
-		f->key = (struct cp_key){str(p, "sched.c"), (uint64_t)(10 * (k + 1)),
-					 str(p, names[k])};
+		f->key =
+		    (struct cp_key){str(p, "sched.c"), (uint64_t)(10 * (k + 1)), str(p, names[k])};
 		f->s = (struct cp_stat){1, 1, tt[k] * scale / 1e3, ct[k] * scale / 1e3};
 	}
 	for (size_t e = 0; e < sizeof(edges) / sizeof(edges[0]); e++) {
@@ -116,10 +116,12 @@ int main(int argc, char **argv)
 
 	ex->tasks = alloc(p, 2 * sizeof(*ex->tasks));
 	ex->ntasks = 2;
-	ex->tasks[0] = (struct cp_task){1, str(p, "task-a"), str(p, "ucontext"), 4243,
-					0.080 * scale, 2, str(p, "finished"), {NULL, 0}};
-	ex->tasks[1] = (struct cp_task){2, str(p, "task-b"), str(p, "ucontext"), 4243,
-					0.020 * scale, 1, str(p, "finished"), {NULL, 0}};
+	ex->tasks[0] =
+	    (struct cp_task){1, str(p, "task-a"),   str(p, "ucontext"), 4243, 0.080 * scale,
+			     2, str(p, "finished"), {NULL, 0}};
+	ex->tasks[1] =
+	    (struct cp_task){2, str(p, "task-b"),   str(p, "ucontext"), 4243, 0.020 * scale,
+			     1, str(p, "finished"), {NULL, 0}};
 	fill_stats(p, &ex->tasks[0].stats, ta, 3, scale);
 	fill_stats(p, &ex->tasks[1].stats, tb, 2, scale);
 

@@ -13,18 +13,18 @@
 static struct cp_edge work_callers[] = {{0, {1, 1, 0.5, 2.0}}};
 static struct cp_edge leaf_callers[] = {{1, {3, 3, 0.3, 0.3}}, {0, {1, 1, 0.1, 0.1}}};
 static struct cp_func funcs1[] = {
-	{{"a.py", 1, "main"}, {1, 1, 1.0, 3.4}, NULL, 0},
-	{{"a.py", 10, "work"}, {1, 1, 1.7, 2.0}, work_callers, 1},
-	{{"a.py", 20, "leaf"}, {4, 4, 0.4, 0.4}, leaf_callers, 2},
+    {{"a.py", 1, "main"}, {1, 1, 1.0, 3.4}, NULL, 0},
+    {{"a.py", 10, "work"}, {1, 1, 1.7, 2.0}, work_callers, 1},
+    {{"a.py", 20, "leaf"}, {4, 4, 0.4, 0.4}, leaf_callers, 2},
 };
 static const struct cp_stats stats1 = {funcs1, 3};
 
 /* A second run: leaf again (same key, recursive now) and a new function. */
 static struct cp_edge leaf2_callers[] = {{0, {1, 2, 0.2, 0.5}}}; /* cc, nc, tt, ct */
 static struct cp_func funcs2[] = {
-	{{"a.py", 10, "work"}, {1, 1, 0.5, 0.8}, NULL, 0},
-	{{"a.py", 20, "leaf"}, {6, 7, 1.2, 1.5}, leaf2_callers, 1},
-	{{"b.py", 5, "other"}, {2, 2, 0.1, 0.1}, NULL, 0},
+    {{"a.py", 10, "work"}, {1, 1, 0.5, 0.8}, NULL, 0},
+    {{"a.py", 20, "leaf"}, {6, 7, 1.2, 1.5}, leaf2_callers, 1},
+    {{"b.py", 5, "other"}, {2, 2, 0.1, 0.1}, NULL, 0},
 };
 static const struct cp_stats stats2 = {funcs2, 3};
 
@@ -104,8 +104,8 @@ Test(table, edges_to_unknown_callers_are_dropped)
 {
 	static struct cp_edge bad[] = {{7, {1, 1, 0.1, 0.1}}, {0, {1, 1, 0.1, 0.1}}};
 	static struct cp_func f[] = {
-		{{"x", 1, "x"}, {1, 1, 0.1, 0.1}, NULL, 0},
-		{{"y", 1, "y"}, {2, 2, 0.2, 0.2}, bad, 2},
+	    {{"x", 1, "x"}, {1, 1, 0.1, 0.1}, NULL, 0},
+	    {{"y", 1, "y"}, {2, 2, 0.2, 0.2}, bad, 2},
 	};
 	static const struct cp_stats st = {f, 2};
 	const struct cp_stats *p = &st;
@@ -147,7 +147,7 @@ Test(table, sorts_by_every_column_and_reverses)
 	cr_assert_str_eq(row_name(0), "main"); /* 3.4 per call */
 	q.sort = VW_SORT_FILE;
 	vw_table_select(&table, &q, rows);
-	cr_assert_str_eq(row_name(0), "main"); /* a.py:1 */
+	cr_assert_str_eq(row_name(0), "main");	/* a.py:1 */
 	cr_assert_str_eq(row_name(3), "other"); /* b.py:5 */
 }
 
@@ -212,15 +212,18 @@ Test(fmt, json_and_csv_escape)
 	vw_put_csv(f, "x,\"y\"");
 	fputc(' ', f);
 	vw_put_csv(f, "plain");
+	fputc(' ', f);
+	vw_put_json(f, "caf\xc3\xa9 \xff\xc3");
 	fclose(f);
-	cr_assert_str_eq(out, "\"a\\\"b\\\\c\\n\" \"x,\"\"y\"\"\" plain");
+	cr_assert_str_eq(out, "\"a\\\"b\\\\c\\n\" \"x,\"\"y\"\"\" plain "
+			      "\"caf\xc3\xa9 \\ufffd\\ufffd\"");
 	free(out);
 }
 
 /* A model over two hand-built profiles: the second has extras with a task. */
 static struct vw_model model;
 static struct cp_task tasks[] = {
-	{7, "worker", "asyncio", 99, 1.5, 3, "finished", {funcs1, 3}},
+    {7, "worker", "asyncio", 99, 1.5, 3, "finished", {funcs1, 3}},
 };
 static struct cp_thread threads[] = {{99, "MainThread", 2.0, 5}};
 
@@ -233,9 +236,16 @@ static void model_setup(void)
 		cr_assert_eq(cp_profile_new(&p[i]), 0);
 	p[0]->stats = stats1;
 	p[1]->stats = stats2;
-	p[1]->ex = (struct cp_extras){.present = 1, .clock = "cpu", .mode = "trace", .pid = 42,
-				      .start = 10, .stop = 12.5, .tasks = tasks, .ntasks = 1,
-				      .threads = threads, .nthreads = 1};
+	p[1]->ex = (struct cp_extras){.present = 1,
+				      .clock = "cpu",
+				      .mode = "trace",
+				      .pid = 42,
+				      .start = 10,
+				      .stop = 12.5,
+				      .tasks = tasks,
+				      .ntasks = 1,
+				      .threads = threads,
+				      .nthreads = 1};
 	paths[0] = "one.pstat";
 	paths[1] = "two.pstat";
 	cr_assert_eq(vw_model_from(&model, p, paths, 2), 0);
