@@ -16,8 +16,8 @@ struct sstack {
 	uint64_t hash;
 	uint64_t tid;
 	const void *ctx;
-	uint64_t count;     /* samples */
-	uint64_t weight;    /* ns, sum of the periods */
+	uint64_t count;	 /* samples */
+	uint64_t weight; /* ns, sum of the periods */
 	uint32_t depth;
 	uint8_t waiting;
 	uintptr_t pcs[]; /* innermost first */
@@ -129,9 +129,8 @@ int cp_samples_add(struct cp_samples *s, uint64_t tid, const void *ctx, int wait
 	uint64_t h = hash_stack(tid, ctx, waiting, pcs, depth);
 	struct sstack **head = &s->buckets[h & (s->nbuckets - 1)];
 	for (struct sstack *st = *head; st; st = st->next) {
-		if (st->hash == h && st->tid == tid && st->ctx == ctx &&
-		    st->waiting == waiting && st->depth == depth &&
-		    memcmp(st->pcs, pcs, depth * sizeof(*pcs)) == 0) {
+		if (st->hash == h && st->tid == tid && st->ctx == ctx && st->waiting == waiting &&
+		    st->depth == depth && memcmp(st->pcs, pcs, depth * sizeof(*pcs)) == 0) {
 			st->count++;
 			st->weight += period_ns;
 			s->count++;
@@ -260,12 +259,12 @@ static int key_eq(const struct cp_key *a, const struct cp_key *b)
 
 struct acc_edge {
 	uint32_t caller; /* index into the accumulator's funcs */
-	uint64_t stamp;  /* the last stack that counted this edge's ct */
+	uint64_t stamp;	 /* the last stack that counted this edge's ct */
 	struct cp_stat s;
 };
 
 struct acc_func {
-	uint32_t key;   /* index into the build's keys */
+	uint32_t key;	/* index into the build's keys */
 	uint64_t stamp; /* the last stack that counted this function's ct */
 	struct cp_stat s;
 	struct acc_edge *edges;
@@ -467,7 +466,7 @@ struct build {
 	struct map bypc;      /* pc -> key index */
 	struct acc top;
 	struct acc *tasks; /* one per prof->ex.tasks */
-	double *task_s;    /* s sampled per task, running or waiting */
+	double *task_s;	   /* s sampled per task, running or waiting */
 	uint32_t *scratch; /* key indexes of one stack */
 };
 
@@ -553,8 +552,8 @@ static int build_rows(struct build *b, struct row **rowsp, uint32_t *nrowsp)
 				err = key_of_pc(b, st->pcs[i], &b->scratch[i]);
 			if (err)
 				break;
-			int64_t task = b->map->task_index ? b->map->task_index(b->map->arg, st->ctx)
-							  : -1;
+			int64_t task =
+			    b->map->task_index ? b->map->task_index(b->map->arg, st->ctx) : -1;
 			if (task >= (int64_t)b->prof->ex.ntasks)
 				task = -1;
 			double sec = (double)st->weight / 1e9;
@@ -577,7 +576,8 @@ static int build_rows(struct build *b, struct row **rowsp, uint32_t *nrowsp)
 				struct row *r = &rows[ri];
 				if (r->task == task && r->tid == st->tid &&
 				    r->waiting == st->waiting && r->depth == st->depth &&
-				    memcmp(r->keys, b->scratch, st->depth * sizeof(uint32_t)) == 0) {
+				    memcmp(r->keys, b->scratch, st->depth * sizeof(uint32_t)) ==
+					0) {
 					r->count += st->count;
 					found = 1;
 					break;
@@ -706,8 +706,8 @@ int cp_samples_build(const struct cp_samples *s, const struct cp_samples_map *ma
 		err = merge_into(&prof->stats, &b.top, b.keys, prof->arena, topindex);
 	for (uint32_t t = 0; !err && t < prof->ex.ntasks; t++)
 		if (b.tasks[t].nfuncs)
-			err = merge_into(&prof->ex.tasks[t].stats, &b.tasks[t], b.keys,
-					 prof->arena, NULL);
+			err = merge_into(&prof->ex.tasks[t].stats, &b.tasks[t], b.keys, prof->arena,
+					 NULL);
 	if (!err)
 		err = write_stacks(&b, rows, nrows, topindex);
 	if (!err)

@@ -143,8 +143,8 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	if ((v = get("COPROF_START")) != NULL && parse_bool(v, &cfg->start))
 		return bad(err, errlen, "COPROF_START", v, "1 or 0");
 	if ((v = get("COPROF_HZ")) != NULL) {
-		if (parse_uint(v, 1, 100000, &n))
-			return bad(err, errlen, "COPROF_HZ", v, "a rate from 1 to 100000");
+		if (parse_uint(v, 1, 10000, &n))
+			return bad(err, errlen, "COPROF_HZ", v, "a rate from 1 to 10000");
 		cfg->hz = (unsigned)n;
 	}
 	if ((v = get("COPROF_BUILTINS")) != NULL && parse_bool(v, &cfg->builtins))

@@ -35,10 +35,10 @@ static void rt_after_fork_child(void)
 }
 
 static const struct pl_runtime python_runtime = {
-	.name = "python",
-	.start = rt_start,
-	.stop = rt_stop,
-	.after_fork_child = rt_after_fork_child,
+    .name = "python",
+    .start = rt_start,
+    .stop = rt_stop,
+    .after_fork_child = rt_after_fork_child,
 };
 
 /* "3.11.2 (main, ...)" -> 3, 11. 0 or -EINVAL. */
@@ -72,8 +72,8 @@ static void *open_adapter(int major, int minor, char *path, size_t len)
 		snprintf(dir, sizeof(dir), ".");
 	static const char *const subdirs[] = {"python", "coprof"};
 	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
-		int n = snprintf(path, len, "%s/%s/coprof-python%d.%d.so", dir, subdirs[i],
-				 major, minor);
+		int n = snprintf(path, len, "%s/%s/coprof-python%d.%d.so", dir, subdirs[i], major,
+				 minor);
 		if (n < 0 || (size_t)n >= len || access(path, R_OK) != 0)
 			continue;
 		void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -110,12 +110,12 @@ int pl_python_init(void)
 		return 0;
 	pl_py_attach_fn attach = (pl_py_attach_fn)dlsym(h, PL_PY_ENTRY);
 	host = (struct pl_py_host){
-		.abi = PL_PY_ABI,
-		.prof = &pl_prof,
-		.clock = pl_cfg.clock,
-		.builtins = pl_cfg.builtins,
-		.thread = pl_thread,
-		.say = pl_say,
+	    .abi = PL_PY_ABI,
+	    .prof = &pl_prof,
+	    .clock = pl_cfg.clock,
+	    .builtins = pl_cfg.builtins,
+	    .thread = pl_thread,
+	    .say = pl_say,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {

@@ -68,33 +68,35 @@ struct pl_sthread {
 	/* Written by the handler only. */
 	struct cp_clock clock; /* cpu: the thread's CPU clock */
 	uint64_t cpu_last;     /* ns on clock at the last tick counted; 0: none yet */
-	uint64_t carry;        /* wall: ns of ticks deferred because of a switch */
+	uint64_t carry;	       /* wall: ns of ticks deferred because of a switch */
 	atomic_int parked;     /* cpu: idle, the CPU timer armed instead of mono */
 	atomic_int rebase;     /* set by start: forget cpu_last and carry */
 
 	_Atomic(struct coprof_ctx *) cur; /* the running context, set by the hook */
-	_Atomic uint64_t ticks;           /* wall ticks seen while sampling */
+	_Atomic uint64_t ticks;		  /* wall ticks seen while sampling */
 	_Atomic uint64_t deferred, dropped, truncated, failed; /* counters, see sampler.c */
 
 	_Atomic uint32_t head; /* next record to write (producer) */
 	_Atomic uint32_t tail; /* next record to read (folding thread) */
 	struct pl_rec ring[PL_RING_SLOTS];
 
-	struct pl_wait *waits; /* PL_WAIT_SLOTS, allocated at the first switch (wall) */
+	struct pl_wait *waits;	 /* PL_WAIT_SLOTS, allocated at the first switch (wall) */
 	_Atomic uint32_t nwaits; /* slots ever used: scans stop there */
-	uint64_t epoch;          /* sampler epoch the waits belong to */
+	uint64_t epoch;		 /* sampler epoch the waits belong to */
 };
 
 /* Set once by pl_sampler_init; read-only afterwards. */
 struct pl_sampler_conf {
-	int signo;           /* the real-time signal the timers send */
-	int wall;            /* COPROF_CLOCK=wall */
-	uint64_t period;     /* ns between ticks */
-	uintptr_t self_lo;   /* the text of libcoprof-preload.so, skipped in wait stacks */
+	int signo;	   /* the real-time signal the timers send */
+	int wall;	   /* COPROF_CLOCK=wall */
+	uint64_t period;   /* ns between ticks */
+	uintptr_t self_lo; /* the text of libcoprof-preload.so, skipped in wait stacks */
 	uintptr_t self_hi;
+	uintptr_t asan_lo; /* the sanitizer runtime's text, whose swapcontext */
+	uintptr_t asan_hi; /* interceptor may call ours: skipped too */
 };
 extern PL_HIDDEN struct pl_sampler_conf pl_sconf;
-extern PL_HIDDEN atomic_int pl_sampler_on;      /* ticks are counted */
+extern PL_HIDDEN atomic_int pl_sampler_on;	    /* ticks are counted */
 extern PL_HIDDEN _Atomic uint64_t pl_sampler_epoch; /* bumped by every start */
 
 /* The calling thread's state, NULL when it is not sampled. Initial-exec TLS, so the
@@ -103,6 +105,9 @@ PL_HIDDEN struct pl_sthread *pl_sampler_self(void);
 
 /* sampler-signal.c: installs the tick handler on pl_sconf.signo. */
 PL_HIDDEN int pl_sampler_install_handler(void);
+/* Nonzero while the tick signal's handler is still ours (the program may take the
+ * signal for itself later). */
+PL_HIDDEN int pl_sampler_handler_is_ours(void);
 /* Arms the thread's periodic timer (mono), or disarms both when `on` is 0. Safe in
  * the handler. */
 PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);

@@ -156,3 +156,11 @@ int pl_sampler_install_handler(void)
 	sigemptyset(&sa.sa_mask);
 	return sigaction(pl_sconf.signo, &sa, NULL) < 0 ? -errno : 0;
 }
+
+int pl_sampler_handler_is_ours(void)
+{
+	struct sigaction cur;
+	if (sigaction(pl_sconf.signo, NULL, &cur) < 0)
+		return 1;
+	return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_tick;
+}

@@ -72,7 +72,9 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 	}
 	int depth = unw_backtrace((void **)w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
 	int skip = 0;
-	while (skip < depth && w->pcs[skip] >= pl_sconf.self_lo && w->pcs[skip] < pl_sconf.self_hi)
+	while (skip < depth &&
+	       ((w->pcs[skip] >= pl_sconf.self_lo && w->pcs[skip] < pl_sconf.self_hi) ||
+		(w->pcs[skip] >= pl_sconf.asan_lo && w->pcs[skip] < pl_sconf.asan_hi)))
 		skip++;
 	depth -= skip;
 	if (depth > PL_SAMPLE_DEPTH) {
@@ -85,8 +87,8 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 	w->depth = (uint32_t)depth;
 	w->ctx = ctx;
 	w->gen++;
-	uint64_t word = PL_WAIT_USED |
-			((uint64_t)(w->gen & 0x7fffff) << PL_WAIT_GEN_SHIFT) | ticks_now(st);
+	uint64_t word =
+	    PL_WAIT_USED | ((uint64_t)(w->gen & 0x7fffff) << PL_WAIT_GEN_SHIFT) | ticks_now(st);
 	atomic_store_explicit(&w->word, word, memory_order_release);
 }
 

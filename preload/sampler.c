@@ -20,7 +20,7 @@
 #include "sampler-ring.h"
 
 #define FOLD_NS 10000000u /* ns between folds: 10 ms, PL_RING_SLOTS ticks at 25 kHz */
-#define MAX_HZ 10000u     /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
+#define MAX_HZ 10000u	  /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
 
 struct pl_sampler_conf pl_sconf;
 atomic_int pl_sampler_on;
@@ -37,6 +37,7 @@ static struct pl_sthread *threads;
 static pthread_t folder;
 static int folder_running;
 static atomic_int folder_quit;
+static atomic_int gave_up; /* the program took the tick signal: never sample again */
 
 struct pl_sthread *pl_sampler_self(void)
 {
@@ -60,8 +61,8 @@ static void drain(struct pl_sthread *st, int keep)
 			continue;
 		}
 		for (uint64_t k = 0; k < rec->weight; k++)
-			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth,
-				      pl_sconf.period, 1);
+			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth, pl_sconf.period,
+				      1);
 	}
 	atomic_store_explicit(&st->tail, t, memory_order_release);
 }
@@ -72,10 +73,10 @@ static void report_counts(struct pl_sthread *st)
 		const char *what;
 		size_t off;
 	} counters[] = {
-		{"sample ticks deferred mid-switch", offsetof(struct pl_sthread, deferred)},
-		{"sample ticks dropped (buffer full)", offsetof(struct pl_sthread, dropped)},
-		{"sample stacks truncated", offsetof(struct pl_sthread, truncated)},
-		{"sample stacks not unwound", offsetof(struct pl_sthread, failed)},
+	    {"sample ticks deferred mid-switch", offsetof(struct pl_sthread, deferred)},
+	    {"sample ticks dropped (buffer full)", offsetof(struct pl_sthread, dropped)},
+	    {"sample stacks truncated", offsetof(struct pl_sthread, truncated)},
+	    {"sample stacks not unwound", offsetof(struct pl_sthread, failed)},
 	};
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
 		_Atomic uint64_t *c = (_Atomic uint64_t *)((char *)st + counters[i].off);
@@ -108,6 +109,29 @@ static void fold_all(int keep)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Sampling stops: no tick counts from now on, and no timer fires again. */
+static void disarm_all(void)
+{
+	atomic_store(&pl_sampler_on, 0);
+	pthread_mutex_lock(&lock);
+	for (struct pl_sthread *st = threads; st; st = st->next)
+		if (!atomic_load(&st->dead))
+			pl_sampler_arm(st, 0);
+	pthread_mutex_unlock(&lock);
+}
+
+/* The program installed its own handler on the tick signal: it must not get our ticks,
+ * so sampling stops for good, and says why. */
+static void give_up_signal(void)
+{
+	atomic_store(&gave_up, 1);
+	disarm_all();
+	pl_say("sample mode: the program took signal %d for itself; sampling stopped",
+	       pl_sconf.signo);
+	if (pl_prof)
+		coprof_set_note(pl_prof, "sampling stopped: the program took the tick signal");
+}
+
 static void *fold_loop(void *arg)
 {
 	(void)arg;
@@ -120,8 +144,11 @@ static void *fold_loop(void *arg)
 		struct timespec ts = {0, FOLD_NS};
 		nanosleep(&ts, NULL);
 		pthread_mutex_lock(&fork_lock);
-		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed))
+		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed)) {
 			fold_all(1);
+			if (!pl_sampler_handler_is_ours())
+				give_up_signal();
+		}
 		pthread_mutex_unlock(&fork_lock);
 	}
 	return NULL;
@@ -216,6 +243,8 @@ static void thread_exit(void)
 
 static int sampler_start(void)
 {
+	if (atomic_load(&gave_up))
+		return -EBUSY;
 	fold_all(0); /* records from before belong to no profile */
 	atomic_fetch_add(&pl_sampler_epoch, 1);
 	atomic_store(&pl_sampler_on, 1);
@@ -235,12 +264,7 @@ static int sampler_start(void)
 
 static int sampler_stop(void)
 {
-	atomic_store(&pl_sampler_on, 0);
-	pthread_mutex_lock(&lock);
-	for (struct pl_sthread *st = threads; st; st = st->next)
-		if (!atomic_load(&st->dead))
-			pl_sampler_arm(st, 0);
-	pthread_mutex_unlock(&lock);
+	disarm_all();
 	fold_all(1);
 	return 0;
 }
@@ -281,12 +305,12 @@ static void sampler_after_fork_child(void)
 }
 
 static const struct pl_runtime sampler_runtime = {
-	.name = "sampler",
-	.start = sampler_start,
-	.stop = sampler_stop,
-	.thread_start = thread_start,
-	.thread_exit = thread_exit,
-	.after_fork_child = sampler_after_fork_child,
+    .name = "sampler",
+    .start = sampler_start,
+    .stop = sampler_stop,
+    .thread_start = thread_start,
+    .thread_exit = thread_exit,
+    .after_fork_child = sampler_after_fork_child,
 };
 
 /* A real-time signal nobody handles, other than the toggle signal. */
@@ -302,17 +326,23 @@ static int pick_signal(void)
 	return -1;
 }
 
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+struct text_range {
+	uintptr_t at; /* an address in the module */
+	uintptr_t lo, hi;
+};
+
+/* dl_iterate_phdr callback: the executable segment holding r->at. */
+static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	uintptr_t at = (uintptr_t)arg;
+	struct text_range *r = arg;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && at >= lo &&
-		    at < lo + ph->p_memsz) {
-			pl_sconf.self_lo = lo;
-			pl_sconf.self_hi = lo + ph->p_memsz;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && r->at >= lo &&
+		    r->at < lo + ph->p_memsz) {
+			r->lo = lo;
+			r->hi = lo + ph->p_memsz;
 			return 1;
 		}
 	}
@@ -337,7 +367,15 @@ int pl_sampler_init(void)
 		pl_say("sample mode: no free real-time signal; not sampling");
 		return -EBUSY;
 	}
-	dl_iterate_phdr(find_self, (void *)(uintptr_t)&pl_sampler_init);
+	struct text_range r = {.at = (uintptr_t)&pl_sampler_init};
+	dl_iterate_phdr(find_text, &r);
+	pl_sconf.self_lo = r.lo, pl_sconf.self_hi = r.hi;
+	void *asan = dlsym(RTLD_DEFAULT, "__asan_init");
+	if (asan) {
+		r = (struct text_range){.at = (uintptr_t)asan};
+		dl_iterate_phdr(find_text, &r);
+		pl_sconf.asan_lo = r.lo, pl_sconf.asan_hi = r.hi;
+	}
 	int err = pl_sampler_install_handler();
 	if (err < 0) {
 		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));

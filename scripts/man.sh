@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 {
 	cat man/coprof.1.in
-	for part in native sample python viewer clocks; do
+	for part in native sample python viewer clocks file; do
 		[ -f "doc/man-$part.roff" ] && cat "doc/man-$part.roff"
 	done
 	cat man/coprof.1.tail

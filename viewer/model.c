@@ -91,7 +91,12 @@ int vw_model_load(struct vw_model *m, char *const *paths, int n, char *err, size
 		if (rc) {
 			if (!*why)
 				snprintf(why, sizeof(why), "%s", strerror(rc < 0 ? -rc : rc));
-			snprintf(err, errlen, "%s: %s", paths[i], why);
+			/* The reader's line usually names the file already. */
+			size_t pl = strlen(paths[i]);
+			if (!strncmp(why, paths[i], pl) && why[pl] == ':')
+				snprintf(err, errlen, "%s", why);
+			else
+				snprintf(err, errlen, "%s: %s", paths[i], why);
 			for (int j = 0; j < i; j++)
 				cp_profile_free(profiles[j]);
 			free(profiles);

@@ -100,7 +100,10 @@ static void put_row(int y, const char *text, attr_t attr)
 		n--;
 	if (n >= sizeof(trimmed))
 		n = sizeof(trimmed) - 1;
-	memcpy(trimmed, text, n);
+	/* Control characters from a file (a name may hold anything) would move the
+	 * cursor: show them as '?'. */
+	for (size_t i = 0; i < n; i++)
+		trimmed[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? '?' : text[i];
 	trimmed[n] = 0;
 	vw_fit(fit, sizeof(fit), trimmed, COLS, 0);
 	attrset(attr);

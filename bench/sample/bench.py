@@ -72,13 +72,17 @@ def samples_of(tmp):
 
 
 def run_cpu(build, env):
+    """(process CPU s, the main thread's CPU s in its work loop)."""
     exe = os.path.join(build, "samples", "cpu", "cpu-split")
-    p = subprocess.Popen([exe, "2"], env=clean_env(env), stdout=subprocess.DEVNULL)
+    p = subprocess.Popen([exe, "2"], env=clean_env(env), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    err = p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = status
-    if status != 0:
-        sys.exit(f"cpu-split failed under {env}")
-    return ru.ru_utime + ru.ru_stime
+    m = re.search(r"cpu-split: ([0-9.]+) s CPU", err)
+    if status != 0 or not m:
+        sys.exit(f"cpu-split failed under {env}: {err}")
+    return ru.ru_utime + ru.ru_stime, float(m.group(1))
 
 
 def run_resp(build, env, requests):
@@ -111,12 +115,15 @@ def main():
     tmp = tempfile.mkdtemp(prefix="coprof-bench-sample-")
     vs = variants(os.path.abspath(a.build), tmp)
     cpu = {v: [] for v in vs}
+    work = {v: [] for v in vs}
     cpu_n = {v: [] for v in vs}
     rps = {v: [] for v in vs}
     req_us = {v: [] for v in vs}
     for rep in range(a.reps):
         for v, env in vs.items():
-            cpu[v].append(run_cpu(a.build, env))
+            c, w = run_cpu(a.build, env)
+            cpu[v].append(c)
+            work[v].append(w)
             cpu_n[v].append(samples_of(tmp))
         for v, env in vs.items():
             r, us = run_resp(a.build, env, a.requests)
@@ -126,20 +133,24 @@ def main():
         print(f"rep {rep + 1}/{a.reps} done", file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
     base_cpu = statistics.median(cpu["unprofiled"])
+    base_work = statistics.median(work["unprofiled"])
     base_rps = statistics.median(rps["unprofiled"])
     base_us = statistics.median(req_us["unprofiled"])
-    print("| variant | cpu-split CPU s | overhead | samples | samples per CPU s | "
-          "CPU us per sample | resp req/s | vs unprofiled | resp CPU us/req | overhead |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| variant | samples | per CPU s | process CPU | loop CPU | us per sample (loop) | "
+          "resp req/s | resp CPU per request |")
+    print("|---|---|---|---|---|---|---|---|")
     for v in vs:
         c = statistics.median(cpu[v])
+        w = statistics.median(work[v])
         n = statistics.median(cpu_n[v])
         r = statistics.median(rps[v])
         us = statistics.median(req_us[v])
-        per = f"{(c - base_cpu) / n * 1e6:.1f}" if n else "-"
-        rate = f"{n / c:.0f}" if n else "-"
-        print(f"| {v} | {c:.3f} | {100 * (c / base_cpu - 1):+.1f}% | {n:.0f} | {rate} | {per} | "
-              f"{r:.0f} | {r / base_rps:.2f}x | {us:.1f} | {100 * (us / base_us - 1):+.1f}% |")
+        per = f"{(w - base_work) / n * 1e6:.1f}" if n else "-"
+        rate = f"{n / w:.0f}" if n else "-"
+        print(f"| {v} | {n:.0f} | {rate} | {c / base_cpu:.3f}x | {w / base_work:.3f}x | {per} | "
+              f"{r / base_rps:.2f}x | {us / base_us:.3f}x |")
+    print(f"\nanchors: unprofiled cpu-split {base_cpu:.3f} s process CPU, {base_work:.3f} s in "
+          f"its loop; resp {base_rps:.0f} req/s, {base_us:.1f} us CPU per request")
     print(f"\nmedians of {a.reps} interleaved runs; resp: mean of GET and SET, "
           f"{a.requests} requests each, 50 clients")
 

@@ -62,10 +62,6 @@ struct coprof_func_info {
  * ("~", 0, "0x<key>"). */
 typedef int (*coprof_resolve_fn)(void *arg, uintptr_t key, struct coprof_func_info *out);
 
-/* Called by coprof_dump after the file is written; lets an adapter release what it
- * kept alive for resolving (e.g. references to code objects). */
-typedef void (*coprof_release_fn)(void *arg);
-
 /* --- the profiler ---------------------------------------------------------------- */
 
 COPROF_API int coprof_create(const struct coprof_options *opt, struct coprof **out);

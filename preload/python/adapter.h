@@ -15,10 +15,10 @@
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
 struct pl_py_host {
-	int abi;                       /* PL_PY_ABI */
-	struct coprof **prof;          /* the shim's profiler (replaced in a forked child) */
+	int abi;	      /* PL_PY_ABI */
+	struct coprof **prof; /* the shim's profiler (replaced in a forked child) */
 	enum coprof_clock clock;
-	int builtins;                  /* COPROF_BUILTINS=1: key C builtins too */
+	int builtins; /* COPROF_BUILTINS=1: key C builtins too */
 	/* The calling thread's engine thread, registered on first use; NULL on failure. */
 	struct coprof_thread *(*thread)(void);
 	/* One line on stderr, prefixed "coprof: ". */

@@ -10,8 +10,8 @@
 
 #include "py.h"
 
-static int want;          /* profiling is on for Python: start seen, no stop since */
-static int main_started;  /* the audit hook saw the main module start */
+static int want;		 /* profiling is on for Python: start seen, no stop since */
+static int main_started;	 /* the audit hook saw the main module start */
 static struct coprof *resolving; /* the profiler our resolver was added to */
 
 static void ensure_resolver(void)
@@ -79,7 +79,7 @@ static void py_after_fork_child(void)
 }
 
 __attribute__((visibility("default"))) int pl_py_attach(const struct pl_py_host *host,
-							 struct pl_py_adapter *out);
+							struct pl_py_adapter *out);
 
 int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 {

@@ -19,9 +19,9 @@ struct slab {
 	struct pl_py_func f[SLAB_FUNCS];
 };
 
-struct pl_py_map pl_py_codes;     /* code object -> function (holding a reference) */
+struct pl_py_map pl_py_codes;	  /* code object -> function (holding a reference) */
 static struct pl_py_map builtins; /* PyMethodDef -> function */
-static struct slab *slabs;        /* newest first; read by the resolver (any thread) */
+static struct slab *slabs;	  /* newest first; read by the resolver (any thread) */
 
 static struct pl_py_func *func_new(void)
 {
@@ -96,11 +96,9 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 		f->flags = PL_PY_GEN;
 	Py_INCREF(co);
 	f->code = (PyObject *)co;
-	if (pl_py_map_put(&pl_py_codes, (uintptr_t)co, f) != 0) {
-		/* Without a cache entry the function is made again next time: wasteful, but
-		 * still correct, since each copy holds its own reference. */
-		return f;
-	}
+	/* Out of memory here only means the function is made again next time: wasteful
+	 * but correct, since each copy holds its own reference and key. */
+	pl_py_map_put(&pl_py_codes, (uintptr_t)co, f);
 	return f;
 }
 

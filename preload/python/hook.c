@@ -24,23 +24,24 @@ int pl_py_installed;
 
 /* What ran before a task was switched in: restored when it suspends or finishes. */
 struct driver {
-	PyObject *root;         /* the root coroutine of that task; NULL: none */
+	PyObject *root;		/* the root coroutine of that task; NULL: none */
 	struct coprof_ctx *ctx; /* NULL: the thread's own context */
 };
 
 struct pl_py_thread {
 	struct coprof_thread *t; /* NULL: registration failed, record nothing */
-	unsigned gen;            /* the pl_py_gen this state was made for */
-	PyObject *root;          /* the running task's root coroutine (identity only) */
-	struct coprof_ctx *ctx;  /* the running task's context; NULL: the thread's own */
-	PyObject *adopting;      /* a task first seen mid-life, in its first run */
+	unsigned gen;		 /* the pl_py_gen this state was made for */
+	PyObject *root;		 /* the running task's root coroutine (identity only) */
+	struct coprof_ctx *ctx;	 /* the running task's context; NULL: the thread's own */
+	PyObject *adopting;	 /* a task first seen mid-life, in its first run */
 	struct driver drivers[MAX_DRIVERS];
 	unsigned ndrivers;
 	struct pl_py_map tasks; /* root coroutine -> struct coprof_ctx (this thread's) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
 };
 
-static PyObject *asyncio_str; /* "asyncio", made on first use */
+static PyObject *asyncio_str;  /* "asyncio", made on first use */
+static PyObject *casyncio_str; /* "_asyncio" */
 /* _thread.start_new_thread: 3.10 and 3.11 raise no audit event when a thread starts,
  * so its return (the new thread state exists, this thread still holds the GIL) is
  * when the hook goes on the new thread. */
@@ -70,6 +71,45 @@ static void thread_reset(struct pl_py_thread *pt)
 
 /* --- tasks -------------------------------------------------------------------- */
 
+/* Calls obj.name() only when it is implemented in C: no Python code runs, so the GIL
+ * is never dropped while the hook is in the middle of its work (the control thread
+ * could otherwise take the hook off and free this thread's state). New reference or
+ * NULL. */
+static PyObject *call_c_method(PyObject *obj, const char *name)
+{
+	PyObject *m = PyObject_GetAttrString(obj, name);
+	PyObject *r = m && PyCFunction_Check(m) ? PyObject_CallNoArgs(m) : NULL;
+	Py_XDECREF(m);
+	return r;
+}
+
+/* asyncio's running task: asyncio.current_task where it is C (3.12+), else the C
+ * module's own table, _asyncio._current_tasks[get_running_loop()]. New reference or
+ * NULL (an error may be set). */
+static PyObject *current_task(void)
+{
+	if (!asyncio_str)
+		asyncio_str = PyUnicode_InternFromString("asyncio");
+	if (!casyncio_str)
+		casyncio_str = PyUnicode_InternFromString("_asyncio");
+	PyObject *mod = asyncio_str ? PyImport_GetModule(asyncio_str) : NULL;
+	PyObject *task = mod ? call_c_method(mod, "current_task") : NULL;
+	Py_XDECREF(mod);
+	if (task)
+		return task;
+	PyObject *cmod = casyncio_str ? PyImport_GetModule(casyncio_str) : NULL;
+	PyObject *loop = cmod ? call_c_method(cmod, "get_running_loop") : NULL;
+	PyObject *tasks = loop ? PyObject_GetAttrString(cmod, "_current_tasks") : NULL;
+	if (tasks && PyDict_CheckExact(tasks)) {
+		task = PyDict_GetItemWithError(tasks, loop);
+		Py_XINCREF(task);
+	}
+	Py_XDECREF(tasks);
+	Py_XDECREF(loop);
+	Py_XDECREF(cmod);
+	return task;
+}
+
 /* Names a new context after its asyncio task when `coro` is the root of the task
  * running now (Task.get_name(), the task's address as id). Calls into Python once per
  * task; the hook is off meanwhile (CPython does not trace its own profile hook). */
@@ -77,14 +117,11 @@ static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const
 {
 	struct pl_py_exc e;
 	pl_py_exc_save(&e);
-	if (!asyncio_str)
-		asyncio_str = PyUnicode_InternFromString("asyncio");
-	PyObject *mod = asyncio_str ? PyImport_GetModule(asyncio_str) : NULL;
-	PyObject *task = mod ? PyObject_CallMethod(mod, "current_task", NULL) : NULL;
+	PyObject *task = current_task();
 	if (task && task != Py_None) {
-		PyObject *c = PyObject_CallMethod(task, "get_coro", NULL);
+		PyObject *c = call_c_method(task, "get_coro");
 		if (c == coro) {
-			PyObject *nm = PyObject_CallMethod(task, "get_name", NULL);
+			PyObject *nm = call_c_method(task, "get_name");
 			const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
 			if (s) {
 				snprintf(buf, len, "%s", s);
@@ -96,7 +133,6 @@ static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const
 		Py_XDECREF(c);
 	}
 	Py_XDECREF(task);
-	Py_XDECREF(mod);
 	pl_py_exc_restore(&e);
 }
 
@@ -130,8 +166,7 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 /* Switches to the task whose root coroutine is `root`, making its context on first
  * sight. `fresh`: the root starts now, so a context left under the same address is a
  * dead coroutine's (its memory was reused) and is finished first. */
-static void task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn,
-		       int fresh)
+static void task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn, int fresh)
 {
 	struct coprof_ctx *ctx = pl_py_map_get(&pt->tasks, (uintptr_t)root);
 	if (ctx && fresh) {

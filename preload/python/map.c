@@ -81,8 +81,7 @@ void *pl_py_map_del(struct pl_py_map *m, uintptr_t k)
 	}
 }
 
-void pl_py_map_sweep(struct pl_py_map *m, int (*fn)(uintptr_t k, void *v, void *arg),
-		     void *arg)
+void pl_py_map_sweep(struct pl_py_map *m, int (*fn)(uintptr_t k, void *v, void *arg), void *arg)
 {
 	if (!m->keys)
 		return;

@@ -10,7 +10,7 @@
 struct pl_py_map {
 	uintptr_t *keys; /* 0: empty slot */
 	void **vals;
-	uint32_t mask;   /* capacity - 1; capacity is a power of two, 0 before first put */
+	uint32_t mask; /* capacity - 1; capacity is a power of two, 0 before first put */
 	uint32_t n;
 };
 
@@ -37,8 +37,7 @@ int pl_py_map_put(struct pl_py_map *m, uintptr_t k, void *v);
 /* Removes k; returns its value or NULL. */
 void *pl_py_map_del(struct pl_py_map *m, uintptr_t k);
 /* Calls fn on every entry; fn returns nonzero to remove the entry. */
-void pl_py_map_sweep(struct pl_py_map *m, int (*fn)(uintptr_t k, void *v, void *arg),
-		     void *arg);
+void pl_py_map_sweep(struct pl_py_map *m, int (*fn)(uintptr_t k, void *v, void *arg), void *arg);
 void pl_py_map_free(struct pl_py_map *m);
 
 #endif

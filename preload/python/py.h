@@ -25,8 +25,8 @@
 /* --- functions: code objects and builtins, keyed for the engine (funcs.c) ------- */
 
 enum {
-	PL_PY_GEN = 1,       /* a plain generator: DESIGN rule 6 */
-	PL_PY_CORO = 2,      /* a coroutine or an iterable (types.coroutine) coroutine */
+	PL_PY_GEN = 1,	     /* a plain generator: DESIGN rule 6 */
+	PL_PY_CORO = 2,	     /* a coroutine or an iterable (types.coroutine) coroutine */
 	PL_PY_ASYNC_GEN = 4, /* an async generator */
 };
 
@@ -114,8 +114,7 @@ static inline PL_PY_FRAME *pl_py_frame_back(PL_PY_FRAME *fr)
 /* The generator, coroutine or async generator that owns fr, or NULL. */
 static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
 {
-	return fr->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject *)_PyFrame_GetGenerator(fr)
-						      : NULL;
+	return fr->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject *)_PyFrame_GetGenerator(fr) : NULL;
 }
 
 /* Nonzero when a 'call' event on a generator frame is its first start, zero when it

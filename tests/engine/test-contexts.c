@@ -307,3 +307,33 @@ Test(contexts, old_finished_contexts_are_folded_into_the_totals)
 		found |= strstr(f.prof->ex.notes[i], "100 finished tasks") != NULL;
 	cr_expect(found, "a note says how many tasks were folded");
 }
+
+/* While stopped, a switch only changes the running context; every context's clock
+ * stays frozen from the stop until it runs again in a later recording run. */
+Test(contexts, switches_while_stopped_freeze_the_clocks_until_the_next_run)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *a;
+	cr_assert_eq(coprof_ctx_create(f.t, 0xA, "A", "ucontext", &a), 0);
+	at(0), enter("main");
+	at(10), coprof_ctx_switch(f.t, a), enter("a");
+	at(20), coprof_stop(f.p);
+	at(30), coprof_ctx_switch(f.t, NULL);
+	cr_expect_null(coprof_ctx_current(f.t));
+	at(40), coprof_start(f.p);
+	at(50), enter("m2");
+	at(60), leave("m2");
+	at(70), coprof_ctx_switch(f.t, a), enter("a2");
+	at(75), leave("a2");
+	fx_snap(&f);
+	struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "main", 1, 1, 10, 10);
+	fx_expect(s, "a", 1, 1, 10, 10);
+	fx_expect(s, "m2", 1, 1, 10, 10);
+	fx_expect(s, "a2", 1, 1, 5, 5);
+	const struct cp_task *ta = fx_task(f.prof, 0xA);
+	cr_expect_eq(fx_ns(ta->ttot), 15, "A ran 10..20 and 70..75");
+	cr_expect_eq(ta->resumes, 2);
+	cr_expect_str_eq(ta->state, "running");
+	cr_expect_eq(fx_ns(f.prof->ex.threads[0].ttot), 45, "0..20, then 50..75");
+}

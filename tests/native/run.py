@@ -203,9 +203,12 @@ def case_record_status():
     check(p.returncode == 2, f"bad signal: {p.returncode}")
     p = record([], [os.path.join(TMP, "no-such-program")], check=False)
     check(p.returncode == 127, f"missing program: {p.returncode}")
-    # options reach the shim as COPROF_* variables
+    # options reach the program as COPROF_* variables (a library without a constructor
+    # stands in for the shim: this checks the launcher only)
+    engine = os.path.join(os.path.dirname(os.path.dirname(LIB)), "libprof", "libcoprof.so")
     p = record(["-c", "wall", "--mode", "sample", "--hz", "123", "--no-start", "--signal", "USR1",
-                "-o", "x.pstat"], ["sh", "-c", "env | grep ^COPROF_ | sort"])
+                "-o", "x.pstat"], ["sh", "-c", "env | grep ^COPROF_ | grep -v ^COPROF_PRELOAD= | sort; exit 0"],
+               env=base_env(COPROF_PRELOAD=engine))
     got = dict(l.split("=", 1) for l in p.stdout.split())
     want = {"COPROF_CLOCK": "wall", "COPROF_MODE": "sample", "COPROF_HZ": "123",
             "COPROF_START": "0", "COPROF_SIGNAL": "USR1", "COPROF_OUT": "x.pstat"}

@@ -2,12 +2,17 @@
  * generated shared library of 10,000 functions with DWARF, and on libc. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "symbols.h"
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
 
 typedef int (*gen_fn_t)(int);
 extern const gen_fn_t gen_funcs[];
@@ -18,6 +23,12 @@ static int local_function(int x)
 {
 	return x + 1;
 }
+
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+#define LOOKUP_LIMIT 2.0 /* s: AddressSanitizer slows libdw down */
+#else
+#define LOOKUP_LIMIT 0.5 /* s */
+#endif
 
 static double now(void)
 {
@@ -68,7 +79,7 @@ Test(symbols, ten_thousand_functions_well_under_a_second)
 		cr_assert_eq(pl_symbols_lookup(s, (uintptr_t)gen_funcs[i], &fi), 0);
 	}
 	double cached = now() - t0;
-	cr_expect_lt(first, 0.5, "20,000 lookups took %.3f s", first);
+	cr_expect_lt(first, LOOKUP_LIMIT, "20,000 lookups took %.3f s", first);
 	cr_expect_lt(cached, first, "cached %.4f s, first %.4f s", cached, first);
 	pl_symbols_free(s);
 }
@@ -79,12 +90,13 @@ Test(symbols, shared_library_function)
 	struct pl_symbols *s;
 	struct coprof_func_info fi;
 	cr_assert_eq(pl_symbols_new(&s), 0);
-	cr_assert_eq(pl_symbols_lookup(s, (uintptr_t)qsort, &fi), 0);
-	cr_expect(strstr(fi.name, "qsort") != NULL, "name %s", fi.name);
+	/* a libc function no sanitizer intercepts */
+	cr_assert_eq(pl_symbols_lookup(s, (uintptr_t)gnu_get_libc_version, &fi), 0);
+	cr_expect(strstr(fi.name, "gnu_get_libc_version") != NULL, "name %s", fi.name);
 	if (fi.line == 0)
 		cr_expect(strstr(fi.file, "libc") != NULL, "file %s", fi.file);
 	else
-		cr_expect(strstr(fi.file, "msort.c") != NULL, "file %s", fi.file);
+		cr_expect(strstr(fi.file, "version.c") != NULL, "file %s", fi.file);
 	pl_symbols_free(s);
 }
 

@@ -271,6 +271,45 @@ def case_worker_wall(r):
     case_worker(r, "wall")
 
 
+def case_builtins(r):
+    prog = os.path.join(PROGS, "builtins.py")
+    plain = Profile(r.run(prog)[0])
+    check(plain.nc("key") == 200, "key nc %d" % plain.nc("key"))
+    check({k[2] for k in plain.one("key")[4]} == {"use_sorted"},
+          "without builtins, key's caller is its Python caller: %s" % plain.one("key")[4])
+    check(not [k for k in plain.stats if k[0] == "~"], "builtins keyed without COPROF_BUILTINS")
+    full = Profile(r.run(prog, COPROF_BUILTINS=1)[0])
+    for name, caller in (("<built-in method builtins.len>", "use_len"),
+                         ("<method 'append' of 'list' objects>", "use_append"),
+                         ("<built-in method builtins.sorted>", "use_sorted")):
+        entry = full.stats.get(("~", 0, name))
+        edges = [v for k, v in (entry[4] if entry else {}).items() if k[2] == caller]
+        check(len(edges) == 1 and edges[0][0] == 1, "%s from %s: %r" % (name, caller, entry))
+    check({k[2] for k in full.one("key")[4]} == {"<built-in method builtins.sorted>"},
+          "with builtins, key's caller is sorted: %s" % full.one("key")[4])
+
+
+def case_pyenv_shim(r):
+    """Through pyenv's shim (bash scripts that exec the interpreter): the shell
+    processes are not touched and write nothing; only Python writes a profile."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(r.python)))  # .../versions
+    version = os.path.basename(os.path.dirname(os.path.dirname(r.python)))
+    shim = os.path.join(os.path.dirname(root), "shims", "python3")
+    check(os.path.exists(shim), "no pyenv shim at " + shim)
+    tmpl = os.path.join(r.tmp, "shim.%p.pstat")
+    env = r.env(COPROF_OUT=tmpl, PYENV_VERSION=version)
+    p = subprocess.run([shim, os.path.join(PROGS, "builtins.py")], env=env,
+                       capture_output=True, text=True, timeout=120)
+    # The shim's own note that a native program saw no instrumented function is about
+    # the shell processes, not the adapter: Python's adapter must say nothing.
+    ours = [l for l in p.stderr.splitlines()
+            if l.startswith("coprof:") and "-finstrument-functions" not in l]
+    check(p.returncode == 0 and not ours, "exit %d: %s" % (p.returncode, ours))
+    files = glob.glob(os.path.join(r.tmp, "shim.*.pstat"))
+    check(len(files) == 1, "expected one profile (Python's), got %s" % files)
+    check(Profile(files[0]).nc("key") == 200, "the profile is not the program's")
+
+
 def case_yappi(r):
     """The same programs under yappi 1.4 (CPU clock): the same functions, the same call
     counts for coroutines, CPU times within tolerance."""

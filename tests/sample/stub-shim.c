@@ -11,6 +11,7 @@
 
 #include "stub-shim.h"
 
+#include "sampler-ring.h"
 #include "shim.h"
 
 struct pl_config pl_cfg;
@@ -149,4 +150,9 @@ uint64_t stub_dropped(void)
 const char *stub_note(void)
 {
 	return note;
+}
+
+int stub_signo(void)
+{
+	return pl_sconf.signo;
 }

@@ -57,8 +57,7 @@ static const struct cp_func *func(const struct cp_stats *st, const char *name)
 	return NULL;
 }
 
-static const struct cp_edge *edge(const struct cp_stats *st, const char *callee,
-				  const char *caller)
+static const struct cp_edge *edge(const struct cp_stats *st, const char *callee, const char *caller)
 {
 	const struct cp_func *f = func(st, callee);
 	if (!f)
@@ -177,7 +176,7 @@ Test(sample_store, tasks_get_their_own_stats_and_waiting_rows)
 	add(1, 1, 0, 1000, 2, (uintptr_t)100, (uintptr_t)200); /* task 0 runs f1 */
 	add(1, 2, 0, 1000, 2, (uintptr_t)300, (uintptr_t)400); /* task 1 runs f3 */
 	add(1, 2, 1, 1000, 2, (uintptr_t)500, (uintptr_t)400); /* task 1 waits in f5 */
-	add(1, 0, 0, 1000, 1, (uintptr_t)600);                 /* the thread itself */
+	add(1, 0, 0, 1000, 1, (uintptr_t)600);		       /* the thread itself */
 	build();
 	const struct cp_stats *t0 = &prof->ex.tasks[0].stats, *t1 = &prof->ex.tasks[1].stats;
 	cr_assert_eq(t0->nfuncs, 2);

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <ucontext.h>
@@ -21,10 +22,10 @@ void coro_wait_here(void);
 
 static volatile uint64_t sink;
 
-#define SPIN(n)                                                                            \
-	do {                                                                               \
-		for (uint64_t i_ = 0; i_ < (n); i_++)                                      \
-			sink += i_ * i_;                                                   \
+#define SPIN(n)                                                                                    \
+	do {                                                                                       \
+		for (uint64_t i_ = 0; i_ < (n); i_++)                                              \
+			sink += i_ * i_;                                                           \
 	} while (0)
 
 __attribute__((noinline)) void spin_heavy(uint64_t n)
@@ -290,4 +291,27 @@ Test(sampler, wall_charges_suspended_coroutine_where_it_waits)
 		  (unsigned long)waited_ms);
 	cr_expect_eq(at, waits, "%zu of %zu wait stacks end in coro_wait_here", at, waits);
 	cr_expect_gt(mine, 250, "the thread's own samples: %zu", mine);
+}
+
+static volatile sig_atomic_t own_ticks;
+
+static void own_handler(int sig)
+{
+	(void)sig;
+	own_ticks++;
+}
+
+Test(sampler, program_taking_the_tick_signal_stops_sampling)
+{
+	cr_assert_eq(stub_init(1, 997), 0);
+	stub_start();
+	sleep_ms(50, NULL);
+	signal(stub_signo(), own_handler);
+	sleep_ms(300, NULL);
+	sig_atomic_t seen = own_ticks;
+	sleep_ms(100, NULL);
+	cr_expect_lt(seen, 60, "the program got %d of our ticks", (int)seen);
+	cr_expect_eq(own_ticks, seen, "ticks went on after sampling gave up");
+	cr_expect(strstr(stub_note(), "tick signal") != NULL, "note: %s", stub_note());
+	stub_stop();
 }
