@@ -89,9 +89,16 @@ static int parse_bool(const char *s, int *out)
 	return 0;
 }
 
+/* The message quotes the value, with control characters shown as '?', so it stays one
+ * line whatever the environment holds. */
 static int bad(char *err, size_t errlen, const char *var, const char *val, const char *want)
 {
-	snprintf(err, errlen, "%s='%.64s' is not %s; profiling is off", var, val, want);
+	char shown[65];
+	size_t i;
+	for (i = 0; val[i] && i < sizeof(shown) - 1; i++)
+		shown[i] = (unsigned char)val[i] < 0x20 || val[i] == 0x7f ? '?' : val[i];
+	shown[i] = 0;
+	snprintf(err, errlen, "%s='%s' is not %s; profiling is off", var, shown, want);
 	return -EINVAL;
 }
 

@@ -22,9 +22,9 @@ def fib(n):
 
 def calls():
     s = 0
-    for i in range(150000):
+    for i in range(600000):
         s = tiny(s)
-    return s + fib(21)
+    return s + fib(24)
 
 
 async def leaf(i):
@@ -45,7 +45,7 @@ async def worker(n):
 
 
 async def many():
-    await asyncio.gather(*(worker(400) for _ in range(50)))
+    await asyncio.gather(*(worker(1000) for _ in range(50)))
 
 
 def run_asyncio():

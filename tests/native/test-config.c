@@ -111,3 +111,13 @@ Test(config, out_path_template)
 	cr_expect_str_eq(buf, "out.77.pstat");
 	cr_expect_eq(pl_out_path("a-long-name-%p", 1234567, 1, 0, buf, 10), -ENAMETOOLONG);
 }
+
+Test(config, message_stays_one_line)
+{
+	struct pl_config cfg;
+	char err[256];
+	const char *const v[] = {"COPROF_CLOCK", "cpu\nwall", NULL};
+	cr_assert_eq(parse(&cfg, err, v), -EINVAL);
+	cr_expect(strchr(err, '\n') == NULL, "%s", err);
+	cr_expect(strstr(err, "cpu?wall") != NULL, "%s", err);
+}

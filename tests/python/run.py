@@ -127,6 +127,12 @@ def case_tasks_cpu(r, clock="cpu"):
         if clock == "cpu":
             near(t["ttot"], measured[mine], 0.25, "task %s ttot" % name)
     if clock == "cpu":
+        # Rule 10: the own times add up to the CPU time profiled on the thread, minus
+        # the time outside any frame (Python's start-up before the main module).
+        tt = sum(v[2] for v in prof.stats.values())
+        threads = sum(t["ttot"] for t in prof.extras["threads"])
+        check(0.85 * threads <= tt <= 1.01 * threads,
+              "sum of tt %.4f against the thread table's CPU %.4f" % (tt, threads))
         # Rule 9: under cpu the driver is not charged for its tasks' work.
         check(prof.ct("main") < 0.2 * measured["spin_a"],
               "main ct %.4f includes its tasks' CPU" % prof.ct("main"))
@@ -230,9 +236,9 @@ def case_toggled(r):
                   "%s: %s, in %s" % (f, fn, ours))
 
 
-def case_forked(r):
+def case_forked(r, how="os"):
     tmpl = os.path.join(r.tmp, "proc.%p.pstat")
-    r.run(os.path.join(PROGS, "forked.py"), out=tmpl)
+    r.run(os.path.join(PROGS, "forked.py"), [how], out=tmpl)
     files = glob.glob(os.path.join(r.tmp, "proc.*.pstat"))
     check(len(files) == 3, "expected 3 files (parent, 2 children): %s" % files)
     kids = 0
@@ -245,6 +251,10 @@ def case_forked(r):
         else:
             check(prof.nc("parent_work") == 1, f + ": parent_work nc")
     check(kids == 2, "%d children profiled themselves" % kids)
+
+
+def case_forked_mp(r):
+    case_forked(r, "mp")
 
 
 def case_worker(r, clock):
