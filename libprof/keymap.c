@@ -1,7 +1,8 @@
 /* keymap.c: open-addressing hash map from pstats keys (or strings) to indices.
  *
  * Filled by the writer and the reader, one key at a time, in the caller's thread. It
- * grows at half load so that probes stay short; hashing reads 8 bytes at a time. */
+ * grows at half load so that probes stay short; hashing reads 8 bytes at a time.
+ * Large tables come from cp_big_calloc (huge pages). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ void cp_keymap_init(struct cp_keymap *m)
 
 void cp_keymap_fini(struct cp_keymap *m)
 {
-	free(m->t);
+	cp_big_free(m->t, m->cap * sizeof(*m->t));
 	cp_keymap_init(m);
 }
 
@@ -65,7 +66,7 @@ static int grow(struct cp_keymap *m)
 
 	if (cap > SIZE_MAX / sizeof(*t))
 		return -ENOMEM;
-	t = calloc(cap, sizeof(*t));
+	t = cp_big_calloc(cap * sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	for (size_t i = 0; i < m->cap; i++) {
@@ -77,7 +78,7 @@ static int grow(struct cp_keymap *m)
 			;
 		t[j] = *e;
 	}
-	free(m->t);
+	cp_big_free(m->t, m->cap * sizeof(*m->t));
 	m->t = t;
 	m->cap = cap;
 	return 0;
@@ -125,7 +126,7 @@ void cp_ptrmap_init(struct cp_ptrmap *m)
 
 void cp_ptrmap_fini(struct cp_ptrmap *m)
 {
-	free(m->t);
+	cp_big_free(m->t, m->cap * sizeof(*m->t));
 	cp_ptrmap_init(m);
 }
 
@@ -155,7 +156,7 @@ int cp_ptrmap_put(struct cp_ptrmap *m, const void *ptr, uint32_t val)
 
 	if ((m->n + 1) * 2 > m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 64;
-		struct cp_ptrmap_ent *t = calloc(cap, sizeof(*t));
+		struct cp_ptrmap_ent *t = cp_big_calloc(cap * sizeof(*t));
 		if (!t)
 			return -ENOMEM;
 		for (size_t i = 0; i < m->cap; i++) {
@@ -165,7 +166,7 @@ int cp_ptrmap_put(struct cp_ptrmap *m, const void *ptr, uint32_t val)
 				;
 			t[j] = m->t[i];
 		}
-		free(m->t);
+		cp_big_free(m->t, m->cap * sizeof(*m->t));
 		m->t = t;
 		m->cap = cap;
 	}

@@ -54,4 +54,13 @@ int cp_ptrmap_get(const struct cp_ptrmap *m, const void *ptr, uint32_t *val);
 /* Adds or replaces ptr (not NULL). 0 or -ENOMEM. */
 int cp_ptrmap_put(struct cp_ptrmap *m, const void *ptr, uint32_t val);
 
+/* Large arrays and tables (arena.c), for the maps above and the reader's vectors:
+ * from 2 MiB up they are mappings of their own with transparent huge pages asked
+ * for, so that filling one costs a few page faults rather than one per 4 KiB.
+ * cp_big_resize is realloc (old: the current size in bytes, NULL p with old 0);
+ * cp_big_calloc returns zeroed memory; cp_big_free needs the size too. */
+void *cp_big_resize(void *p, size_t old, size_t size);
+void *cp_big_calloc(size_t size);
+void cp_big_free(void *p, size_t size);
+
 #endif

@@ -16,36 +16,6 @@
 
 #include "marshal.h"
 
-/* Type codes, as Python/marshal.c names them. */
-#define TYPE_NULL '0'
-#define TYPE_NONE 'N'
-#define TYPE_FALSE 'F'
-#define TYPE_TRUE 'T'
-#define TYPE_STOPITER 'S'
-#define TYPE_ELLIPSIS '.'
-#define TYPE_INT 'i'
-#define TYPE_INT64 'I'
-#define TYPE_FLOAT 'f'
-#define TYPE_BINARY_FLOAT 'g'
-#define TYPE_COMPLEX 'x'
-#define TYPE_BINARY_COMPLEX 'y'
-#define TYPE_LONG 'l'
-#define TYPE_STRING 's'
-#define TYPE_INTERNED 't'
-#define TYPE_REF 'r'
-#define TYPE_TUPLE '('
-#define TYPE_LIST '['
-#define TYPE_DICT '{'
-#define TYPE_UNICODE 'u'
-#define TYPE_SET '<'
-#define TYPE_FROZENSET '>'
-#define TYPE_ASCII 'a'
-#define TYPE_ASCII_INTERNED 'A'
-#define TYPE_SMALL_TUPLE ')'
-#define TYPE_SHORT_ASCII 'z'
-#define TYPE_SHORT_ASCII_INTERNED 'Z'
-#define FLAG_REF 0x80
-
 #define LONG_SHIFT 15 /* a marshal long is a sequence of 15-bit digits */
 #define LONG_MASK 0x7fff
 
@@ -162,19 +132,19 @@ static void mw_type(struct cp_mw *w, unsigned char type, uint32_t *ref_out)
 {
 	if (ref_out) {
 		*ref_out = w->nrefs++;
-		type |= FLAG_REF;
+		type |= CP_MFLAG_REF;
 	}
 	mw_byte(w, type);
 }
 
 void cp_mw_none(struct cp_mw *w)
 {
-	mw_byte(w, TYPE_NONE);
+	mw_byte(w, CP_MT_NONE);
 }
 
 void cp_mw_bool(struct cp_mw *w, int v)
 {
-	mw_byte(w, v ? TYPE_TRUE : TYPE_FALSE);
+	mw_byte(w, v ? CP_MT_TRUE : CP_MT_FALSE);
 }
 
 /* A long is written as its magnitude in 15-bit digits, least significant first,
@@ -189,7 +159,7 @@ static void mw_long(struct cp_mw *w, uint64_t mag, int neg)
 		digits[n++] = mag & LONG_MASK;
 		mag >>= LONG_SHIFT;
 	}
-	mw_byte(w, TYPE_LONG);
+	mw_byte(w, CP_MT_LONG);
 	mw_u32(w, neg ? 0u - n : n); /* the count, negated: two's complement */
 	for (uint32_t i = 0; i < n; i++) {
 		unsigned char b[2] = {digits[i] & 0xff, digits[i] >> 8};
@@ -200,7 +170,7 @@ static void mw_long(struct cp_mw *w, uint64_t mag, int neg)
 void cp_mw_int(struct cp_mw *w, int64_t v)
 {
 	if (v >= INT32_MIN && v <= INT32_MAX) {
-		mw_byte(w, TYPE_INT);
+		mw_byte(w, CP_MT_INT);
 		mw_u32(w, (uint32_t)(int32_t)v);
 	} else if (v < 0) {
 		mw_long(w, (uint64_t)0 - (uint64_t)v, 1);
@@ -227,7 +197,7 @@ void cp_mw_float(struct cp_mw *w, double v)
 	memcpy(&bits, &v, sizeof(bits));
 	for (int i = 0; i < 8; i++)
 		b[i] = (bits >> (8 * i)) & 0xff;
-	mw_byte(w, TYPE_BINARY_FLOAT);
+	mw_byte(w, CP_MT_BINARY_FLOAT);
 	mw_put(w, b, 8);
 }
 
@@ -315,12 +285,12 @@ void cp_mw_str(struct cp_mw *w, const char *str, size_t len, uint32_t *ref_out)
 		}
 	}
 	if (ascii && len < 256) {
-		mw_type(w, TYPE_SHORT_ASCII, ref_out);
+		mw_type(w, CP_MT_SHORT_ASCII, ref_out);
 		mw_byte(w, (unsigned char)len);
 		mw_put(w, s, len);
 		return;
 	}
-	mw_type(w, TYPE_UNICODE, ref_out);
+	mw_type(w, CP_MT_UNICODE, ref_out);
 	if (!valid) {
 		mw_utf8_repaired(w, s, len);
 		return;
@@ -337,33 +307,33 @@ void cp_mw_str(struct cp_mw *w, const char *str, size_t len, uint32_t *ref_out)
 void cp_mw_tuple(struct cp_mw *w, uint32_t n, uint32_t *ref_out)
 {
 	if (n < 256) {
-		mw_type(w, TYPE_SMALL_TUPLE, ref_out);
+		mw_type(w, CP_MT_SMALL_TUPLE, ref_out);
 		mw_byte(w, (unsigned char)n);
 	} else {
-		mw_type(w, TYPE_TUPLE, ref_out);
+		mw_type(w, CP_MT_TUPLE, ref_out);
 		mw_u32(w, n);
 	}
 }
 
 void cp_mw_list(struct cp_mw *w, uint32_t n)
 {
-	mw_byte(w, TYPE_LIST);
+	mw_byte(w, CP_MT_LIST);
 	mw_u32(w, n);
 }
 
 void cp_mw_dict_begin(struct cp_mw *w)
 {
-	mw_byte(w, TYPE_DICT);
+	mw_byte(w, CP_MT_DICT);
 }
 
 void cp_mw_dict_end(struct cp_mw *w)
 {
-	mw_byte(w, TYPE_NULL);
+	mw_byte(w, CP_MT_NULL);
 }
 
 void cp_mw_ref(struct cp_mw *w, uint32_t ref)
 {
-	mw_byte(w, TYPE_REF);
+	mw_byte(w, CP_MT_REF);
 	mw_u32(w, ref);
 }
 
@@ -374,7 +344,7 @@ struct parser {
 	size_t len, pos;
 	struct cp_arena *arena; /* containers that may be referenced, and their contents */
 	struct cp_arena *tmp;	/* other containers (NULL: use arena) */
-	struct cp_mval *refs;	/* marshal's reference table, in order of FLAG_REF */
+	struct cp_mval *refs;	/* marshal's reference table, in order of CP_MFLAG_REF */
 	size_t nrefs, caprefs;
 	struct cp_mval *stack; /* items of the containers being read, innermost last */
 	size_t nstack, capstack;
@@ -617,7 +587,7 @@ static int parse_dict(struct parser *p, unsigned depth, struct cp_mval *out)
 	for (;;) {
 		if (need(p, 1, "dict") < 0)
 			return -EINVAL;
-		if ((p->buf[p->pos] & ~FLAG_REF) == TYPE_NULL) {
+		if ((p->buf[p->pos] & ~CP_MFLAG_REF) == CP_MT_NULL) {
 			p->pos++;
 			break;
 		}
@@ -648,7 +618,7 @@ static int parse_str(struct parser *p, int small, uint8_t type, struct cp_mval *
 	return 0;
 }
 
-/* Reads one object. A FLAG_REF object gets its reference slot before its children
+/* Reads one object. A CP_MFLAG_REF object gets its reference slot before its children
  * are read, as CPython numbers them; a reference to an object not yet complete is
  * rejected, so the tree never has cycles. `shared`: an enclosing object is a
  * reference target, so this one must last as long as the whole parse. */
@@ -666,25 +636,25 @@ static int parse(struct parser *p, unsigned depth, int shared, struct cp_mval *o
 	if (need(p, 1, "object") < 0)
 		return -EINVAL;
 	code = p->buf[p->pos++];
-	flag = code & FLAG_REF;
-	type = code & ~FLAG_REF;
+	flag = code & CP_MFLAG_REF;
+	type = code & ~CP_MFLAG_REF;
 	memset(out, 0, sizeof(*out));
 	out->shared = (uint8_t)(shared || flag);
 
 	switch (type) {
-	case TYPE_NONE:
+	case CP_MT_NONE:
 		out->type = CP_M_NONE;
 		return 0;
-	case TYPE_TRUE:
-	case TYPE_FALSE:
+	case CP_MT_TRUE:
+	case CP_MT_FALSE:
 		out->type = CP_M_BOOL;
-		out->v.i = type == TYPE_TRUE;
+		out->v.i = type == CP_MT_TRUE;
 		return 0;
-	case TYPE_STOPITER:
-	case TYPE_ELLIPSIS:
+	case CP_MT_STOPITER:
+	case CP_MT_ELLIPSIS:
 		out->type = CP_M_OTHER;
 		return 0;
-	case TYPE_REF:
+	case CP_MT_REF:
 		if (rd_i32(p, &i32, "reference") < 0)
 			return -EINVAL;
 		if (i32 < 0 || (size_t)i32 >= p->nrefs)
@@ -695,7 +665,7 @@ static int parse(struct parser *p, unsigned depth, int shared, struct cp_mval *o
 		*out = p->refs[i32];
 		out->shared = 1;
 		return 0;
-	case TYPE_NULL:
+	case CP_MT_NULL:
 		return fail(p, "unexpected NULL object");
 	}
 
@@ -703,12 +673,12 @@ static int parse(struct parser *p, unsigned depth, int shared, struct cp_mval *o
 		return -ENOMEM;
 
 	switch (type) {
-	case TYPE_INT:
+	case CP_MT_INT:
 		r = rd_i32(p, &i32, "int");
 		out->type = CP_M_INT;
 		out->v.i = i32;
 		break;
-	case TYPE_INT64:
+	case CP_MT_INT64:
 		if ((r = need(p, 8, "int64")) == 0) {
 			uint64_t u = 0;
 			for (int i = 7; i >= 0; i--)
@@ -718,57 +688,57 @@ static int parse(struct parser *p, unsigned depth, int shared, struct cp_mval *o
 			out->v.i = (int64_t)u;
 		}
 		break;
-	case TYPE_LONG:
+	case CP_MT_LONG:
 		r = rd_long(p, out);
 		break;
-	case TYPE_FLOAT:
+	case CP_MT_FLOAT:
 		r = rd_text_float(p, &out->v.f);
 		out->type = CP_M_FLOAT;
 		break;
-	case TYPE_BINARY_FLOAT:
+	case CP_MT_BINARY_FLOAT:
 		r = rd_binary_float(p, &out->v.f);
 		out->type = CP_M_FLOAT;
 		break;
-	case TYPE_COMPLEX:
+	case CP_MT_COMPLEX:
 		r = rd_text_float(p, &f);
 		if (r == 0)
 			r = rd_text_float(p, &f);
 		out->type = CP_M_OTHER;
 		break;
-	case TYPE_BINARY_COMPLEX:
+	case CP_MT_BINARY_COMPLEX:
 		r = need(p, 16, "complex");
 		if (r == 0)
 			p->pos += 16;
 		out->type = CP_M_OTHER;
 		break;
-	case TYPE_STRING:
+	case CP_MT_STRING:
 		r = parse_str(p, 0, CP_M_BYTES, out);
 		break;
-	case TYPE_UNICODE:
-	case TYPE_INTERNED:
-	case TYPE_ASCII:
-	case TYPE_ASCII_INTERNED:
+	case CP_MT_UNICODE:
+	case CP_MT_INTERNED:
+	case CP_MT_ASCII:
+	case CP_MT_ASCII_INTERNED:
 		r = parse_str(p, 0, CP_M_STR, out);
 		break;
-	case TYPE_SHORT_ASCII:
-	case TYPE_SHORT_ASCII_INTERNED:
+	case CP_MT_SHORT_ASCII:
+	case CP_MT_SHORT_ASCII_INTERNED:
 		r = parse_str(p, 1, CP_M_STR, out);
 		break;
-	case TYPE_TUPLE:
-	case TYPE_SMALL_TUPLE:
-	case TYPE_LIST:
-	case TYPE_SET:
-	case TYPE_FROZENSET:
-		r = rd_count(p, type == TYPE_SMALL_TUPLE, &n, "sequence");
+	case CP_MT_TUPLE:
+	case CP_MT_SMALL_TUPLE:
+	case CP_MT_LIST:
+	case CP_MT_SET:
+	case CP_MT_FROZENSET:
+		r = rd_count(p, type == CP_MT_SMALL_TUPLE, &n, "sequence");
 		if (r == 0)
 			r = parse_seq(p, depth, n, out);
 		out->type = CP_M_TUPLE;
-		if (type == TYPE_LIST)
+		if (type == CP_MT_LIST)
 			out->type = CP_M_LIST;
-		else if (type == TYPE_SET || type == TYPE_FROZENSET)
+		else if (type == CP_MT_SET || type == CP_MT_FROZENSET)
 			out->type = CP_M_SET;
 		break;
-	case TYPE_DICT:
+	case CP_MT_DICT:
 		r = parse_dict(p, depth, out);
 		out->type = CP_M_DICT;
 		break;
@@ -830,15 +800,15 @@ int cp_marshal_parse_dict(const unsigned char *buf, size_t len, size_t *pos, str
 
 	if (p.pos >= len) {
 		r = fail(&p, "no object");
-	} else if ((buf[p.pos] & ~FLAG_REF) != TYPE_DICT) {
+	} else if ((buf[p.pos] & ~CP_MFLAG_REF) != CP_MT_DICT) {
 		r = fail(&p, "expected a dict, found type code 0x%02x", (unsigned)buf[p.pos]);
-	} else if ((buf[p.pos++] & FLAG_REF) && ref_reserve(&p, &slot) < 0) {
+	} else if ((buf[p.pos++] & CP_MFLAG_REF) && ref_reserve(&p, &slot) < 0) {
 		r = -ENOMEM;
 	}
 	while (r == 0) {
 		if ((r = need(&p, 1, "dict")) < 0)
 			break;
-		if ((p.buf[p.pos] & ~FLAG_REF) == TYPE_NULL) {
+		if ((p.buf[p.pos] & ~CP_MFLAG_REF) == CP_MT_NULL) {
 			p.pos++;
 			break;
 		}

@@ -12,6 +12,37 @@
 
 #include "profile.h"
 
+/* Type codes, as Python/marshal.c names them (TYPE_NONE...), and the flag that makes
+ * an object a reference target. */
+#define CP_MT_NULL '0'
+#define CP_MT_NONE 'N'
+#define CP_MT_FALSE 'F'
+#define CP_MT_TRUE 'T'
+#define CP_MT_STOPITER 'S'
+#define CP_MT_ELLIPSIS '.'
+#define CP_MT_INT 'i'
+#define CP_MT_INT64 'I'
+#define CP_MT_FLOAT 'f'
+#define CP_MT_BINARY_FLOAT 'g'
+#define CP_MT_COMPLEX 'x'
+#define CP_MT_BINARY_COMPLEX 'y'
+#define CP_MT_LONG 'l'
+#define CP_MT_STRING 's'
+#define CP_MT_INTERNED 't'
+#define CP_MT_REF 'r'
+#define CP_MT_TUPLE '('
+#define CP_MT_LIST '['
+#define CP_MT_DICT '{'
+#define CP_MT_UNICODE 'u'
+#define CP_MT_SET '<'
+#define CP_MT_FROZENSET '>'
+#define CP_MT_ASCII 'a'
+#define CP_MT_ASCII_INTERNED 'A'
+#define CP_MT_SMALL_TUPLE ')'
+#define CP_MT_SHORT_ASCII 'z'
+#define CP_MT_SHORT_ASCII_INTERNED 'Z'
+#define CP_MFLAG_REF 0x80
+
 /* --- writing -------------------------------------------------------------------- */
 
 struct cp_mw {

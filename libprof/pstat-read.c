@@ -41,7 +41,8 @@ struct builder {
 	struct reader *rd;
 	struct cp_keymap keys;
 	struct cp_ptrmap seen; /* shared key tuple (its items) -> index */
-	struct cp_func *funcs; /* malloc'ed while growing, moved into the arena at the end */
+	struct cp_func *funcs; /* cp_big_resize'd while growing, moved into the arena at the end */
+	size_t funcs_size;     /* its bytes: at least cap functions */
 	uint32_t *defined;     /* per function: its entry's rank in the dict + 1, or 0 */
 	uint32_t n, cap, ndefined;
 };
@@ -185,9 +186,38 @@ static void builder_fini(struct builder *b)
 {
 	cp_keymap_fini(&b->keys);
 	cp_ptrmap_fini(&b->seen);
-	free(b->funcs);
-	free(b->defined);
+	cp_big_free(b->funcs, b->funcs_size);
+	cp_big_free(b->defined, (size_t)b->cap * sizeof(*b->defined));
 	memset(b, 0, sizeof(*b));
+}
+
+/* Appends a function with zero numbers and `line` to the builder (its strings are
+ * the caller's to fill): 0, -E2BIG (too many) or -ENOMEM. */
+static int builder_add(struct builder *b, uint64_t line, struct cp_func **out)
+{
+	if (b->n == b->cap) {
+		uint32_t cap = b->cap ? b->cap * 2 : 64;
+		size_t fs = sizeof(*b->funcs), ds = sizeof(*b->defined);
+		struct cp_func *nf;
+		uint32_t *nd;
+		if (b->cap > UINT32_MAX / 4)
+			return -E2BIG;
+		nf = cp_big_resize(b->funcs, b->funcs_size, cap * fs);
+		if (!nf)
+			return -ENOMEM;
+		b->funcs = nf;
+		b->funcs_size = cap * fs;
+		nd = cp_big_resize(b->defined, b->cap * ds, cap * ds);
+		if (!nd)
+			return -ENOMEM;
+		b->defined = nd;
+		b->cap = cap;
+	}
+	b->defined[b->n] = 0;
+	*out = &b->funcs[b->n++];
+	memset(*out, 0, sizeof(**out));
+	(*out)->key.line = line;
+	return 0;
 }
 
 /* The index of the function keyed by `v`, a (file, line, name) tuple, adding it with
@@ -222,26 +252,10 @@ static int func_index(struct reader *rd, struct builder *b, const struct cp_mval
 		return oom(rd);
 	if (found)
 		return 0;
-	if (b->n == b->cap) {
-		uint32_t cap = b->cap ? b->cap * 2 : 64;
-		struct cp_func *nf;
-		uint32_t *nd;
-		if (b->cap > UINT32_MAX / 4)
-			return fail(rd, "%s: too many functions", what);
-		nf = realloc(b->funcs, cap * sizeof(*nf));
-		if (nf)
-			b->funcs = nf;
-		nd = realloc(b->defined, cap * sizeof(*nd));
-		if (nd)
-			b->defined = nd;
-		if (!nf || !nd)
-			return oom(rd);
-		b->cap = cap;
-	}
-	b->defined[b->n] = 0;
-	f = &b->funcs[b->n++];
-	memset(f, 0, sizeof(*f));
-	f->key.line = line;
+	if ((r = builder_add(b, line, &f)) == -E2BIG)
+		return fail(rd, "%s: too many functions", what);
+	if (r < 0)
+		return oom(rd);
 	if ((r = get_str(rd, &it[0], &f->key.file, what)) < 0 ||
 	    (r = get_str(rd, &it[2], &f->key.name, what)) < 0)
 		return r;
@@ -595,6 +609,442 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 	return 0;
 }
 
+/* --- the direct path ----------------------------------------------------------------- */
+
+/* The top-level pstats dict is by far the bulk of a file, and its shape is fixed: most
+ * of the general path's time went into building a cp_mval for each of its millions of
+ * objects only to convert it at once. fast_dict reads that shape straight into the
+ * builder. It knows only what cProfile, yappi and coprof write there; on anything else
+ * (an unusual type, a reference to a container other than a key, a limit, any
+ * malformed byte) it gives up with FAST_NO and the caller starts over on the general
+ * path, which then accepts or rejects the file with its message exactly as before. So
+ * the two paths agree on every input: this one only has to be memory-safe, and to
+ * build what the general path would (same numbers, same order, same budget spent,
+ * a referenced string copied once). */
+
+#define FAST_NO 1
+
+/* What a reference slot holds: a scalar's value, a str's bytes (and its arena copy
+ * once made), a key tuple's function index, or a container the direct path cannot
+ * reuse. */
+enum { FREF_PENDING, FREF_SCALAR, FREF_STR, FREF_KEY, FREF_OTHER };
+
+struct fref {
+	uint8_t kind;
+	uint8_t type; /* FREF_SCALAR: enum cp_mtype; FREF_STR: CP_M_STR or CP_M_BYTES */
+	uint32_t n;   /* FREF_STR: length */
+	union {
+		int64_t i;
+		uint64_t u;
+		double f;
+		const char *s; /* FREF_STR: its bytes in the file */
+		uint32_t func; /* FREF_KEY */
+	} v;
+	const char *copy; /* FREF_STR: NUL-terminated arena copy, or NULL until needed */
+};
+
+struct fast {
+	struct reader *rd;
+	struct builder *b;
+	const unsigned char *p, *end;
+	struct fref *refs; /* marshal's reference table, in order of FLAG_REF */
+	size_t nrefs, caprefs;
+	struct cp_edge *edges; /* the callers of the entry being read */
+	size_t nedges, capedges;
+};
+
+/* A str as met in a key: where its bytes are, and its reference slot if it has one
+ * (SIZE_MAX: none), where the arena copy is kept so it is made once. */
+struct fstr {
+	const char *s;
+	uint32_t n;
+	uint8_t type;
+	size_t slot;
+};
+
+static int fast_reserve(struct fast *f, size_t *slot)
+{
+	if (f->nrefs == f->caprefs) {
+		size_t cap = f->caprefs ? f->caprefs * 2 : 4096;
+		struct fref *nr =
+		    cp_big_resize(f->refs, f->caprefs * sizeof(*nr), cap * sizeof(*nr));
+		if (!nr)
+			return FAST_NO;
+		f->refs = nr;
+		f->caprefs = cap;
+	}
+	*slot = f->nrefs++;
+	f->refs[*slot].kind = FREF_PENDING;
+	return 0;
+}
+
+static uint32_t fast_u32(const unsigned char *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint64_t fast_u64(const unsigned char *b)
+{
+	return (uint64_t)fast_u32(b) | (uint64_t)fast_u32(b + 4) << 32;
+}
+
+/* The slot a 'r' object (its code already read) refers to, if complete. */
+static const struct fref *fast_ref(struct fast *f)
+{
+	uint32_t i;
+
+	if (f->end - f->p < 4)
+		return NULL;
+	i = fast_u32(f->p);
+	f->p += 4;
+	if (i >= f->nrefs || f->refs[i].kind == FREF_PENDING)
+		return NULL;
+	return &f->refs[i];
+}
+
+/* A number (int, bool, float) into *out, typed as the general parser types it. */
+static int fast_scalar(struct fast *f, struct cp_mval *out)
+{
+	const struct fref *ref;
+	unsigned char code, type;
+	size_t slot;
+
+	if (f->p >= f->end)
+		return FAST_NO;
+	code = *f->p++;
+	type = code & ~CP_MFLAG_REF;
+	switch (type) {
+	case CP_MT_INT:
+		if (f->end - f->p < 4)
+			return FAST_NO;
+		out->type = CP_M_INT;
+		out->v.i = (int32_t)fast_u32(f->p);
+		f->p += 4;
+		break;
+	case CP_MT_INT64:
+		if (f->end - f->p < 8)
+			return FAST_NO;
+		out->type = CP_M_INT;
+		out->v.i = (int64_t)fast_u64(f->p);
+		f->p += 8;
+		break;
+	case CP_MT_BINARY_FLOAT: {
+		uint64_t bits;
+		if (f->end - f->p < 8)
+			return FAST_NO;
+		bits = fast_u64(f->p);
+		f->p += 8;
+		out->type = CP_M_FLOAT;
+		memcpy(&out->v.f, &bits, sizeof(out->v.f));
+		break;
+	}
+	case CP_MT_TRUE:
+	case CP_MT_FALSE:
+		out->type = CP_M_BOOL;
+		out->v.i = type == CP_MT_TRUE;
+		return 0; /* no slot: as in the general parser */
+	case CP_MT_REF:
+		if (!(ref = fast_ref(f)) || ref->kind != FREF_SCALAR)
+			return FAST_NO;
+		out->type = ref->type;
+		out->v.u = ref->v.u;
+		return 0;
+	default:
+		return FAST_NO;
+	}
+	if (code & CP_MFLAG_REF) {
+		if (fast_reserve(f, &slot))
+			return FAST_NO;
+		f->refs[slot].kind = FREF_SCALAR;
+		f->refs[slot].type = out->type;
+		f->refs[slot].v.u = out->v.u;
+	}
+	return 0;
+}
+
+static int fast_str(struct fast *f, struct fstr *out)
+{
+	const struct fref *ref;
+	unsigned char code, type;
+	uint32_t n;
+
+	if (f->p >= f->end)
+		return FAST_NO;
+	code = *f->p++;
+	type = code & ~CP_MFLAG_REF;
+	switch (type) {
+	case CP_MT_SHORT_ASCII:
+	case CP_MT_SHORT_ASCII_INTERNED:
+		if (f->p >= f->end)
+			return FAST_NO;
+		n = *f->p++;
+		break;
+	case CP_MT_UNICODE:
+	case CP_MT_INTERNED:
+	case CP_MT_ASCII:
+	case CP_MT_ASCII_INTERNED:
+	case CP_MT_STRING:
+		if (f->end - f->p < 4)
+			return FAST_NO;
+		n = fast_u32(f->p);
+		f->p += 4;
+		break;
+	case CP_MT_REF:
+		if (!(ref = fast_ref(f)) || ref->kind != FREF_STR)
+			return FAST_NO;
+		out->s = ref->v.s;
+		out->n = ref->n;
+		out->type = ref->type;
+		out->slot = (size_t)(ref - f->refs);
+		return 0;
+	default:
+		return FAST_NO;
+	}
+	if (n > (size_t)(f->end - f->p))
+		return FAST_NO;
+	out->s = (const char *)f->p;
+	out->n = n;
+	out->type = type == CP_MT_STRING ? CP_M_BYTES : CP_M_STR;
+	out->slot = SIZE_MAX;
+	f->p += n;
+	if (code & CP_MFLAG_REF) {
+		if (fast_reserve(f, &out->slot))
+			return FAST_NO;
+		f->refs[out->slot] = (struct fref){.kind = FREF_STR, .type = out->type, .n = n,
+						   .v.s = out->s};
+	}
+	return 0;
+}
+
+/* The arena copy of a key's str, made once per referenced string as get_str does. */
+static int fast_copy(struct fast *f, const struct fstr *s, const char **out)
+{
+	struct fref *ref = s->slot != SIZE_MAX && s->n ? &f->refs[s->slot] : NULL;
+
+	if (ref && ref->copy) {
+		*out = ref->copy;
+		return 0;
+	}
+	if (!(*out = cp_arena_strdup(f->rd->p->arena, s->s, s->n)))
+		return FAST_NO;
+	if (ref)
+		ref->copy = *out;
+	return 0;
+}
+
+/* A (file, line, name) key, or a reference to one: its function index, the function
+ * added when new, as func_index does. */
+static int fast_key(struct fast *f, uint32_t *idx)
+{
+	struct builder *b = f->b;
+	const struct fref *ref;
+	struct fstr file, name;
+	struct cp_mval line;
+	unsigned char code, type;
+	uint64_t lineno;
+	size_t slot = SIZE_MAX;
+	struct cp_func *fn;
+	int found;
+
+	if (f->end - f->p < 2)
+		return FAST_NO;
+	code = *f->p++;
+	type = code & ~CP_MFLAG_REF;
+	if (type == CP_MT_REF) {
+		if (!(ref = fast_ref(f)) || ref->kind != FREF_KEY)
+			return FAST_NO;
+		*idx = ref->v.func;
+		return 0;
+	}
+	if (type != CP_MT_SMALL_TUPLE || *f->p++ != 3)
+		return FAST_NO;
+	if ((code & CP_MFLAG_REF) && fast_reserve(f, &slot))
+		return FAST_NO;
+	if (fast_str(f, &file) || fast_scalar(f, &line) || fast_str(f, &name) ||
+	    get_count(f->rd, &line, &lineno, "pstats key") < 0)
+		return FAST_NO;
+	*idx = b->n;
+	if (cp_keymap_get_or_put(&b->keys, file.n ? file.s : "", file.n, lineno,
+				 name.n ? name.s : "", name.n, idx, &found) < 0)
+		return FAST_NO;
+	if (slot != SIZE_MAX) {
+		f->refs[slot].kind = FREF_KEY;
+		f->refs[slot].v.func = *idx;
+	}
+	if (found)
+		return 0;
+	if (builder_add(b, lineno, &fn) < 0)
+		return FAST_NO;
+	if (fast_copy(f, &file, &fn->key.file) || fast_copy(f, &name, &fn->key.name))
+		return FAST_NO;
+	return 0;
+}
+
+/* A sequence header (tuple or list) of exactly `n` items; its slot, if flagged, is
+ * marked a container the direct path will not reuse. */
+static int fast_seq(struct fast *f, uint32_t n, size_t *slot)
+{
+	unsigned char code, type;
+	uint32_t got;
+
+	if (f->end - f->p < 2)
+		return FAST_NO;
+	code = *f->p++;
+	type = code & ~CP_MFLAG_REF;
+	if (type == CP_MT_SMALL_TUPLE) {
+		got = *f->p++;
+	} else if (type == CP_MT_TUPLE || type == CP_MT_LIST) {
+		if (f->end - f->p < 4)
+			return FAST_NO;
+		got = fast_u32(f->p);
+		f->p += 4;
+	} else {
+		return FAST_NO;
+	}
+	*slot = SIZE_MAX;
+	if (got != n || ((code & CP_MFLAG_REF) && fast_reserve(f, slot)))
+		return FAST_NO;
+	return 0;
+}
+
+static void fast_done(struct fast *f, size_t slot)
+{
+	if (slot != SIZE_MAX)
+		f->refs[slot].kind = FREF_OTHER;
+}
+
+/* Four numbers in the order `order` gives for cc, nc, tt, ct (edges store nc first). */
+static int fast_stat(struct fast *f, struct cp_stat *s, int edge)
+{
+	struct reader *rd = f->rd;
+	struct cp_mval v[4];
+
+	for (int i = 0; i < 4; i++)
+		if (fast_scalar(f, &v[i]))
+			return FAST_NO;
+	if (get_count(rd, &v[0], edge ? &s->nc : &s->cc, "") < 0 ||
+	    get_count(rd, &v[1], edge ? &s->cc : &s->nc, "") < 0 ||
+	    get_time(rd, &v[2], &s->tt, "") < 0 || get_time(rd, &v[3], &s->ct, "") < 0)
+		return FAST_NO;
+	return 0;
+}
+
+/* One caller -> callee edge, as get_edge reads it. */
+static int fast_edge(struct fast *f, struct cp_stat *s)
+{
+	struct cp_mval v;
+	size_t slot;
+	unsigned char type;
+
+	if (f->p >= f->end)
+		return FAST_NO;
+	type = *f->p & ~CP_MFLAG_REF;
+	if (type == CP_MT_SMALL_TUPLE || type == CP_MT_TUPLE || type == CP_MT_LIST) {
+		if (fast_seq(f, 4, &slot) || fast_stat(f, s, 1))
+			return FAST_NO;
+		fast_done(f, slot);
+		return 0;
+	}
+	if (fast_scalar(f, &v) || (v.type != CP_M_INT && v.type != CP_M_UINT) ||
+	    get_count(f->rd, &v, &s->nc, "") < 0)
+		return FAST_NO;
+	s->cc = s->nc;
+	return 0;
+}
+
+/* One entry, key -> (cc, nc, tt, ct, callers), as put_entry converts it. */
+static int fast_entry(struct fast *f)
+{
+	struct reader *rd = f->rd;
+	struct builder *b = f->b;
+	struct cp_stat s = {0};
+	struct cp_edge *edges;
+	size_t vslot, dslot = SIZE_MAX;
+	uint32_t idx;
+	unsigned char code;
+
+	if (spend(rd, 1) < 0 || fast_key(f, &idx) || b->defined[idx])
+		return FAST_NO;
+	b->defined[idx] = ++b->ndefined;
+	if (fast_seq(f, 5, &vslot) || fast_stat(f, &s, 0) || f->p >= f->end)
+		return FAST_NO;
+	if (s.cc > s.nc) { /* yappi's order: see put_entry */
+		uint64_t t = s.cc;
+		s.cc = s.nc;
+		s.nc = t;
+	}
+	code = *f->p++;
+	if ((code & ~CP_MFLAG_REF) != CP_MT_DICT ||
+	    ((code & CP_MFLAG_REF) && fast_reserve(f, &dslot)))
+		return FAST_NO;
+	f->nedges = 0;
+	for (;;) {
+		if (f->p >= f->end)
+			return FAST_NO;
+		if ((*f->p & ~CP_MFLAG_REF) == CP_MT_NULL) {
+			f->p++;
+			break;
+		}
+		if (f->nedges == f->capedges) {
+			size_t cap = f->capedges ? f->capedges * 2 : 64;
+			struct cp_edge *ne = realloc(f->edges, cap * sizeof(*ne));
+			if (!ne)
+				return FAST_NO;
+			f->edges = ne;
+			f->capedges = cap;
+		}
+		edges = &f->edges[f->nedges];
+		memset(edges, 0, sizeof(*edges));
+		if (fast_key(f, &edges->caller) || fast_edge(f, &edges->s))
+			return FAST_NO;
+		if (++f->nedges > UINT32_MAX - 1)
+			return FAST_NO;
+	}
+	fast_done(f, dslot);
+	fast_done(f, vslot);
+	if (spend(rd, f->nedges) < 0)
+		return FAST_NO;
+	edges = cp_arena_alloc(rd->p->arena, f->nedges * sizeof(*edges));
+	if (!edges)
+		return FAST_NO;
+	if (f->nedges)
+		memcpy(edges, f->edges, f->nedges * sizeof(*edges));
+	b->funcs[idx].s = s;
+	b->funcs[idx].callers = edges;
+	b->funcs[idx].ncallers = (uint32_t)f->nedges;
+	return 0;
+}
+
+/* Reads the pstats dict at buf[*pos..len) into `b`: 0 and *pos past it, or FAST_NO
+ * (then the profile and the builder hold garbage, and the caller starts over). */
+static int fast_dict(struct reader *rd, struct builder *b, const unsigned char *buf, size_t len,
+		     size_t *pos)
+{
+	struct fast f = {.rd = rd, .b = b, .p = buf + *pos, .end = buf + len};
+	size_t slot;
+	int r = FAST_NO;
+
+	if (f.p < f.end && (*f.p & ~CP_MFLAG_REF) == CP_MT_DICT &&
+	    !((*f.p++ & CP_MFLAG_REF) && fast_reserve(&f, &slot))) {
+		for (;;) {
+			if (f.p >= f.end)
+				break;
+			if ((*f.p & ~CP_MFLAG_REF) == CP_MT_NULL) {
+				f.p++;
+				r = 0;
+				break;
+			}
+			if (fast_entry(&f))
+				break;
+		}
+	}
+	cp_big_free(f.refs, f.caprefs * sizeof(*f.refs));
+	free(f.edges);
+	if (r == 0)
+		*pos = (size_t)(f.p - buf);
+	return r;
+}
+
 /* --- entry points -------------------------------------------------------------------- */
 
 /* The stacks were read before the functions took their final order. */
@@ -605,7 +1055,9 @@ static void renumber_stacks(struct cp_extras *x, const uint32_t *perm)
 			x->stacks[i].frames[j] = perm[x->stacks[i].frames[j]];
 }
 
-static int read_all(struct reader *rd, const unsigned char *buf, size_t len)
+/* Converts the whole file: the pstats dict on the direct path when `fast`, else on
+ * the general one, then the extras. Returns FAST_NO when the direct path gave up. */
+static int read_all(struct reader *rd, const unsigned char *buf, size_t len, int fast)
 {
 	struct cp_arena *tree = cp_arena_new(), *tmp = cp_arena_new();
 	struct builder top;
@@ -620,8 +1072,11 @@ static int read_all(struct reader *rd, const unsigned char *buf, size_t len)
 		return oom(rd);
 	}
 	builder_init(&top, rd);
-	r = cp_marshal_parse_dict(buf, len, &pos, tree, tmp, put_entry_cb, &top, rd->err,
-				  rd->errlen);
+	if (fast)
+		r = fast_dict(rd, &top, buf, len, &pos);
+	else
+		r = cp_marshal_parse_dict(buf, len, &pos, tree, tmp, put_entry_cb, &top,
+					  rd->err, rd->errlen);
 	if (r == 0 && pos < len) {
 		r = cp_marshal_parse(buf, len, &pos, tree, &v, rd->err, rd->errlen);
 		if (r == 0)
@@ -656,23 +1111,32 @@ int cp_profile_read_mem(const void *buf, size_t len, struct cp_profile **out, ch
 	}
 	if (len > MAX_FILE_SIZE)
 		return fail(&rd, "file of %zu bytes is too large", len);
-	if ((r = cp_profile_new(&rd.p)) < 0)
-		return oom(&rd);
-	cp_ptrmap_init(&rd.strs);
-	rd.budget = 2 * (uint64_t)len + 4096;
-	r = read_all(&rd, buf, len);
-	cp_ptrmap_fini(&rd.strs);
-	free(rd.strtab);
-	if (r < 0) {
+	/* The direct path first; when it gives up, everything restarts from zero. */
+	for (int fast = 1; fast >= 0; fast--) {
+		if ((r = cp_profile_new(&rd.p)) < 0)
+			return oom(&rd);
+		cp_ptrmap_init(&rd.strs);
+		rd.strtab = NULL;
+		rd.nstr = rd.capstr = 0;
+		rd.budget = 2 * (uint64_t)len + 4096;
+		r = read_all(&rd, buf, len, fast);
+		cp_ptrmap_fini(&rd.strs);
+		free(rd.strtab);
+		if (r == 0)
+			break;
 		cp_profile_free(rd.p);
-		return r;
+		if (r < 0)
+			return r;
+		if (err && errlen)
+			err[0] = '\0';
 	}
 	*out = rd.p;
 	return 0;
 }
 
-/* Reads the whole file into memory (not mmap: a file truncated under us must give
- * an error, not SIGBUS), then converts it. */
+/* Reads the whole file into memory (not mmap of the file: a file truncated under us
+ * must give an error, not SIGBUS), then converts it. A large file's buffer is a
+ * mapping with huge pages (cp_big_resize), which spares a page fault per 4 KiB. */
 int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t errlen)
 {
 	struct stat st;
@@ -688,7 +1152,7 @@ int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t
 		r = -EINVAL;
 	} else if ((uint64_t)st.st_size > MAX_FILE_SIZE) {
 		r = -EFBIG;
-	} else if (st.st_size > 0 && !(buf = malloc((size_t)st.st_size))) {
+	} else if (st.st_size > 0 && !(buf = cp_big_resize(NULL, 0, (size_t)st.st_size))) {
 		r = -ENOMEM;
 	}
 	while (r == 0 && len < (size_t)st.st_size) {
@@ -712,6 +1176,7 @@ int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t
 		snprintf(err, errlen, "%s: %s", path,
 			 r == -EINVAL ? "not a regular file" : strerror(-r));
 	}
-	free(buf);
+	if (buf)
+		cp_big_free(buf, (size_t)st.st_size);
 	return r;
 }

@@ -28,7 +28,7 @@ struct pl_coro {
 	int argc;
 	uint64_t args[PL_MAX_ARGS];
 	const ucontext_t *link; /* uc_link at makecontext: where it goes when it returns */
-	uint64_t id;            /* unique per makecontext: the task id */
+	uint64_t id;		/* unique per makecontext: the task id */
 	unsigned incarnation;
 	int finished;
 	const char *name;
@@ -41,7 +41,7 @@ struct pl_coro {
 };
 
 struct slot {
-	_Atomic uintptr_t key; /* a ucontext_t address; 0: empty */
+	_Atomic uintptr_t key;		/* a ucontext_t address; 0: empty */
 	_Atomic(struct pl_coro *) coro; /* NULL: the thread's own context */
 };
 
@@ -275,8 +275,7 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 	c->ctx = NULL;
 	name_coro(c);
 	uintptr_t p = (uintptr_t)c;
-	pl_real.makecontext(ucp, (void (*)(void))trampoline, 2, (unsigned)p,
-			    (unsigned)(p >> 32));
+	pl_real.makecontext(ucp, (void (*)(void))trampoline, 2, (unsigned)p, (unsigned)(p >> 32));
 	t->guard = 0;
 }
 

@@ -79,7 +79,8 @@ static int check_template(const char *s)
 
 static int parse_bool(const char *s, int *out)
 {
-	if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") || !strcasecmp(s, "true"))
+	if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") ||
+	    !strcasecmp(s, "true"))
 		*out = 1;
 	else if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off") ||
 		 !strcasecmp(s, "false"))

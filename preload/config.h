@@ -20,7 +20,6 @@ PL_HIDDEN int pl_parse_signal(const char *s);
  * pid, %n the number, %% a percent sign. Without %n, dumps after the first get ".N"
  * before the extension; in a forked child (`child`), a template without %p gets
  * ".PID" the same way, so parent and child never share a file. 0 or -ENAMETOOLONG. */
-PL_HIDDEN int pl_out_path(const char *tmpl, long pid, unsigned n, int child, char *buf,
-			  size_t len);
+PL_HIDDEN int pl_out_path(const char *tmpl, long pid, unsigned n, int child, char *buf, size_t len);
 
 #endif

@@ -21,11 +21,11 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct pl_runtime *runtimes[MAX_RUNTIMES];
 static int nruntimes;
 static int read_fd = -1;
-static unsigned dumps;  /* files written by this process */
+static unsigned dumps; /* files written by this process */
 static int ever_started;
 static int exiting;
 static struct coprof *parent_prof; /* kept, not freed, in a forked child */
-static int forked; /* this process is a forked child */
+static int forked;		   /* this process is a forked child */
 
 void pl_runtime_add(const struct pl_runtime *rt)
 {
@@ -217,9 +217,9 @@ void pl_control_fork_child(void)
 	if (!pl_prof)
 		return;
 	struct coprof_options opt = {
-		.clock = pl_cfg.clock,
-		.mode = pl_cfg.mode,
-		.hz = pl_cfg.mode == COPROF_MODE_SAMPLE ? pl_cfg.hz : 0,
+	    .clock = pl_cfg.clock,
+	    .mode = pl_cfg.mode,
+	    .hz = pl_cfg.mode == COPROF_MODE_SAMPLE ? pl_cfg.hz : 0,
 	};
 	struct coprof *p;
 	if (coprof_create(&opt, &p) != 0) {

@@ -31,8 +31,8 @@ extern PL_HIDDEN int pl_seen_cyg;
 /* The shim's own per-thread state beyond struct pl_tls. */
 struct pl_native_tls {
 	struct pl_coro *cur; /* the running coroutine; NULL: the thread's own context */
-	unsigned gen;        /* the pl_gen the engine last heard about from this thread */
-	int dead;            /* the thread has exited: ignore everything */
+	unsigned gen;	     /* the pl_gen the engine last heard about from this thread */
+	int dead;	     /* the thread has exited: ignore everything */
 };
 extern PL_HIDDEN __thread struct pl_tls pl_tls_data PL_TLS;
 extern PL_HIDDEN __thread struct pl_native_tls pl_ntls PL_TLS;

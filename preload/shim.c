@@ -131,9 +131,9 @@ __attribute__((constructor)) static void pl_init(void)
 		return;
 	}
 	struct coprof_options opt = {
-		.clock = pl_cfg.clock,
-		.mode = pl_cfg.mode,
-		.hz = pl_cfg.mode == COPROF_MODE_SAMPLE ? pl_cfg.hz : 0,
+	    .clock = pl_cfg.clock,
+	    .mode = pl_cfg.mode,
+	    .hz = pl_cfg.mode == COPROF_MODE_SAMPLE ? pl_cfg.hz : 0,
 	};
 	int rc = coprof_create(&opt, &pl_prof);
 	if (rc != 0) {

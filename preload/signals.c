@@ -28,7 +28,8 @@ void pl_signals_install(int signo)
 	toggle_signo = signo;
 	if (pl_real.sigaction(signo, NULL, &old) != 0)
 		return;
-	if ((old.sa_flags & SA_SIGINFO) || (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
+	if ((old.sa_flags & SA_SIGINFO) ||
+	    (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
 		pl_say("the program already handles signal %d (%s); toggling by signal is off "
 		       "(set COPROF_SIGNAL to a free signal)",
 		       signo, strsignal(signo));

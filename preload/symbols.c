@@ -26,13 +26,25 @@ struct fn_range {
 	const char *name;
 };
 
+struct fn_table {
+	struct fn_range *fns; /* sorted by lo */
+	size_t n, cap;
+};
+
+/* The functions of one compilation unit, read when an address first falls in it. */
+struct cu_table {
+	struct cu_table *next;
+	Dwarf_Off off; /* the unit's DIE offset */
+	struct fn_table t;
+};
+
 /* What we know of one module, hung on its dwfl userdata slot. */
 struct mod_info {
 	const char *path;
 	uint64_t start;
-	struct fn_range *fns; /* sorted by lo */
-	size_t nfns, capfns;
-	int built;
+	struct cu_table *cus; /* units read so far */
+	struct fn_table all;  /* every unit, for modules whose units have no address index */
+	int built_all;
 };
 
 struct cache_slot {
@@ -98,8 +110,8 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwar
 
 /* Separate debug info, looked up by build id under /usr/lib/debug only: never through
  * debuginfod, which could make a dump wait on the network. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-			  Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file,
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	const unsigned char *id;
@@ -143,7 +155,13 @@ static int free_mod(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_A
 {
 	struct mod_info *mi = *userdata;
 	if (mi) {
-		free(mi->fns);
+		while (mi->cus) {
+			struct cu_table *next = mi->cus->next;
+			free(mi->cus->t.fns);
+			free(mi->cus);
+			mi->cus = next;
+		}
+		free(mi->all.fns);
 		free(mi);
 		*userdata = NULL;
 	}
@@ -228,18 +246,18 @@ static const char *full_path(struct pl_symbols *s, const char *comp_dir, const c
 	return intern(s, outb, o);
 }
 
-static void add_fn(struct mod_info *mi, uint64_t lo, uint64_t hi, const char *file,
-		   unsigned line, const char *name)
+static void add_fn(struct fn_table *t, uint64_t lo, uint64_t hi, const char *file, unsigned line,
+		   const char *name)
 {
-	if (mi->nfns == mi->capfns) {
-		size_t cap = mi->capfns ? mi->capfns * 2 : 256;
-		struct fn_range *n = realloc(mi->fns, cap * sizeof(*n));
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct fn_range *n = realloc(t->fns, cap * sizeof(*n));
 		if (!n)
 			return;
-		mi->fns = n;
-		mi->capfns = cap;
+		t->fns = n;
+		t->cap = cap;
 	}
-	mi->fns[mi->nfns++] = (struct fn_range){lo, hi, file, line, name};
+	t->fns[t->n++] = (struct fn_range){lo, hi, file, line, name};
 }
 
 struct file_memo {
@@ -266,8 +284,9 @@ static const char *decl_file(Dwarf_Die *die)
 
 /* Adds the subprograms among the children of `parent` (recursing into namespaces and
  * classes, where C++ puts them). */
-static void walk_dies(struct pl_symbols *s, struct mod_info *mi, Dwarf_Die *parent,
-		      Dwarf_Addr bias, const char *comp_dir, struct file_memo *memo)
+static void walk_dies(struct pl_symbols *s, struct mod_info *mi, struct fn_table *t,
+		      Dwarf_Die *parent, Dwarf_Addr bias, const char *comp_dir,
+		      struct file_memo *memo)
 {
 	Dwarf_Die die;
 	if (dwarf_child(parent, &die) != 0)
@@ -276,7 +295,7 @@ static void walk_dies(struct pl_symbols *s, struct mod_info *mi, Dwarf_Die *pare
 		int tag = dwarf_tag(&die);
 		if (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
 		    tag == DW_TAG_structure_type) {
-			walk_dies(s, mi, &die, bias, comp_dir, memo);
+			walk_dies(s, mi, t, &die, bias, comp_dir, memo);
 			continue;
 		}
 		if (tag != DW_TAG_subprogram || dwarf_hasattr(&die, DW_AT_declaration))
@@ -288,7 +307,7 @@ static void walk_dies(struct pl_symbols *s, struct mod_info *mi, Dwarf_Die *pare
 		const char *raw = decl_file(&die);
 		int line = 0;
 		dwarf_decl_line(&die, &line);
-		const char *file = "?";
+		const char *file = mi->path; /* assembly has no declaring file */
 		if (raw) {
 			/* consecutive functions mostly share a file: memoise the last one */
 			if (memo->raw != raw) {
@@ -301,7 +320,7 @@ static void walk_dies(struct pl_symbols *s, struct mod_info *mi, Dwarf_Die *pare
 		Dwarf_Addr base, lo, hi;
 		while ((off = dwarf_ranges(&die, off, &base, &lo, &hi)) > 0)
 			if (hi > lo)
-				add_fn(mi, lo + bias, hi + bias, file, line > 0 ? (unsigned)line : 0,
+				add_fn(t, lo + bias, hi + bias, file, line > 0 ? (unsigned)line : 0,
 				       name);
 	} while (dwarf_siblingof(&die, &die) == 0);
 }
@@ -312,21 +331,49 @@ static int cmp_fn(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* Reads the module's DWARF functions once. Without DWARF the table stays empty and
- * lookups fall back to the ELF symbol table. */
-static void build(struct pl_symbols *s, Dwfl_Module *mod, struct mod_info *mi)
+static void read_cu(struct pl_symbols *s, struct mod_info *mi, struct fn_table *t, Dwarf_Die *cu,
+		    Dwarf_Addr bias)
 {
-	mi->built = 1;
-	Dwarf_Die *cu = NULL;
+	Dwarf_Attribute attr;
+	const char *comp_dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &attr));
+	struct file_memo memo = {NULL, NULL};
+	walk_dies(s, mi, t, cu, bias, comp_dir, &memo);
+}
+
+/* The functions of the unit that holds pc, read on first use (a large library with
+ * debug info has thousands of units: only those a profile touches are read). Units
+ * without an address index are all read once instead. NULL when the module has no
+ * DWARF for pc. */
+static const struct fn_table *table_for(struct pl_symbols *s, Dwfl_Module *mod, struct mod_info *mi,
+					uint64_t pc)
+{
 	Dwarf_Addr bias;
-	while ((cu = dwfl_module_nextcu(mod, cu, &bias)) != NULL) {
-		Dwarf_Attribute attr;
-		const char *comp_dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &attr));
-		struct file_memo memo = {NULL, NULL};
-		walk_dies(s, mi, cu, bias, comp_dir, &memo);
+	Dwarf_Die *cu = dwfl_module_addrdie(mod, pc, &bias);
+	if (cu) {
+		Dwarf_Off off = dwarf_dieoffset(cu);
+		for (struct cu_table *c = mi->cus; c; c = c->next)
+			if (c->off == off)
+				return &c->t;
+		struct cu_table *c = calloc(1, sizeof(*c));
+		if (!c)
+			return NULL;
+		c->off = off;
+		read_cu(s, mi, &c->t, cu, bias);
+		if (c->t.n > 1)
+			qsort(c->t.fns, c->t.n, sizeof(*c->t.fns), cmp_fn);
+		c->next = mi->cus;
+		mi->cus = c;
+		return &c->t;
 	}
-	if (mi->nfns > 1)
-		qsort(mi->fns, mi->nfns, sizeof(*mi->fns), cmp_fn);
+	if (!mi->built_all) {
+		mi->built_all = 1;
+		cu = NULL;
+		while ((cu = dwfl_module_nextcu(mod, cu, &bias)) != NULL)
+			read_cu(s, mi, &mi->all, cu, bias);
+		if (mi->all.n > 1)
+			qsort(mi->all.fns, mi->all.n, sizeof(*mi->all.fns), cmp_fn);
+	}
+	return &mi->all;
 }
 
 static struct mod_info *mod_info_of(struct pl_symbols *s, Dwfl_Module *mod)
@@ -342,26 +389,25 @@ static struct mod_info *mod_info_of(struct pl_symbols *s, Dwfl_Module *mod)
 		mi->start = start;
 		*userdata = mi;
 	}
-	struct mod_info *mi = *userdata;
-	if (!mi->built)
-		build(s, mod, mi);
-	return mi;
+	return *userdata;
 }
 
-static const struct fn_range *find_fn(const struct mod_info *mi, uint64_t pc)
+static const struct fn_range *find_fn(const struct fn_table *t, uint64_t pc)
 {
-	size_t lo = 0, hi = mi->nfns;
+	if (!t)
+		return NULL;
+	size_t lo = 0, hi = t->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (mi->fns[mid].lo <= pc)
+		if (t->fns[mid].lo <= pc)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	/* lo is the first entry above pc; look back over ranges that may contain it */
 	for (size_t i = lo; i > 0 && lo - i < 4; i--)
-		if (pc < mi->fns[i - 1].hi)
-			return &mi->fns[i - 1];
+		if (pc < t->fns[i - 1].hi)
+			return &t->fns[i - 1];
 	return NULL;
 }
 
@@ -377,7 +423,7 @@ static int resolve_uncached(struct pl_symbols *s, uintptr_t pc, struct coprof_fu
 	struct mod_info *mi = mod_info_of(s, mod);
 	if (!mi)
 		return -ENOMEM;
-	const struct fn_range *f = find_fn(mi, pc);
+	const struct fn_range *f = find_fn(table_for(s, mod, mi, pc), pc);
 	if (f) {
 		*out = (struct coprof_func_info){f->file, f->line, f->name};
 		return 0;

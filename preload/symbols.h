@@ -23,8 +23,7 @@ PL_HIDDEN void pl_symbols_free(struct pl_symbols *s);
 /* Resolves `pc`, a function's entry or any address inside a function. Fills *out with
  * strings that stay valid until pl_symbols_free. Returns -ENOENT when no module of the
  * process maps `pc` (a heap address, say), 0 otherwise. */
-PL_HIDDEN int pl_symbols_lookup(struct pl_symbols *s, uintptr_t pc,
-				struct coprof_func_info *out);
+PL_HIDDEN int pl_symbols_lookup(struct pl_symbols *s, uintptr_t pc, struct coprof_func_info *out);
 /* The same, shaped as a coprof_resolve_fn; `arg` is the struct pl_symbols. */
 PL_HIDDEN int pl_symbols_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
 /* Held across fork by the shim, so the child never inherits it locked. */

@@ -102,7 +102,9 @@ PL_EXPORT int pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*
 		pl_resolve_reals();
 	if (!pl_real.pthread_create)
 		return EAGAIN;
-	if (!pl_active)
+	/* threads the shim itself starts (from a hook, the constructor or the control
+	 * thread, all under the guard) are not the program's: they stay unregistered */
+	if (!pl_active || pl_tls_data.guard)
 		return pl_real.pthread_create(id, attr, fn, arg);
 	struct start *s = malloc(sizeof(*s));
 	if (!s)
@@ -133,7 +135,8 @@ PL_EXPORT int pthread_setname_np(pthread_t id, const char *name)
 	} else {
 		for (int i = 0; i < MAX_NAMED; i++) {
 			struct coprof_thread *th = __atomic_load_n(&named[i].th, __ATOMIC_ACQUIRE);
-			if (th && pthread_equal(__atomic_load_n(&named[i].id, __ATOMIC_ACQUIRE), id)) {
+			if (th &&
+			    pthread_equal(__atomic_load_n(&named[i].id, __ATOMIC_ACQUIRE), id)) {
 				coprof_thread_set_name(th, name);
 				break;
 			}

@@ -53,13 +53,11 @@ static int find_preload(char *out, size_t len)
 		return -1;
 	*slash = 0;
 	const char *rel[] = {
-		"../preload", /* build tree: build/viewer/coprof */
+	    "../preload", /* build tree: build/viewer/coprof */
 #ifdef COPROF_LIBDIR
-		COPROF_LIBDIR,
+	    COPROF_LIBDIR,
 #endif
-		("../lib/" MULTIARCH),
-		"../lib64",
-		"../lib",
+	    ("../lib/" MULTIARCH), "../lib64", "../lib",
 	};
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		int w;
@@ -90,14 +88,10 @@ static int setenv_or_die(const char *name, const char *value)
 int vw_cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"clock", required_argument, NULL, 'c'},
-		{"mode", required_argument, NULL, 'm'},
-		{"hz", required_argument, NULL, 'z'},
-		{"no-start", no_argument, NULL, 'n'},
-		{"signal", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"output", required_argument, NULL, 'o'}, {"clock", required_argument, NULL, 'c'},
+	    {"mode", required_argument, NULL, 'm'},   {"hz", required_argument, NULL, 'z'},
+	    {"no-start", no_argument, NULL, 'n'},     {"signal", required_argument, NULL, 's'},
+	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0},
 	};
 	const char *out = NULL, *clock = NULL, *mode = NULL, *hz = NULL, *sig = NULL;
 	int no_start = 0, c;
@@ -161,15 +155,16 @@ int vw_cmd_record(int argc, char **argv)
 	const char *old = getenv("LD_PRELOAD");
 	char preload[2 * PATH_MAX];
 	int w = old && *old && !strstr(old, PRELOAD_NAME)
-			? snprintf(preload, sizeof(preload), "%s:%s", old, lib)
-			: snprintf(preload, sizeof(preload), "%s", lib);
+		    ? snprintf(preload, sizeof(preload), "%s:%s", old, lib)
+		    : snprintf(preload, sizeof(preload), "%s", lib);
 	if (w < 0 || (size_t)w >= sizeof(preload)) {
 		fprintf(stderr, "coprof record: LD_PRELOAD is too long\n");
 		return 2;
 	}
 	if (setenv_or_die("LD_PRELOAD", preload) || (out && setenv_or_die("COPROF_OUT", out)) ||
 	    (clock && setenv_or_die("COPROF_CLOCK", clock)) ||
-	    (mode && setenv_or_die("COPROF_MODE", mode)) || (hz && setenv_or_die("COPROF_HZ", hz)) ||
+	    (mode && setenv_or_die("COPROF_MODE", mode)) ||
+	    (hz && setenv_or_die("COPROF_HZ", hz)) ||
 	    (sig && setenv_or_die("COPROF_SIGNAL", sig)) ||
 	    (no_start && setenv_or_die("COPROF_START", "0")))
 		return 2;

@@ -31,9 +31,8 @@ int vw_parse_signal(const char *s)
 			n = (s[5] && (s[5] != '+' || *end)) ? -1 : SIGRTMIN + k;
 		}
 	}
-	if (n <= 0 || n > SIGRTMAX || n == SIGKILL || n == SIGSTOP || n == SIGSEGV ||
-	    n == SIGBUS || n == SIGILL || n == SIGFPE || n == SIGABRT || n == SIGTRAP ||
-	    (n >= 32 && n < SIGRTMIN))
+	if (n <= 0 || n > SIGRTMAX || n == SIGKILL || n == SIGSTOP || n == SIGSEGV || n == SIGBUS ||
+	    n == SIGILL || n == SIGFPE || n == SIGABRT || n == SIGTRAP || (n >= 32 && n < SIGRTMIN))
 		return -1;
 	return (int)n;
 }

@@ -45,8 +45,8 @@ int main(int argc, char **argv)
 {
 	int steps = argc > 1 ? atoi(argv[1]) : 5;
 	struct task tasks[2] = {
-		{1, "fetch", fetch_step, steps, 0},
-		{2, "parse", parse_step, steps, 0},
+	    {1, "fetch", fetch_step, steps, 0},
+	    {2, "parse", parse_step, steps, 0},
 	};
 	int alive = 2;
 	while (alive > 0) {

@@ -10,7 +10,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *names[] = {"COPROF_OUT",   "COPROF_CLOCK", "COPROF_MODE",    "COPROF_SIGNAL",
+static const char *names[] = {"COPROF_OUT",   "COPROF_CLOCK", "COPROF_MODE",	"COPROF_SIGNAL",
 			      "COPROF_START", "COPROF_HZ",    "COPROF_BUILTINS"};
 static const char *values[7];
 

@@ -41,9 +41,20 @@ Test(config, every_variable)
 {
 	struct pl_config cfg;
 	char err[256];
-	const char *const v[] = {"COPROF_OUT", "/tmp/x.%p.%n.pstat", "COPROF_CLOCK", "wall",
-				 "COPROF_MODE", "sample", "COPROF_SIGNAL", "SIGUSR1",
-				 "COPROF_START", "0", "COPROF_HZ", "250", "COPROF_BUILTINS", "1",
+	const char *const v[] = {"COPROF_OUT",
+				 "/tmp/x.%p.%n.pstat",
+				 "COPROF_CLOCK",
+				 "wall",
+				 "COPROF_MODE",
+				 "sample",
+				 "COPROF_SIGNAL",
+				 "SIGUSR1",
+				 "COPROF_START",
+				 "0",
+				 "COPROF_HZ",
+				 "250",
+				 "COPROF_BUILTINS",
+				 "1",
 				 NULL};
 	cr_assert_eq(parse(&cfg, err, v), 0, "%s", err);
 	cr_expect_str_eq(cfg.out, "/tmp/x.%p.%n.pstat");
@@ -75,10 +86,10 @@ Test(config, signal_spellings)
 Test(config, bad_values_say_which_variable)
 {
 	static const char *const bad[][2] = {
-		{"COPROF_CLOCK", "cycles"}, {"COPROF_MODE", "trac"},  {"COPROF_SIGNAL", "KILL"},
-		{"COPROF_START", "maybe"},  {"COPROF_HZ", "0"},       {"COPROF_HZ", "12x"},
-		{"COPROF_HZ", "-5"},        {"COPROF_OUT", "a%qb"},   {"COPROF_OUT", ""},
-		{"COPROF_BUILTINS", "2"},
+	    {"COPROF_CLOCK", "cycles"}, {"COPROF_MODE", "trac"}, {"COPROF_SIGNAL", "KILL"},
+	    {"COPROF_START", "maybe"},	{"COPROF_HZ", "0"},	 {"COPROF_HZ", "12x"},
+	    {"COPROF_HZ", "-5"},	{"COPROF_OUT", "a%qb"},	 {"COPROF_OUT", ""},
+	    {"COPROF_BUILTINS", "2"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct pl_config cfg;

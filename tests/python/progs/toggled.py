@@ -1,6 +1,6 @@
 """An asyncio server under load, toggled from outside: 50 client tasks send requests
 to a streams server in the same loop for argv[1] seconds, while SIGUSR2 starts and stops
-profiling. Prints "ready" once serving."""
+profiling. Prints "ready" once every client has had an answer."""
 import asyncio
 import sys
 
@@ -15,12 +15,14 @@ async def handle(reader, writer):
     writer.close()
 
 
-async def client(port, stop):
+async def client(port, stop, answered):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     n = 0
     while not stop.is_set():
         writer.write(b"ping %d\n" % n)
         await reader.readline()
+        if n == 0:
+            answered.release()
         n += 1
     writer.close()
     return n
@@ -30,7 +32,10 @@ async def main(seconds):
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     stop = asyncio.Event()
-    clients = [asyncio.create_task(client(port, stop)) for _ in range(50)]
+    answered = asyncio.Semaphore(0)
+    clients = [asyncio.create_task(client(port, stop, answered)) for _ in range(50)]
+    for _ in clients:
+        await answered.acquire()
     print("ready", flush=True)
     await asyncio.sleep(seconds)
     stop.set()
