@@ -3,7 +3,6 @@
  * Used by the reader (one arena per file read), by the writer for scratch data and
  * by the engine at dump time. Not thread-safe: one arena belongs to one thread at a
  * time. Never called from a signal handler. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,26 +44,21 @@ struct cp_arena *cp_arena_new(void)
 	return a;
 }
 
-/* A zeroed chunk of `size` usable bytes. From ARENA_HUGE up it is its own mapping,
- * rounded up to and aligned on ARENA_HUGE, with huge pages asked for (advice only:
- * without them it is an ordinary zeroed mapping). */
-static struct chunk *chunk_new(size_t size)
+/* A zeroed mapping of `size` bytes rounded up to ARENA_HUGE (huge_size), aligned on
+ * ARENA_HUGE so that transparent huge pages can back all of it; they are asked for,
+ * which is only advice: without them it is an ordinary mapping. */
+static size_t huge_size(size_t size)
 {
-	struct chunk *c;
-	size_t total, map;
+	return (size + ARENA_HUGE - 1) & ~(ARENA_HUGE - 1);
+}
+
+static void *huge_map(size_t size)
+{
+	size_t total = huge_size(size), map = total + ARENA_HUGE; /* room to align */
 	char *m, *start;
 
-	if (size > SIZE_MAX / 2 - CHUNK_HDR - ARENA_HUGE)
+	if (size > SIZE_MAX / 2)
 		return NULL;
-	total = CHUNK_HDR + size;
-	if (total < ARENA_HUGE) {
-		c = calloc(1, total);
-		if (c)
-			c->size = size;
-		return c;
-	}
-	total = (total + ARENA_HUGE - 1) & ~(ARENA_HUGE - 1);
-	map = total + ARENA_HUGE; /* room to align the start */
 	m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return NULL;
@@ -76,54 +70,55 @@ static struct chunk *chunk_new(size_t size)
 #ifdef MADV_HUGEPAGE
 	madvise(start, total, MADV_HUGEPAGE);
 #endif
-	c = (struct chunk *)start;
-	c->size = total - CHUNK_HDR;
-	c->mapped = total;
+	return start;
+}
+
+/* A zeroed chunk of `size` usable bytes; from ARENA_HUGE up, a huge_map of its own. */
+static struct chunk *chunk_new(size_t size)
+{
+	struct chunk *c;
+
+	if (size > SIZE_MAX / 2 - CHUNK_HDR)
+		return NULL;
+	if (CHUNK_HDR + size < ARENA_HUGE) {
+		c = calloc(1, CHUNK_HDR + size);
+		if (c)
+			c->size = size;
+		return c;
+	}
+	c = huge_map(CHUNK_HDR + size);
+	if (!c)
+		return NULL;
+	c->mapped = huge_size(CHUNK_HDR + size);
+	c->size = c->mapped - CHUNK_HDR;
 	return c;
 }
 
-/* Large arrays: see keymap.h. From ARENA_HUGE bytes up an array is a mapping of its
- * own with huge pages asked for, grown in place or moved by mremap without copying;
- * below, it is ordinary malloc memory, which sanitizers watch byte by byte. */
+/* Large arrays: see keymap.h. From ARENA_HUGE bytes up an array is a huge_map of its
+ * own, moved to a larger one as it grows (the copy costs less than the page faults it
+ * spares); below, it is ordinary malloc memory, which sanitizers watch byte by byte. */
 void *cp_big_resize(void *p, size_t old, size_t size)
 {
 	void *m;
 
 	if (size < ARENA_HUGE && old < ARENA_HUGE)
 		return realloc(p, size);
-	if (size < ARENA_HUGE) { /* shrinking out of a mapping */
-		m = malloc(size);
-		if (m) {
-			memcpy(m, p, size);
-			munmap(p, old);
-		}
-		return m;
-	}
-	if (old >= ARENA_HUGE) {
-		m = mremap(p, old, size, MREMAP_MAYMOVE);
-	} else {
-		m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m != MAP_FAILED) {
-			if (old)
-				memcpy(m, p, old);
-			free(p);
-		}
-	}
-	if (m == MAP_FAILED)
+	if (size >= ARENA_HUGE && old >= ARENA_HUGE && huge_size(size) == huge_size(old))
+		return p;
+	m = size < ARENA_HUGE ? malloc(size) : huge_map(size);
+	if (!m)
 		return NULL;
-#ifdef MADV_HUGEPAGE
-	madvise(m, size, MADV_HUGEPAGE);
-#endif
+	if (p)
+		memcpy(m, p, old < size ? old : size);
+	cp_big_free(p, old);
 	return m;
 }
 
 void *cp_big_calloc(size_t size)
 {
-	void *p = cp_big_resize(NULL, 0, size);
-
-	if (p && size < ARENA_HUGE)
-		memset(p, 0, size);
-	return p;
+	if (size < ARENA_HUGE)
+		return calloc(1, size ? size : 1);
+	return huge_map(size);
 }
 
 void cp_big_free(void *p, size_t size)
@@ -131,7 +126,7 @@ void cp_big_free(void *p, size_t size)
 	if (size < ARENA_HUGE)
 		free(p);
 	else if (p)
-		munmap(p, size);
+		munmap(p, huge_size(size));
 }
 
 static void chunk_free(struct chunk *c)

@@ -15,5 +15,6 @@ rm -f "$work/seeds/coprof.json"
 rm -f "$work/seeds/prog_work.py"
 ls "$work/seeds"
 "$fuzzer" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=2048 \
+	-error_exitcode=1 -timeout_exitcode=1 \
 	-max_len=65536 -print_final_stats=1 -dict="$dict" \
 	-artifact_prefix="$PWD/fuzz-pstat-crash-" "$work/corpus" "$work/seeds"
