@@ -1,8 +1,9 @@
 /* arena.c: the bump allocator a profile's data lives in, and the profile's lifetime.
  *
  * Used by the reader (one arena per file read), by the writer for scratch data and
- * by the engine at dump time. Not thread-safe: one arena belongs to one thread at a
- * time. Never called from a signal handler. */
+ * by the engine at dump time. Large chunks, and the large arrays of keymap.h, are
+ * mappings with transparent huge pages asked for. Not thread-safe: one arena belongs
+ * to one thread at a time. Never called from a signal handler. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ struct chunk {
 	size_t size; /* bytes usable after the header */
 	size_t used;
 	size_t mapped; /* bytes mmap'ed for the chunk, or 0: it was calloc'ed */
-	/* data follows, aligned to ARENA_ALIGN */
+		       /* data follows, aligned to ARENA_ALIGN */
 };
 
 struct cp_arena {

@@ -1,10 +1,11 @@
 /* pstat-read.c: builds a struct cp_profile from a .pstat file of coprof, cProfile or
  * yappi (layout: the comment atop pstat-write.c).
  *
- * Called by the viewer and tests, in their own thread. The pstats dict is parsed
- * (marshal.c) and converted one entry at a time; the extras are parsed whole, then
- * walked. Every mismatch with the expected shape is an error with a message, never a
- * crash; time and memory are O(size of the file). */
+ * Called by the viewer and tests, in their own thread. The pstats dict is read
+ * straight into the profile when it has the usual shape (fast_dict); otherwise it is
+ * parsed (marshal.c) and converted one entry at a time. The extras are parsed whole,
+ * then walked. Every mismatch with the expected shape is an error with a message,
+ * never a crash; time and memory are O(size of the file). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,10 @@
 #include "keymap.h"
 #include "marshal.h"
 #include "profile.h"
+
+/* For the few small helpers of the direct path's inner loop: a call per number cost
+ * more than the work. */
+#define CP_INLINE __attribute__((always_inline))
 
 /* Largest file read: far above any real profile, low enough to bound memory. */
 #define MAX_FILE_SIZE ((size_t)1 << 31)
@@ -662,17 +667,22 @@ struct fstr {
 	size_t slot;
 };
 
-static int fast_reserve(struct fast *f, size_t *slot)
+static __attribute__((noinline)) int fast_grow_refs(struct fast *f)
 {
-	if (f->nrefs == f->caprefs) {
-		size_t cap = f->caprefs ? f->caprefs * 2 : 4096;
-		struct fref *nr =
-		    cp_big_resize(f->refs, f->caprefs * sizeof(*nr), cap * sizeof(*nr));
-		if (!nr)
-			return FAST_NO;
-		f->refs = nr;
-		f->caprefs = cap;
-	}
+	size_t cap = f->caprefs ? f->caprefs * 2 : 4096;
+	struct fref *nr = cp_big_resize(f->refs, f->caprefs * sizeof(*nr), cap * sizeof(*nr));
+
+	if (!nr)
+		return FAST_NO;
+	f->refs = nr;
+	f->caprefs = cap;
+	return 0;
+}
+
+static inline CP_INLINE int fast_reserve(struct fast *f, size_t *slot)
+{
+	if (f->nrefs == f->caprefs && fast_grow_refs(f))
+		return FAST_NO;
 	*slot = f->nrefs++;
 	f->refs[*slot].kind = FREF_PENDING;
 	return 0;
@@ -689,7 +699,7 @@ static uint64_t fast_u64(const unsigned char *b)
 }
 
 /* The slot a 'r' object (its code already read) refers to, if complete. */
-static const struct fref *fast_ref(struct fast *f)
+static inline CP_INLINE const struct fref *fast_ref(struct fast *f)
 {
 	uint32_t i;
 
@@ -703,7 +713,7 @@ static const struct fref *fast_ref(struct fast *f)
 }
 
 /* A number (int, bool, float) into *out, typed as the general parser types it. */
-static int fast_scalar(struct fast *f, struct cp_mval *out)
+static inline CP_INLINE int fast_scalar(struct fast *f, struct cp_mval *out)
 {
 	const struct fref *ref;
 	unsigned char code, type;
@@ -810,8 +820,8 @@ static int fast_str(struct fast *f, struct fstr *out)
 	if (code & CP_MFLAG_REF) {
 		if (fast_reserve(f, &out->slot))
 			return FAST_NO;
-		f->refs[out->slot] = (struct fref){.kind = FREF_STR, .type = out->type, .n = n,
-						   .v.s = out->s};
+		f->refs[out->slot] =
+		    (struct fref){.kind = FREF_STR, .type = out->type, .n = n, .v.s = out->s};
 	}
 	return 0;
 }
@@ -913,18 +923,36 @@ static void fast_done(struct fast *f, size_t slot)
 		f->refs[slot].kind = FREF_OTHER;
 }
 
-/* Four numbers in the order `order` gives for cc, nc, tt, ct (edges store nc first). */
+/* get_count and get_time, with their commonest case (an int, a finite float) first. */
+static inline CP_INLINE int fast_count(struct fast *f, const struct cp_mval *v, uint64_t *out)
+{
+	if (v->type == CP_M_INT && v->v.i >= 0) {
+		*out = (uint64_t)v->v.i;
+		return 0;
+	}
+	return get_count(f->rd, v, out, "") < 0 ? FAST_NO : 0;
+}
+
+static inline CP_INLINE int fast_time(struct fast *f, const struct cp_mval *v, double *out)
+{
+	if (v->type == CP_M_FLOAT && isfinite(v->v.f)) {
+		*out = v->v.f;
+		return 0;
+	}
+	return get_time(f->rd, v, out, "") < 0 ? FAST_NO : 0;
+}
+
+/* The four numbers cc, nc, tt, ct (for an edge, the file has nc first). */
 static int fast_stat(struct fast *f, struct cp_stat *s, int edge)
 {
-	struct reader *rd = f->rd;
 	struct cp_mval v[4];
 
 	for (int i = 0; i < 4; i++)
 		if (fast_scalar(f, &v[i]))
 			return FAST_NO;
-	if (get_count(rd, &v[0], edge ? &s->nc : &s->cc, "") < 0 ||
-	    get_count(rd, &v[1], edge ? &s->cc : &s->nc, "") < 0 ||
-	    get_time(rd, &v[2], &s->tt, "") < 0 || get_time(rd, &v[3], &s->ct, "") < 0)
+	if (fast_count(f, &v[0], edge ? &s->nc : &s->cc) ||
+	    fast_count(f, &v[1], edge ? &s->cc : &s->nc) || fast_time(f, &v[2], &s->tt) ||
+	    fast_time(f, &v[3], &s->ct))
 		return FAST_NO;
 	return 0;
 }
@@ -1075,8 +1103,8 @@ static int read_all(struct reader *rd, const unsigned char *buf, size_t len, int
 	if (fast)
 		r = fast_dict(rd, &top, buf, len, &pos);
 	else
-		r = cp_marshal_parse_dict(buf, len, &pos, tree, tmp, put_entry_cb, &top,
-					  rd->err, rd->errlen);
+		r = cp_marshal_parse_dict(buf, len, &pos, tree, tmp, put_entry_cb, &top, rd->err,
+					  rd->errlen);
 	if (r == 0 && pos < len) {
 		r = cp_marshal_parse(buf, len, &pos, tree, &v, rd->err, rd->errlen);
 		if (r == 0)

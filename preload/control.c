@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -174,15 +176,41 @@ int pl_control_init(void)
 	return spawn_control();
 }
 
-void pl_control_exit(void)
+/* The note about missing instrumentation is for the program the user launched, not
+ * for every helper process it runs (a shell, pyenv's bash wrappers): `coprof record`
+ * names that process in COPROF_PID; without it, every process may say it. */
+static int is_launched_process(void)
 {
-	pthread_mutex_lock(&lock);
+	const char *v = getenv("COPROF_PID");
+	return !v || atol(v) == (long)getpid();
+}
+
+static void exit_locked(void)
+{
 	exiting = 1;
 	stop_dump_locked();
-	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE)
+	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&
+	    nruntimes == 0 && is_launched_process())
 		pl_say("this program has no -finstrument-functions code, so trace mode saw no "
 		       "function; rebuild it with -finstrument-functions (gcc or clang), or "
 		       "use COPROF_MODE=sample");
+}
+
+void pl_control_exit(void)
+{
+	pthread_mutex_lock(&lock);
+	exit_locked();
+	pthread_mutex_unlock(&lock);
+}
+
+void pl_control_quick_exit(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (pthread_mutex_timedlock(&lock, &until) != 0)
+		return;
+	exit_locked();
 	pthread_mutex_unlock(&lock);
 }
 

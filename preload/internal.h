@@ -46,6 +46,7 @@ struct pl_reals {
 	int (*setcontext)(const ucontext_t *);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 	void (*(*signal)(int, void (*)(int)))(int);
+	void (*exit_)(int); /* _exit */
 };
 extern PL_HIDDEN struct pl_reals pl_real;
 PL_HIDDEN void pl_resolve_reals(void);
@@ -54,6 +55,8 @@ PL_HIDDEN void pl_resolve_reals(void);
 PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
 PL_HIDDEN void pl_control_exit(void);  /* at exit: stop, dump, say what is missing */
+/* At _exit: the same dump, but gives up after a moment if the control thread is busy. */
+PL_HIDDEN void pl_control_quick_exit(void);
 PL_HIDDEN void pl_control_fork_prepare(void);
 PL_HIDDEN void pl_control_fork_parent(void);
 PL_HIDDEN void pl_control_fork_child(void); /* new pipe, new control thread */
@@ -78,6 +81,10 @@ PL_HIDDEN void pl_uctx_after_fork_child(void);
 PL_HIDDEN void pl_threads_init(void);
 /* The name the calling thread should be registered under (its comm). */
 PL_HIDDEN void pl_thread_name(char *buf, size_t len);
+
+/* exit.c: the pid the shim's state belongs to (set at start and in a forked child);
+ * a vfork child shares that state and must not touch it. */
+extern PL_HIDDEN int pl_pid;
 
 /* symbols.c */
 struct pl_symbols;

@@ -90,6 +90,7 @@ void pl_resolve_reals(void)
 	RESOLVE(setcontext);
 	RESOLVE(sigaction);
 	RESOLVE(signal);
+	pl_real.exit_ = (__typeof__(pl_real.exit_))dlsym(RTLD_NEXT, "_exit");
 }
 
 static const char *env_get(const char *name)
@@ -116,6 +117,7 @@ static void fork_child(void)
 	if (pl_syms)
 		pl_symbols_unlock(pl_syms);
 	pl_tls_data.thread = NULL;
+	pl_pid = getpid();
 	pl_control_fork_child();
 }
 
@@ -124,6 +126,7 @@ __attribute__((constructor)) static void pl_init(void)
 	char err[256];
 	struct pl_tls *t = &pl_tls_data;
 	pl_resolve_reals();
+	pl_pid = getpid();
 	t->guard = 1;
 	if (pl_config_parse(&pl_cfg, env_get, err, sizeof(err)) != 0) {
 		pl_say("%s", err);

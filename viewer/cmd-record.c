@@ -161,7 +161,10 @@ int vw_cmd_record(int argc, char **argv)
 		fprintf(stderr, "coprof record: LD_PRELOAD is too long\n");
 		return 2;
 	}
-	if (setenv_or_die("LD_PRELOAD", preload) || (out && setenv_or_die("COPROF_OUT", out)) ||
+	char pid[24];
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	if (setenv_or_die("LD_PRELOAD", preload) || setenv_or_die("COPROF_PID", pid) ||
+	    (out && setenv_or_die("COPROF_OUT", out)) ||
 	    (clock && setenv_or_die("COPROF_CLOCK", clock)) ||
 	    (mode && setenv_or_die("COPROF_MODE", mode)) ||
 	    (hz && setenv_or_die("COPROF_HZ", hz)) ||

@@ -5,9 +5,7 @@ Runs a sample (or a test program) under `coprof record` or LD_PRELOAD, reads the
 profile back with pstats and the coprof extras (the file's second marshal object),
 and asserts on them. Paths come from the environment meson sets (COPROF_*)."""
 import glob
-import marshal
 import os
-import pstats
 import re
 import signal
 import subprocess
@@ -15,25 +13,16 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
+                         toggle, wait_for)
+
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
-ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
 SAMPLES = os.environ["COPROF_SAMPLES"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
 SRC = os.environ["COPROF_SRC"]
 TMP = tempfile.mkdtemp(prefix="coprof-native-")
-
-
-def base_env(**extra):
-    """The test's environment without any COPROF_* setting, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPROF_")}
-    env.pop("LD_PRELOAD", None)
-    if ASAN:
-        env["LD_PRELOAD"] = ASAN
-        # the sanitizer may not like our threads' exits; leaks are still reported
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-    env.update(extra)
-    return env
 
 
 def preload_env(**extra):
@@ -51,15 +40,6 @@ def run(cmd, env, timeout=60, check=True):
 
 def record(opts, cmd, timeout=60, check=True, env=None):
     return run([BIN, "record"] + opts + ["--"] + cmd, env or base_env(), timeout, check)
-
-
-def load(path):
-    """(pstats dict, extras dict) of a coprof file."""
-    stats = pstats.Stats(path).stats
-    with open(path, "rb") as f:
-        marshal.load(f)
-        extras = marshal.load(f)
-    return stats, extras
 
 
 def by_name(stats, name):
@@ -90,34 +70,8 @@ def def_line(path, name):
     raise AssertionError(f"{name} not defined in {path}")
 
 
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
-
-
 def near(value, want, rel, what):
     check(abs(value - want) <= rel * want, f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}")
-
-
-def wait_for(pred, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def catches(pid, signo):
-    """The process has a handler for signo (the shim's toggle handler is installed)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) & (1 << (signo - 1)))
-    except OSError:
-        pass
-    return False
 
 
 def coprof_lines(stderr):
@@ -207,9 +161,12 @@ def case_record_status():
     # stands in for the shim: this checks the launcher only)
     engine = os.path.join(os.path.dirname(os.path.dirname(LIB)), "libprof", "libcoprof.so")
     p = record(["-c", "wall", "--mode", "sample", "--hz", "123", "--no-start", "--signal", "USR1",
-                "-o", "x.pstat"], ["sh", "-c", "env | grep ^COPROF_ | grep -v ^COPROF_PRELOAD= | sort; exit 0"],
+                "-o", "x.pstat"], ["sh", "-c", "echo SHELL_PID=$$; env | grep ^COPROF_ | grep -v ^COPROF_PRELOAD= | sort; exit 0"],
                env=base_env(COPROF_PRELOAD=engine))
     got = dict(l.split("=", 1) for l in p.stdout.split())
+    # COPROF_PID names the launched process (record execs it): only it says the
+    # program lacks -finstrument-functions, not every helper process it runs
+    check(got.pop("COPROF_PID", None) == got.pop("SHELL_PID"), f"COPROF_PID in {got}")
     want = {"COPROF_CLOCK": "wall", "COPROF_MODE": "sample", "COPROF_HZ": "123",
             "COPROF_START": "0", "COPROF_SIGNAL": "USR1", "COPROF_OUT": "x.pstat"}
     check(got == want, f"environment {got}")
@@ -223,9 +180,9 @@ def case_toggle_windows():
     try:
         wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
         for i in range(1, n + 1):
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            toggle(p.pid)
             time.sleep(0.3)
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            toggle(p.pid)
             wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
         time.sleep(0.3)
         check(p.poll() is None, "the program died")
@@ -357,29 +314,7 @@ def case_resp_toggles():
     toggles = 10
     tmpl = os.path.join(TMP, "resp.%n.pstat")
     cmd = [BIN, "record", "--no-start", "-c", "wall", "-o", tmpl, "--", os.path.join(SAMPLES, "resp"), "0"]
-    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = p.stdout.readline()
-        m = re.search(r"port (\d+)", line)
-        check(m is not None, f"resp said {line!r}")
-        port = m.group(1)
-        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
-        for i in range(1, toggles + 1):
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
-            b = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
-                                "-n", "300", "-c", "4", "-q"], capture_output=True, text=True, timeout=60)
-            check(b.returncode == 0 and "SET" in b.stdout and "GET" in b.stdout,
-                  f"redis-benchmark: {b.returncode} {b.stdout} {b.stderr}")
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
-            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
-            check(p.poll() is None, "the server died")
-        p.send_signal(signal.SIGTERM)
-        rest, err = p.communicate(timeout=30)
-        check(p.returncode == 0 and "resp: stopped" in rest, f"exit {p.returncode}: {rest} {err}")
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    resp_windows(cmd, TMP, tmpl, toggles, requests=300, clients=4)
     files = glob.glob(os.path.join(TMP, "resp.*.pstat"))
     check(len(files) == toggles, f"{toggles} windows gave {len(files)} files")
     for i in range(1, toggles + 1):
@@ -388,14 +323,5 @@ def case_resp_toggles():
         check(any(t["name"] == "serve" for t in ex["tasks"]), f"window {i}: no serve task")
 
 
-CASES = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("case_")}
-
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        sys.exit(f"usage: run.py {{{','.join(CASES)}}}")
-    try:
-        CASES[sys.argv[1]]()
-    except AssertionError as e:
-        print(f"FAIL {sys.argv[1]}: {e}")
-        sys.exit(1)
-    print(f"ok {sys.argv[1]}")
+    run_cases(globals())

@@ -320,6 +320,34 @@ def case_pyenv_shim(r):
     check(Profile(files[0]).nc("key") == 200, "the profile is not the program's")
 
 
+def case_resp(r):
+    """samples/python/resp_server.py under redis-benchmark, stopped with SIGINT."""
+    import shutil
+    import socket
+    bench = shutil.which("redis-benchmark")
+    check(bench is not None, "redis-benchmark is not installed (scripts/setup.sh)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = os.path.join(r.tmp, "resp.pstat")
+    p = subprocess.Popen([r.python, os.path.join(SAMPLES, "resp_server.py"), str(port)],
+                         env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=out),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        check("listening" in p.stdout.readline(), "the server did not start")
+        b = subprocess.run([bench, "-p", str(port), "-t", "set,get", "-n", "2000", "-c", "10",
+                            "-q"], capture_output=True, text=True, timeout=120)
+        check(b.returncode == 0, "redis-benchmark failed: " + b.stderr[-1000:])
+    finally:
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=60)[1]
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+    prof = Profile(out)
+    check(prof.nc("execute") >= 4000, "execute nc %d" % prof.nc("execute"))
+    clients = [t for t in prof.tasks() if any(k[2] == "serve_client" for k in t["stats"])]
+    check(len(clients) >= 20, "%d connection tasks" % len(clients))
+
+
 def case_yappi(r):
     """The same programs under yappi 1.4 (CPU clock): the same functions, the same call
     counts for coroutines, CPU times within tolerance."""

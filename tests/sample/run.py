@@ -5,33 +5,23 @@ Runs a program under `coprof record --mode sample`, reads the profile back with 
 and the coprof extras (the file's second marshal object) and asserts on the numbers.
 Paths come from the environment meson sets (COPROF_*)."""
 import glob
-import marshal
 import os
-import pstats
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
+                         toggle, wait_for)
+
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
-ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
 CPU = os.environ["COPROF_CPU_SAMPLES"]
 NATIVE = os.environ["COPROF_SAMPLES"]
 TMP = tempfile.mkdtemp(prefix="coprof-sample-")
 R = 5  # sched rounds
-
-
-def base_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COPROF_")}
-    env.pop("LD_PRELOAD", None)
-    if ASAN:
-        env["LD_PRELOAD"] = ASAN
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-    env.update(extra)
-    return env
 
 
 def python_env():
@@ -50,19 +40,6 @@ def record(opts, cmd, timeout=120, env=None):
     if p.returncode != 0:
         raise AssertionError(f"{cmd} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
-
-
-def load(path):
-    stats = pstats.Stats(path).stats
-    with open(path, "rb") as f:
-        marshal.load(f)
-        extras = marshal.load(f)
-    return stats, extras
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 def entry(stats, name):
@@ -254,26 +231,6 @@ def case_sched_wall():
         check(task >= 0 or not waiting, "a thread's own context never waits")
 
 
-def wait_for(pred, timeout, what):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def catches(pid, signo):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return bool(int(line.split()[1], 16) & (1 << (signo - 1)))
-    except OSError:
-        pass
-    return False
-
-
 def case_toggle():
     n = 4
     tmpl = os.path.join(TMP, "t.%n.pstat")
@@ -285,9 +242,9 @@ def case_toggle():
         wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
         time.sleep(0.3)
         for i in range(1, n + 1):
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            toggle(p.pid)
             time.sleep(0.6)
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
+            toggle(p.pid)
             wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
             time.sleep(0.3)
         check(p.poll() is None, "the program died")
@@ -310,31 +267,7 @@ def case_resp():
     tmpl = os.path.join(TMP, "resp.%n.pstat")
     cmd = [BIN, "record", "--mode", "sample", "--no-start", "-c", "wall", "-o", tmpl, "--",
            os.path.join(NATIVE, "resp"), "0"]
-    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        line = p.stdout.readline()
-        m = re.search(r"port (\d+)", line)
-        check(m is not None, f"resp said {line!r}")
-        port = m.group(1)
-        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
-        for i in range(1, toggles + 1):
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
-            b = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
-                                "-n", "2000", "-c", "8", "-q"], capture_output=True, text=True,
-                               timeout=60)
-            check(b.returncode == 0 and "SET" in b.stdout and "GET" in b.stdout,
-                  f"redis-benchmark: {b.returncode} {b.stdout} {b.stderr}")
-            subprocess.run([BIN, "toggle", str(p.pid)], check=True, timeout=10)
-            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
-            check(p.poll() is None, "the server died")
-        p.send_signal(signal.SIGTERM)
-        rest, err = p.communicate(timeout=30)
-        check(p.returncode == 0 and "resp: stopped" in rest, f"exit {p.returncode}: {rest} {err}")
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    resp_windows(cmd, TMP, tmpl, toggles, requests=2000, clients=8)
     files = glob.glob(os.path.join(TMP, "resp.*.pstat"))
     check(len(files) == toggles, f"{toggles} windows gave {len(files)} files")
     waited = 0
@@ -382,14 +315,5 @@ def case_fork():
         check(total >= 0.15, f"{f} (pid {ex['pid']}): {total:.3f} s sampled, the timers did not follow")
 
 
-CASES = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("case_")}
-
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        sys.exit(f"usage: run.py {{{','.join(CASES)}}}")
-    try:
-        CASES[sys.argv[1]]()
-    except AssertionError as e:
-        print(f"FAIL {sys.argv[1]}: {e}")
-        sys.exit(1)
-    print(f"ok {sys.argv[1]}")
+    run_cases(globals())

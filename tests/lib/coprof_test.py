@@ -1,0 +1,116 @@
+"""coprof_test: helpers shared by the integration-test drivers tests/native/run.py and
+tests/sample/run.py: check, wait_for, catches (a process handles a signal), load (a
+.pstat file's pstats dict and coprof extras), base_env, toggle, resp_windows (a resp
+server profiled in toggled windows under redis-benchmark) and run_cases (`run.py CASE`).
+Runs in the driver's process; reads COPROF_BIN and COPROF_ASAN_RUNTIME as meson sets them."""
+import marshal
+import os
+import pstats
+import re
+import signal
+import subprocess
+import sys
+import time
+
+ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def wait_for(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def catches(pid, signo):
+    """The process has a handler for signo (the shim's toggle handler is installed)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signo - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def load(path):
+    """(pstats dict, extras dict) of a coprof file."""
+    stats = pstats.Stats(path).stats
+    with open(path, "rb") as f:
+        marshal.load(f)
+        extras = marshal.load(f)
+    return stats, extras
+
+
+def base_env(**extra):
+    """The test's environment without any COPROF_* setting, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COPROF_")}
+    env.pop("LD_PRELOAD", None)
+    if ASAN:
+        env["LD_PRELOAD"] = ASAN
+        # the sanitizer may not like our threads' exits; leaks are still reported
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.update(extra)
+    return env
+
+
+def toggle(pid):
+    """`coprof toggle PID`: profiling on if it was off, off (the window's file is written)
+    if it was on."""
+    subprocess.run([os.environ["COPROF_BIN"], "toggle", str(pid)], check=True, timeout=10)
+
+
+def resp_windows(cmd, cwd, tmpl, toggles, requests, clients):
+    """Runs cmd, a `coprof record --no-start -o TMPL ... resp 0`, in cwd; once the toggle
+    handler is in, profiles `toggles` windows, each around one redis-benchmark run
+    (`requests` GETs and SETs over `clients` connections) and waits for the window's
+    file (tmpl with %n its number, from 1); then stops the server with SIGTERM and checks
+    it stopped cleanly. The server is killed whatever fails."""
+    p = subprocess.Popen(cmd, env=base_env(), cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        m = re.search(r"port (\d+)", line)
+        check(m is not None, f"resp said {line!r}")
+        port = m.group(1)
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        for i in range(1, toggles + 1):
+            toggle(p.pid)
+            b = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
+                                "-n", str(requests), "-c", str(clients), "-q"],
+                               capture_output=True, text=True, timeout=60)
+            check(b.returncode == 0 and "SET" in b.stdout and "GET" in b.stdout,
+                  f"redis-benchmark: {b.returncode} {b.stdout} {b.stderr}")
+            toggle(p.pid)
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+            check(p.poll() is None, "the server died")
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=30)
+        check(p.returncode == 0 and "resp: stopped" in rest, f"exit {p.returncode}: {rest} {err}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def run_cases(namespace):
+    """The drivers' entry point: `run.py CASE` runs namespace's case_CASE (dashes stand
+    for underscores) and prints `ok CASE`, or `FAIL CASE: why` and exits 1 when a
+    check fails."""
+    cases = {name[5:].replace("_", "-"): fn for name, fn in namespace.items() if name.startswith("case_")}
+    if len(sys.argv) != 2 or sys.argv[1] not in cases:
+        sys.exit(f"usage: run.py {{{','.join(cases)}}}")
+    try:
+        cases[sys.argv[1]]()
+    except AssertionError as e:
+        print(f"FAIL {sys.argv[1]}: {e}")
+        sys.exit(1)
+    print(f"ok {sys.argv[1]}")
