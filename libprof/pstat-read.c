@@ -629,23 +629,22 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 
 #define FAST_NO 1
 
-/* What a reference slot holds: a scalar's value, a str's bytes (and its arena copy
- * once made), a key tuple's function index, or a container the direct path cannot
- * reuse. */
+/* What a reference slot holds: a scalar's value, a str's bytes, a key tuple's function
+ * index, or a container the direct path cannot reuse. */
 enum { FREF_PENDING, FREF_SCALAR, FREF_STR, FREF_KEY, FREF_OTHER };
 
 struct fref {
 	uint8_t kind;
-	uint8_t type; /* FREF_SCALAR: enum cp_mtype; FREF_STR: CP_M_STR or CP_M_BYTES */
-	uint32_t n;   /* FREF_STR: length */
+	uint8_t type;	/* FREF_SCALAR: enum cp_mtype; FREF_STR: CP_M_STR or CP_M_BYTES */
+	uint8_t copied; /* FREF_STR: v.s is now its NUL-terminated arena copy */
+	uint32_t n;	/* FREF_STR: length */
 	union {
 		int64_t i;
 		uint64_t u;
 		double f;
-		const char *s; /* FREF_STR: its bytes in the file */
+		const char *s; /* FREF_STR: its bytes, in the file or (copied) the arena */
 		uint32_t func; /* FREF_KEY */
 	} v;
-	const char *copy; /* FREF_STR: NUL-terminated arena copy, or NULL until needed */
 };
 
 struct fast {
@@ -659,7 +658,7 @@ struct fast {
 };
 
 /* A str as met in a key: where its bytes are, and its reference slot if it has one
- * (SIZE_MAX: none), where the arena copy is kept so it is made once. */
+ * (SIZE_MAX: none), which keeps the arena copy once made so it is made once. */
 struct fstr {
 	const char *s;
 	uint32_t n;
@@ -831,14 +830,16 @@ static int fast_copy(struct fast *f, const struct fstr *s, const char **out)
 {
 	struct fref *ref = s->slot != SIZE_MAX && s->n ? &f->refs[s->slot] : NULL;
 
-	if (ref && ref->copy) {
-		*out = ref->copy;
+	if (ref && ref->copied) {
+		*out = ref->v.s;
 		return 0;
 	}
 	if (!(*out = cp_arena_strdup(f->rd->p->arena, s->s, s->n)))
 		return FAST_NO;
-	if (ref)
-		ref->copy = *out;
+	if (ref) {
+		ref->v.s = *out; /* the same bytes, which keys met later may point to */
+		ref->copied = 1;
+	}
 	return 0;
 }
 

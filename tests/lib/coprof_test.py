@@ -1,7 +1,7 @@
 """coprof_test: helpers shared by the integration-test drivers tests/native/run.py and
 tests/sample/run.py: check, wait_for, catches (a process handles a signal), load (a
-.pstat file's pstats dict and coprof extras), base_env, toggle, resp_windows (a resp
-server profiled in toggled windows under redis-benchmark) and run_cases (`run.py CASE`).
+.pstat file's pstats dict and coprof extras), base_env, toggle, toggle_window,
+resp_windows (a resp server profiled in windows under redis-benchmark) and run_cases.
 Runs in the driver's process; reads COPROF_BIN and COPROF_ASAN_RUNTIME as meson sets them."""
 import marshal
 import os
@@ -66,6 +66,15 @@ def toggle(pid):
     """`coprof toggle PID`: profiling on if it was off, off (the window's file is written)
     if it was on."""
     subprocess.run([os.environ["COPROF_BIN"], "toggle", str(pid)], check=True, timeout=10)
+
+
+def toggle_window(pid, tmpl, i, seconds):
+    """Profiles window i of a process started with --no-start: toggles on, lets it run
+    `seconds`, toggles off and waits for the window's file (tmpl with %n replaced by i)."""
+    toggle(pid)
+    time.sleep(seconds)
+    toggle(pid)
+    wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
 
 
 def resp_windows(cmd, cwd, tmpl, toggles, requests, clients):

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
-                         toggle, wait_for)
+                         toggle_window, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -180,10 +180,7 @@ def case_toggle_windows():
     try:
         wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
         for i in range(1, n + 1):
-            toggle(p.pid)
-            time.sleep(0.3)
-            toggle(p.pid)
-            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+            toggle_window(p.pid, tmpl, i, 0.3)
         time.sleep(0.3)
         check(p.poll() is None, "the program died")
     finally:
