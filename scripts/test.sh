@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 status=0
+rm -f build*/meson-logs/testlog.json
 run() {
 	echo "== $*"
 	"$@" || status=1
@@ -25,9 +26,5 @@ run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktra
 run env CC=clang scripts/build.sh build-fuzz -Dfuzz=true -Dpreload=false
 run meson test -C build-fuzz --print-errorlogs --suite fuzz
 
-if [ $status -ne 0 ]; then
-	echo "test.sh: FAILED"
-else
-	echo "test.sh: all suites passed"
-fi
+python3 scripts/test-summary.py build build-clang build-asan build-fuzz
 exit $status

@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Sums the results meson recorded in each build directory's testlog.json and prints
+one closing line, 'N passed, N failed, N skipped', for the whole suite."""
+import json
+import sys
+
+passed = failed = skipped = 0
+for d in sys.argv[1:]:
+    try:
+        f = open(f"{d}/meson-logs/testlog.json")
+    except OSError:
+        failed += 1  # a build whose tests never ran is a failure, not a pass
+        print(f"test-summary: no test log in {d}", file=sys.stderr)
+        continue
+    with f:
+        for line in f:
+            result = json.loads(line)["result"]
+            if result in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif result == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
