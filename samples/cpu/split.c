@@ -45,12 +45,17 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Each round's slice length varies (0.5 to 1.5 units, heavy always twice light), so
+ * the rounds never keep step with a sampling rate near a multiple of theirs: with a
+ * fixed 3 ms round, a 997 Hz timer can keep landing in the same part of it. */
 static void *run(void *arg)
 {
-	(void)arg;
+	uint64_t seed = (uint64_t)(uintptr_t)arg * 2654435761u + 1;
 	for (uint64_t r = 0; r < rounds; r++) {
-		heavy(2 * unit);
-		light(unit);
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		uint64_t k = unit * (50 + (seed >> 33) % 101) / 100;
+		heavy(2 * k);
+		light(k);
 	}
 	return NULL;
 }
@@ -73,7 +78,7 @@ int main(int argc, char **argv)
 	rounds = (uint64_t)(seconds * 1000.0 / 3.0);
 	pthread_t th[64];
 	for (int i = 1; i < threads; i++)
-		if (pthread_create(&th[i], NULL, run, NULL) != 0)
+		if (pthread_create(&th[i], NULL, run, (void *)(uintptr_t)i) != 0)
 			return 1;
 	uint64_t w0 = cpu_ns();
 	run(NULL);
