@@ -265,6 +265,41 @@ static void mw_utf8_repaired(struct cp_mw *w, const unsigned char *s, size_t len
 	}
 }
 
+const char *cp_utf8_repair(struct cp_arena *a, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t len = strlen(str), i, k, out = 0;
+	int valid = 1;
+
+	for (i = 0; i < len; i += k) {
+		k = utf8_seq(s + i, len - i);
+		out += k ? k : 3;
+		if (!k) {
+			valid = 0;
+			k = 1;
+		}
+	}
+	if (valid)
+		return str;
+	char *r = cp_arena_alloc(a, out + 1);
+	if (!r)
+		return NULL;
+	char *o = r;
+	for (i = 0; i < len; i += k) {
+		k = utf8_seq(s + i, len - i);
+		if (k) {
+			memcpy(o, s + i, k);
+			o += k;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			k = 1;
+		}
+	}
+	*o = '\0';
+	return r;
+}
+
 void cp_mw_str(struct cp_mw *w, const char *str, size_t len, uint32_t *ref_out)
 {
 	const unsigned char *s = (const unsigned char *)(str ? str : "");

@@ -74,6 +74,11 @@ void cp_mw_float(struct cp_mw *w, double v);
  * Python decodes it. With ref_out non-NULL the object is flagged as a reference
  * target and *ref_out gets its index. */
 void cp_mw_str(struct cp_mw *w, const char *s, size_t len, uint32_t *ref_out);
+/* `s` itself when it is valid UTF-8, else a copy in `a` with each invalid byte
+ * replaced by U+FFFD, exactly as cp_mw_str writes it; NULL when out of memory. Keys
+ * that differ only in invalid bytes are the same key once written. */
+struct cp_arena;
+const char *cp_utf8_repair(struct cp_arena *a, const char *s);
 void cp_mw_tuple(struct cp_mw *w, uint32_t n, uint32_t *ref_out);
 void cp_mw_list(struct cp_mw *w, uint32_t n);
 void cp_mw_dict_begin(struct cp_mw *w);

@@ -157,10 +157,18 @@ static int canonical_stats(const struct cp_stats *in, struct cp_arena *scratch,
 	}
 	for (uint32_t i = 0; i < in->nfuncs; i++) {
 		const struct cp_key *k = &in->funcs[i].key;
+		/* Keyed as written: invalid UTF-8 repaired, so two keys that become one
+		 * in the file are merged here. */
+		const char *file = cp_utf8_repair(scratch, nz(k->file));
+		const char *name = cp_utf8_repair(scratch, nz(k->name));
 		uint32_t v = nuniq;
 		int found;
-		r = cp_keymap_get_or_put(&km, nz(k->file), strlen(nz(k->file)), k->line,
-					 nz(k->name), strlen(nz(k->name)), &v, &found);
+		if (!file || !name) {
+			r = -ENOMEM;
+			goto out;
+		}
+		r = cp_keymap_get_or_put(&km, file, strlen(file), k->line, name, strlen(name), &v,
+					 &found);
 		if (r < 0)
 			goto out;
 		canon[i] = v;

@@ -340,6 +340,34 @@ Test(pstat, duplicate_keys_are_merged)
 	cp_profile_free(p);
 }
 
+/* Found by the fuzzer: "a\xffpy" and "a\xef\xbf\xbdpy" are one key once the invalid
+ * byte is written as U+FFFD, so the writer must merge them, or the file would hold a
+ * key twice and fail to read back. */
+Test(pstat, keys_equal_after_utf8_repair_are_merged)
+{
+	struct cp_profile *p, *q;
+	struct cp_func *f;
+	unsigned char *buf;
+	size_t len;
+	char err[256];
+
+	cr_assert_eq(cp_profile_new(&p), 0);
+	f = cp_arena_alloc(p->arena, 2 * sizeof(*f));
+	p->stats.funcs = f;
+	p->stats.nfuncs = 2;
+	f[0] = (struct cp_func){{"a\xffpy", 1, "main"}, {1, 1, 0.5, 1.0}, NULL, 0};
+	f[1] = (struct cp_func){{"a\xef\xbf\xbdpy", 1, "main"}, {2, 2, 0.25, 0.5}, NULL, 0};
+	cr_assert_eq(cp_profile_encode(p, &buf, &len), 0);
+	cr_assert_eq(cp_profile_read_mem(buf, len, &q, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(q->stats.nfuncs, 1);
+	cr_expect_str_eq(q->stats.funcs[0].key.file, "a\xef\xbf\xbdpy");
+	cr_expect_eq(q->stats.funcs[0].s.nc, 3);
+	cr_expect_eq(q->stats.funcs[0].s.tt, 0.75);
+	free(buf);
+	cp_profile_free(q);
+	cp_profile_free(p);
+}
+
 Test(pstat, a_caller_listed_twice_is_merged)
 {
 	struct cp_profile *p, *q;

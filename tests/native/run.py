@@ -99,7 +99,10 @@ def case_sched_cpu():
     check_sched_calls(stats)
     check(ex["clock"] == "cpu" and ex["mode"] == "trace", f"clock/mode {ex['clock']}/{ex['mode']}")
     near(ct(stats, "crunch_work"), 2 * R * 0.020, 0.10, "crunch_work ct")
-    near(ct(stats, "sleeper_work"), R * 0.002, 0.10, "sleeper_work ct")
+    # 2 ms a call: under the sanitizer build the hooks around burn_cpu's own instrumented
+    # calls cost ~10x, and that fixed cost shows on so short a span; crunch_work keeps
+    # the 10% everywhere
+    near(ct(stats, "sleeper_work"), R * 0.002, 0.25 if ASAN else 0.10, "sleeper_work ct")
     # the driver's clock stops while its coroutines run
     check(ct(stats, "main") < 0.05, f"main ct {ct(stats, 'main'):.3f} s includes coroutine work")
     tasks = ex["tasks"]
