@@ -21,7 +21,7 @@ run meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit
 
 run env CC=gcc scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
 run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite slow
+	meson test -C build-asan --print-errorlogs --num-processes 2
 
 run env CC=clang scripts/build.sh build-fuzz -Dfuzz=true -Dpreload=false
 run meson test -C build-fuzz --print-errorlogs --suite fuzz
