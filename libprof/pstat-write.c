@@ -66,23 +66,34 @@ static void refs_fini(struct refs *r)
 	cp_keymap_fini(&r->strs);
 }
 
+/* Looks (a, line, b) up in `m`: when it was written before in this object, writes a
+ * reference to it and returns 1; otherwise records that it gets ref index w->nrefs
+ * (the index the next object written takes) and returns 0. Out of memory: sets the
+ * writer's error and returns 1, so the caller writes nothing. */
+static int put_ref_if_seen(struct cp_mw *w, struct cp_keymap *m, const char *a, uint64_t line,
+			   const char *b)
+{
+	uint32_t ref = w->nrefs;
+	int found;
+
+	if (cp_keymap_get_or_put(m, a, strlen(a), line, b, b ? strlen(b) : 0, &ref, &found) < 0) {
+		if (!w->err)
+			w->err = -ENOMEM;
+		return 1;
+	}
+	if (found)
+		cp_mw_ref(w, ref);
+	return found;
+}
+
 /* A string written once per object and referenced afterwards. */
 static void put_shared_str(struct cp_mw *w, struct refs *r, const char *s)
 {
-	uint32_t ref = w->nrefs; /* the index cp_mw_str will give it */
-	int found;
+	uint32_t ref;
 
 	s = nz(s);
-	if (cp_keymap_get_or_put(&r->strs, s, strlen(s), 0, NULL, 0, &ref, &found) < 0) {
-		if (!w->err)
-			w->err = -ENOMEM;
-		return;
-	}
-	if (found) {
-		cp_mw_ref(w, ref);
-		return;
-	}
-	cp_mw_str(w, s, strlen(s), &ref);
+	if (!put_ref_if_seen(w, &r->strs, s, 0, NULL))
+		cp_mw_str(w, s, strlen(s), &ref); /* flagged: later copies refer to it */
 }
 
 static void put_opt_str(struct cp_mw *w, const char *s)
@@ -98,20 +109,11 @@ static void put_opt_str(struct cp_mw *w, const char *s)
 static void put_key(struct cp_mw *w, struct refs *r, const struct cp_key *k)
 {
 	const char *file = nz(k->file), *name = nz(k->name);
-	uint32_t ref = w->nrefs;
-	int found;
+	uint32_t ref;
 
-	if (cp_keymap_get_or_put(&r->keys, file, strlen(file), k->line, name, strlen(name), &ref,
-				 &found) < 0) {
-		if (!w->err)
-			w->err = -ENOMEM;
+	if (put_ref_if_seen(w, &r->keys, file, k->line, name))
 		return;
-	}
-	if (found) {
-		cp_mw_ref(w, ref);
-		return;
-	}
-	cp_mw_tuple(w, 3, &ref);
+	cp_mw_tuple(w, 3, &ref); /* flagged: later copies refer to it */
 	put_shared_str(w, r, file);
 	cp_mw_uint(w, k->line);
 	cp_mw_str(w, name, strlen(name), NULL);

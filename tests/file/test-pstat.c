@@ -297,13 +297,24 @@ Test(pstat, killed_writer_never_leaves_half_a_file, .timeout = 60)
 	remove_dir(dir);
 }
 
+/* Encodes p and reads the bytes back, failing the test if either step fails. */
+static struct cp_profile *encode_and_read(const struct cp_profile *p)
+{
+	struct cp_profile *q;
+	unsigned char *buf;
+	size_t len;
+	char err[256];
+
+	cr_assert_eq(cp_profile_encode(p, &buf, &len), 0);
+	cr_assert_eq(cp_profile_read_mem(buf, len, &q, err, sizeof(err)), 0, "%s", err);
+	free(buf);
+	return q;
+}
+
 Test(pstat, duplicate_keys_are_merged)
 {
 	struct cp_profile *p, *q;
 	struct cp_func *f;
-	unsigned char *buf;
-	size_t len;
-	char err[256];
 
 	cr_assert_eq(cp_profile_new(&p), 0);
 	f = cp_arena_alloc(p->arena, 3 * sizeof(*f));
@@ -319,8 +330,7 @@ Test(pstat, duplicate_keys_are_merged)
 	f[2].callers[0] = (struct cp_edge){1, {2, 3, 0.125, 0.25}};
 	f[2].callers[1] = (struct cp_edge){2, {1, 1, 0.125, 0.25}};
 	f[2].ncallers = 2;
-	cr_assert_eq(cp_profile_encode(p, &buf, &len), 0);
-	cr_assert_eq(cp_profile_read_mem(buf, len, &q, err, sizeof(err)), 0, "%s", err);
+	q = encode_and_read(p);
 	cr_assert_eq(q->stats.nfuncs, 2);
 	f = &q->stats.funcs[0];
 	cr_expect_str_eq(f->key.name, "helper");
@@ -335,7 +345,6 @@ Test(pstat, duplicate_keys_are_merged)
 	cr_expect_eq(f->callers[0].s.ct, 1.25);
 	cr_expect_eq(f->callers[1].caller, 0);
 	cr_expect_eq(f->callers[1].s.nc, 1);
-	free(buf);
 	cp_profile_free(q);
 	cp_profile_free(p);
 }
@@ -347,9 +356,6 @@ Test(pstat, keys_equal_after_utf8_repair_are_merged)
 {
 	struct cp_profile *p, *q;
 	struct cp_func *f;
-	unsigned char *buf;
-	size_t len;
-	char err[256];
 
 	cr_assert_eq(cp_profile_new(&p), 0);
 	f = cp_arena_alloc(p->arena, 2 * sizeof(*f));
@@ -357,13 +363,11 @@ Test(pstat, keys_equal_after_utf8_repair_are_merged)
 	p->stats.nfuncs = 2;
 	f[0] = (struct cp_func){{"a\xffpy", 1, "main"}, {1, 1, 0.5, 1.0}, NULL, 0};
 	f[1] = (struct cp_func){{"a\xef\xbf\xbdpy", 1, "main"}, {2, 2, 0.25, 0.5}, NULL, 0};
-	cr_assert_eq(cp_profile_encode(p, &buf, &len), 0);
-	cr_assert_eq(cp_profile_read_mem(buf, len, &q, err, sizeof(err)), 0, "%s", err);
+	q = encode_and_read(p);
 	cr_assert_eq(q->stats.nfuncs, 1);
 	cr_expect_str_eq(q->stats.funcs[0].key.file, "a\xef\xbf\xbdpy");
 	cr_expect_eq(q->stats.funcs[0].s.nc, 3);
 	cr_expect_eq(q->stats.funcs[0].s.tt, 0.75);
-	free(buf);
 	cp_profile_free(q);
 	cp_profile_free(p);
 }
