@@ -208,13 +208,15 @@ Test(sampler, threads_are_sampled_apart)
 	spin_heavy(thread_unit * 200);
 	pthread_join(th, NULL); /* it exits before the stop: its samples must survive */
 	stub_stop();
-	uint64_t h1, l1, h2, l2;
-	leaf_ns("spin_heavy", 1, 0, &h1);
+	/* Under cpu the weights are CPU time, whatever else runs on the machine: each
+	 * thread spent about 200 ms of CPU in its function. */
+	uint64_t l1, h2;
+	uint64_t h1 = leaf_ns("spin_heavy", 1, 0, NULL) / 1000000u;
 	leaf_ns("spin_light", 1, 0, &l1);
 	leaf_ns("spin_heavy", 2, 0, &h2);
-	leaf_ns("spin_light", 2, 0, &l2);
-	cr_expect_gt(h1, 100, "main thread: %lu samples in spin_heavy", (unsigned long)h1);
-	cr_expect_gt(l2, 100, "second thread: %lu samples in spin_light", (unsigned long)l2);
+	uint64_t l2 = leaf_ns("spin_light", 2, 0, NULL) / 1000000u;
+	cr_expect_gt(h1, 100, "main thread: %lu ms sampled in spin_heavy", (unsigned long)h1);
+	cr_expect_gt(l2, 100, "second thread: %lu ms sampled in spin_light", (unsigned long)l2);
 	cr_expect_eq(l1 + h2, 0, "no sample lands on the wrong thread");
 }
 
@@ -228,10 +230,12 @@ Test(sampler, toggle_samples_only_while_on)
 		stub_stop();
 		spin_off(unit * 40);
 	}
-	uint64_t on, off;
-	leaf_ns("spin_heavy", 0, -1, &on);
+	/* 200 ms of CPU while on: the weights say so even when the machine is busy and
+	 * fewer, heavier ticks arrive. */
+	uint64_t off;
+	uint64_t on = leaf_ns("spin_heavy", 0, -1, NULL) / 1000000u;
 	leaf_ns("spin_off", 0, -1, &off);
-	cr_expect_gt(on, 100, "%lu samples while on", (unsigned long)on);
+	cr_expect_gt(on, 100, "%lu ms sampled while on", (unsigned long)on);
 	cr_expect_eq(off, 0, "%lu samples while off", (unsigned long)off);
 }
 
@@ -272,13 +276,16 @@ Test(sampler, wall_charges_suspended_coroutine_where_it_waits)
 	stub_switch(NULL, &co_ctx);
 	swapcontext(&main_uc, &co_uc); /* resumes it; it finishes */
 	stub_switch_done();
+	uint64_t t1 = wall_ns();
 	spin_light(unit * 100); /* it finished: no longer waiting */
+	uint64_t ran_ms = waited_ms + (wall_ns() - t1) / 1000000u;
 	stub_stop();
 	const struct stub_sample *s;
-	size_t n = stub_samples(&s), waits = 0, at = 0, mine = 0;
+	size_t n = stub_samples(&s), waits = 0, at = 0;
+	uint64_t mine_ns = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!s[i].waiting) {
-			mine += s[i].ctx == NULL;
+			mine_ns += s[i].ctx == NULL ? s[i].ns : 0;
 			continue;
 		}
 		waits++;
@@ -290,7 +297,12 @@ Test(sampler, wall_charges_suspended_coroutine_where_it_waits)
 		  "%zu ticks charged to the coroutine that waited %lu ms", waits,
 		  (unsigned long)waited_ms);
 	cr_expect_eq(at, waits, "%zu of %zu wait stacks end in coro_wait_here", at, waits);
-	cr_expect_gt(mine, 250, "the thread's own samples: %zu", mine);
+	/* The thread's own samples weigh the wall time it ran (ticks the kernel merged
+	 * while the machine was busy count by their weight). */
+	uint64_t mine_ms = mine_ns / 1000000u;
+	cr_expect(mine_ms > ran_ms * 3 / 4 && mine_ms < ran_ms * 5 / 4 + 5,
+		  "the thread's own samples weigh %lu ms of %lu ms", (unsigned long)mine_ms,
+		  (unsigned long)ran_ms);
 }
 
 static volatile sig_atomic_t own_ticks;
