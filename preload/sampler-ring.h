@@ -53,7 +53,8 @@ struct pl_wait {
 
 enum pl_timer_id {
 	PL_TIMER_MONO = 1, /* CLOCK_MONOTONIC, periodic at the rate */
-	PL_TIMER_CPU = 2,  /* the thread's CPU clock, one shot: wakes a parked thread */
+	PL_TIMER_CPU = 2,  /* the thread's CPU clock: one shot, waking a parked thread,
+			    * or periodic when pl_sconf.cpu_timer */
 };
 
 struct pl_sthread {
@@ -89,6 +90,7 @@ struct pl_sthread {
 struct pl_sampler_conf {
 	int signo;	   /* the real-time signal the timers send */
 	int wall;	   /* COPROF_CLOCK=wall */
+	int cpu_timer;	   /* cpu at a rate the kernel's tick serves: the CPU timer alone */
 	uint64_t period;   /* ns between ticks */
 	uintptr_t self_lo; /* the text of libcoprof-preload.so, skipped in wait stacks */
 	uintptr_t self_hi;

@@ -23,6 +23,10 @@ void pl_sampler_arm(struct pl_sthread *st, int on)
 		its.it_value.tv_nsec = (long)(pl_sconf.period % 1000000000u);
 		its.it_interval = its.it_value;
 	}
+	if (pl_sconf.cpu_timer) {
+		timer_settime(st->cpu, 0, &its, NULL);
+		return;
+	}
 	if (st->has_cpu)
 		timer_settime(st->cpu, 0, &(struct itimerspec){0}, NULL);
 	if (st->has_mono)
@@ -64,7 +68,7 @@ static uint64_t tick_weight(struct pl_sthread *st, int timer, unsigned overrun)
 		st->carry = 0;
 		return w;
 	}
-	if (timer == PL_TIMER_CPU) {
+	if (timer == PL_TIMER_CPU && !pl_sconf.cpu_timer) {
 		atomic_store_explicit(&st->parked, 0, memory_order_relaxed);
 		pl_sampler_arm(st, 1);
 	}

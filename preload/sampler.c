@@ -37,6 +37,7 @@ static struct pl_sthread *threads;
 static pthread_t folder;
 static int folder_running;
 static atomic_int folder_quit;
+static pid_t folder_tid;   /* its kernel id, for folder_fork_pause */
 static atomic_int gave_up; /* the program took the tick signal: never sample again */
 
 struct pl_sthread *pl_sampler_self(void)
@@ -140,6 +141,7 @@ static void *fold_loop(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, pl_sconf.signo);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	folder_tid = (pid_t)syscall(SYS_gettid);
 	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
 		struct timespec ts = {0, FOLD_NS};
 		nanosleep(&ts, NULL);
@@ -166,6 +168,25 @@ static void start_folder(void)
 	folder_running = create(&folder, NULL, fold_loop, NULL) == 0;
 	if (!folder_running)
 		pl_say("sample mode: cannot start the folding thread");
+}
+
+/* Around a Python os.fork (control.c, pl_control_fork_pause): the folding thread stops,
+ * so Python does not count it, and starts again after the fork; ticks wait in the rings
+ * meanwhile. Returns the stopped thread's kernel id, 0 if none ran. */
+static pid_t folder_fork_pause(void)
+{
+	if (!folder_running)
+		return 0;
+	atomic_store(&folder_quit, 1);
+	pthread_join(folder, NULL);
+	folder_running = 0;
+	return folder_tid;
+}
+
+static void folder_fork_resume(void)
+{
+	if (!folder_running)
+		start_folder();
 }
 
 /* --- threads ----------------------------------------------------------------------- */
@@ -201,10 +222,11 @@ static void thread_start(void)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
 	unw_backtrace(warm, PL_SAMPLE_DEPTH);
-	st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
+	if (!pl_sconf.cpu_timer)
+		st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
 	if (!pl_sconf.wall)
 		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
-	if (!st->has_mono) {
+	if (pl_sconf.cpu_timer ? !st->has_cpu : !st->has_mono) {
 		if (st->has_cpu)
 			timer_delete(st->cpu);
 		if (!pl_sconf.wall)
@@ -311,6 +333,8 @@ static const struct pl_runtime sampler_runtime = {
     .thread_start = thread_start,
     .thread_exit = thread_exit,
     .after_fork_child = sampler_after_fork_child,
+    .fork_pause = folder_fork_pause,
+    .fork_resume = folder_fork_resume,
 };
 
 /* A real-time signal nobody handles, other than the toggle signal. */
@@ -349,6 +373,15 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* The kernel's tick rate (CONFIG_HZ): the coarse clocks advance once a tick. */
+static unsigned kernel_hz(void)
+{
+	struct timespec res;
+	if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) < 0 || res.tv_sec || res.tv_nsec <= 0)
+		return 0;
+	return (unsigned)(1000000000 / res.tv_nsec);
+}
+
 int pl_sampler_init(void)
 {
 	if (pl_cfg.mode != COPROF_MODE_SAMPLE || !pl_prof)
@@ -362,6 +395,11 @@ int pl_sampler_init(void)
 	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
+	/* A CPU-time timer fires from the kernel's own tick, which interrupts a busy CPU
+	 * anyway; a CLOCK_MONOTONIC timer is an interrupt of its own, and costs 40-50 us
+	 * on the VM this was measured on (bench/sample/timer-floor). So under cpu, rates
+	 * the tick serves take the CPU timer alone. */
+	pl_sconf.cpu_timer = !pl_sconf.wall && hz <= kernel_hz();
 	pl_sconf.signo = pick_signal();
 	if (pl_sconf.signo < 0) {
 		pl_say("sample mode: no free real-time signal; not sampling");

@@ -5,7 +5,8 @@ Two workloads, each run REPS times (default 5) in interleaved order, medians rep
   cpu   samples/cpu/cpu-split 2: the CPU time (user + sys) the whole process used;
   resp  the RESP server (bench/sample/resp-plain: samples/native/resp.c built without
         -finstrument-functions) under redis-benchmark -t get,set: requests per second.
-Variants: unprofiled; coprof COPROF_MODE=sample at 1 kHz and 10 kHz (cpu clock);
+Variants: unprofiled; coprof COPROF_MODE=sample at 250 Hz (the CPU-time timer alone),
+1 kHz and 10 kHz (CLOCK_MONOTONIC timers), cpu clock;
 gperftools (LD_PRELOAD=libprofiler.so CPUPROFILE=...) asked for 1 kHz, at the rate it
 really delivers. Samples are counted from each profile, so the cost per sample is
 (profiled - unprofiled CPU) / samples. Prints a markdown table."""
@@ -30,8 +31,9 @@ GPERF = next(iter(glob.glob("/usr/lib/*/libprofiler.so*") + glob.glob("/usr/lib/
 def variants(build, tmp):
     shim = os.path.join(build, "preload", "libcoprof-preload.so")
     out = {"unprofiled": {}}
-    for hz in (1000, 10000):
-        out[f"coprof {hz // 1000} kHz"] = {
+    for hz in (250, 1000, 10000):
+        name = f"coprof {hz // 1000} kHz" if hz >= 1000 else f"coprof {hz} Hz"
+        out[name] = {
             "LD_PRELOAD": shim, "COPROF_MODE": "sample", "COPROF_CLOCK": "cpu",
             "COPROF_HZ": str(hz), "COPROF_OUT": os.path.join(tmp, f"c{hz}-%p.pstat")}
     if GPERF:
@@ -71,18 +73,19 @@ def samples_of(tmp):
     return n
 
 
-def run_cpu(build, env):
-    """(process CPU s, the main thread's CPU s in its work loop)."""
+def run_cpu(build, env, unit=0):
+    """(process CPU s, the main thread's CPU s in its work loop, the work unit). Runs
+    given the same `unit` do the same work: only the first, unprofiled, calibrates."""
     exe = os.path.join(build, "samples", "cpu", "cpu-split")
-    p = subprocess.Popen([exe, "2"], env=clean_env(env), stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([exe, "2", "1", str(unit)], env=clean_env(env),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     err = p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = status
-    m = re.search(r"cpu-split: ([0-9.]+) s CPU", err)
+    m = re.search(r"cpu-split: ([0-9.]+) s CPU .*unit (\d+)", err)
     if status != 0 or not m:
         sys.exit(f"cpu-split failed under {env}: {err}")
-    return ru.ru_utime + ru.ru_stime, float(m.group(1))
+    return ru.ru_utime + ru.ru_stime, float(m.group(1)), int(m.group(2))
 
 
 def run_resp(build, env, requests):
@@ -119,9 +122,10 @@ def main():
     cpu_n = {v: [] for v in vs}
     rps = {v: [] for v in vs}
     req_us = {v: [] for v in vs}
+    unit = run_cpu(a.build, {})[2]
     for rep in range(a.reps):
         for v, env in vs.items():
-            c, w = run_cpu(a.build, env)
+            c, w, _ = run_cpu(a.build, env, unit)
             cpu[v].append(c)
             work[v].append(w)
             cpu_n[v].append(samples_of(tmp))

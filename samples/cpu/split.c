@@ -2,7 +2,10 @@
  * benchmarks. heavy() does two thirds of the work and light() one third, in alternating
  * slices of the same loop, on each of N threads.
  *
- * usage: cpu-split [SECONDS [THREADS]]   (default: about 1 s of CPU on 1 thread) */
+ * usage: cpu-split [SECONDS [THREADS [UNIT]]]   (default: about 1 s of CPU on 1 thread)
+ * UNIT fixes the iterations of a 1 ms slice, as calibrated by an earlier run (it says
+ * so on stderr), so that runs compared in a benchmark do the same work: calibrating
+ * under a profiler would shrink the work by the profiler's cost. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -64,17 +67,22 @@ int main(int argc, char **argv)
 {
 	double seconds = argc > 1 ? atof(argv[1]) : 1.0;
 	int threads = argc > 2 ? atoi(argv[2]) : 1;
-	if (seconds <= 0 || threads < 1 || threads > 64) {
-		fprintf(stderr, "usage: cpu-split [SECONDS [THREADS]]\n");
+	long long fixed = argc > 3 ? atoll(argv[3]) : 0;
+	if (seconds <= 0 || threads < 1 || threads > 64 || fixed < 0) {
+		fprintf(stderr, "usage: cpu-split [SECONDS [THREADS [UNIT]]]\n");
 		return 2;
 	}
-	/* Calibrate on a fixed count; this is the only time spent outside heavy/light. */
-	uint64_t n = 2000000, t0 = cpu_ns();
-	WORK(n);
-	uint64_t dt = cpu_ns() - t0;
-	unit = dt ? n * 1000000u / dt : n;
-	if (!unit)
-		unit = 1;
+	if (fixed) {
+		unit = (uint64_t)fixed;
+	} else {
+		/* Calibrate on a fixed count: the only time spent outside heavy/light. */
+		uint64_t n = 2000000, t0 = cpu_ns();
+		WORK(n);
+		uint64_t dt = cpu_ns() - t0;
+		unit = dt ? n * 1000000u / dt : n;
+		if (!unit)
+			unit = 1;
+	}
 	rounds = (uint64_t)(seconds * 1000.0 / 3.0);
 	pthread_t th[64];
 	for (int i = 1; i < threads; i++)
@@ -88,6 +96,7 @@ int main(int argc, char **argv)
 	printf("%lu\n", (unsigned long)sink);
 	/* For benchmarks: the main thread's CPU in its loop, the profiler's signal handling
 	 * included, its startup and dump not. */
-	fprintf(stderr, "cpu-split: %.6f s CPU in the main thread's loop\n", (double)work / 1e9);
+	fprintf(stderr, "cpu-split: %.6f s CPU in the main thread's loop, unit %lu\n",
+		(double)work / 1e9, (unsigned long)unit);
 	return 0;
 }

@@ -138,6 +138,19 @@ def case_split_10k():
     check(n >= 0.5 * 10000 * cpu, f"{n} samples over {cpu:.3f} s of CPU at 10 kHz")
 
 
+def case_split_199():
+    # under cpu, a rate the kernel's tick serves takes the CPU-time timer alone
+    out = os.path.join(TMP, "split199.pstat")
+    record(["-o", out, "--hz", "199"], [os.path.join(CPU, "cpu-split"), "1.5", "2"])
+    stats, ex = load(out)
+    check_sampled(ex, 199)
+    check_split(stats, "199 Hz, 2 threads")
+    cpu = tt(stats, "heavy") + tt(stats, "light")
+    n = nc(stats, "heavy") + nc(stats, "light")
+    check(0.5 * 199 * cpu <= n <= 1.5 * 199 * cpu, f"{n} samples over {cpu:.3f} s of CPU at 199 Hz")
+    check(len(ex["threads"]) == 2, f"threads {ex['threads']}")
+
+
 def case_wall_split():
     t0 = time.time()
     stats, ex = split_case("cpu-split", ["-c", "wall"])

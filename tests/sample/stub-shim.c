@@ -156,3 +156,8 @@ int stub_signo(void)
 {
 	return pl_sconf.signo;
 }
+
+int stub_cpu_timer(void)
+{
+	return pl_sconf.cpu_timer;
+}

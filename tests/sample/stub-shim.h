@@ -32,5 +32,6 @@ STUB_API size_t stub_samples(const struct stub_sample **out);
 STUB_API uint64_t stub_dropped(void);
 STUB_API const char *stub_note(void);
 STUB_API int stub_signo(void); /* the tick signal */
+STUB_API int stub_cpu_timer(void); /* the CPU-time timer alone serves the rate */
 
 #endif

@@ -187,6 +187,35 @@ Test(sampler, cpu_idle_thread_parks)
 	cr_expect_lt(n, 10, "an idle thread took %zu samples", n);
 }
 
+/* Under cpu, a rate the kernel's tick serves (199 Hz < 250 Hz here) takes the CPU
+ * timer alone: the same proportions and CPU totals, and an idle thread takes nothing. */
+Test(sampler, cpu_low_rate_rides_the_cpu_timer)
+{
+	cr_assert_eq(stub_init(0, 199), 0);
+	cr_assert(stub_cpu_timer(), "199 Hz under cpu should use the CPU-time timer");
+	uint64_t unit = unit_1ms();
+	stub_start();
+	uint64_t t0 = cpu_ns();
+	run_split(unit, 200); /* about 600 ms of CPU */
+	uint64_t used = cpu_ns() - t0;
+	unsigned eintr = 0;
+	sleep_ms(300, &eintr);
+	stub_stop();
+	uint64_t nh, nl;
+	uint64_t h = leaf_ns("spin_heavy", 0, 0, &nh), l = leaf_ns("spin_light", 0, 0, &nl);
+	uint64_t want = used * 199 / 1000000000u;
+	cr_expect(nh + nl > want / 2 && nh + nl < want * 3 / 2, "%lu ticks for about %lu",
+		  (unsigned long)(nh + nl), (unsigned long)want);
+	double share = 100.0 * (double)h / (double)(h + l);
+	cr_expect(share > 59.7 && share < 73.7, "spin_heavy has %.1f%% of the CPU, not 66.7%%",
+		  share);
+	cr_expect(h + l > used * 8 / 10 && h + l < used * 11 / 10,
+		  "sampled %lu ns of %lu ns of CPU", (unsigned long)(h + l), (unsigned long)used);
+	cr_expect_eq(eintr, 0, "the sleep was interrupted %u times", eintr);
+	cr_expect_eq(stub_samples(&(const struct stub_sample *){0}), nh + nl,
+		     "samples outside the two functions (the sleep?)");
+}
+
 static uint64_t thread_unit;
 
 static void *light_thread(void *arg)
