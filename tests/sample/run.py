@@ -141,7 +141,7 @@ def case_split_10k():
 def case_split_199():
     # under cpu, a rate the kernel's tick serves takes the CPU-time timer alone
     out = os.path.join(TMP, "split199.pstat")
-    record(["-o", out, "--hz", "199"], [os.path.join(CPU, "cpu-split"), "1.5", "2"])
+    record(["-o", out, "--hz", "199"], [os.path.join(CPU, "cpu-split"), "2.5", "2"])
     stats, ex = load(out)
     check_sampled(ex, 199)
     check_split(stats, "199 Hz, 2 threads")
