@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "python/adapter.h"
 
 static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
 {
@@ -115,6 +116,7 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	cfg->start = 1;
 	cfg->hz = 997;
 	cfg->builtins = 0;
+	cfg->py_hook = PL_PY_HOOK_AUTO;
 	snprintf(cfg->out, sizeof(cfg->out), "coprof-%%p.pstat");
 	if (err && errlen)
 		err[0] = 0;
@@ -157,6 +159,16 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	}
 	if ((v = get("COPROF_BUILTINS")) != NULL && parse_bool(v, &cfg->builtins))
 		return bad(err, errlen, "COPROF_BUILTINS", v, "1 or 0");
+	if ((v = get("COPROF_PY_HOOK")) != NULL) {
+		if (!strcmp(v, "auto"))
+			cfg->py_hook = PL_PY_HOOK_AUTO;
+		else if (!strcmp(v, "profile"))
+			cfg->py_hook = PL_PY_HOOK_PROFILE;
+		else if (!strcmp(v, "monitoring"))
+			cfg->py_hook = PL_PY_HOOK_MONITORING;
+		else
+			return bad(err, errlen, "COPROF_PY_HOOK", v, "auto, profile or monitoring");
+	}
 	return 0;
 }
 

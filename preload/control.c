@@ -3,13 +3,17 @@
  * The toggle signal's handler (signal-handler.c) writes a byte to a pipe; the control
  * thread reads it and starts or stops profiling; each stop dumps a numbered file and
  * clears the profile. Exit dumps once more; fork gives the child a fresh profiler, pipe
- * and control thread. One mutex serialises all of this (never taken on the hot path). */
+ * and control thread; Python's os.fork pauses the shim's threads around the fork. One
+ * mutex serialises all of this (never taken on the hot path). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +32,19 @@ static int ever_started;
 static int exiting;
 static struct coprof *parent_prof; /* kept, not freed, in a forked child */
 static int forked;		   /* this process is a forked child */
+
+/* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
+ * start-up, pause_lock guards control_up, control_th and paused. */
+static int quit_fd = -1;   /* eventfd: set, the control thread returns */
+static int control_wanted; /* a control thread should run (its pipe exists) */
+static int control_up;	   /* it runs, joinable as control_th */
+static pthread_t control_th;
+static pid_t control_tid; /* its kernel id, set by the thread itself */
+static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned paused; /* pauses under way (one per forking thread) */
+/* This thread paused them for the fork() it is about to make (set by the pause, reset
+ * when fork() returns: os.fork's 'after' callbacks may resume in another thread). */
+static __thread int fork_pauser PL_TLS;
 
 void pl_runtime_add(const struct pl_runtime *rt)
 {
@@ -49,6 +66,35 @@ void pl_runtimes_thread_exit(void)
 	for (int i = 0; i < nruntimes; i++)
 		if (runtimes[i]->thread_exit)
 			runtimes[i]->thread_exit();
+}
+
+/* pthread_join returns once the kernel has cleared the thread's id, a moment before it
+ * stops counting the thread in /proc/self/stat (what Python counts): wait for that too,
+ * but never more than about 100 ms. tgkill's ESRCH comes when the thread is unhashed,
+ * under the same lock that drops it from the count. */
+static void wait_thread_gone(pid_t tid)
+{
+	for (int i = 0; tid > 0 && i < 2000; i++) {
+		if (syscall(SYS_tgkill, (pid_t)getpid(), tid, 0) != 0 && errno == ESRCH)
+			return;
+		struct timespec ts = {0, 50000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* The runtimes' own threads, stopped in the reverse order of their start. */
+static void runtimes_fork_pause(void)
+{
+	for (int i = nruntimes - 1; i >= 0; i--)
+		if (runtimes[i]->fork_pause)
+			wait_thread_gone(runtimes[i]->fork_pause());
+}
+
+static void runtimes_fork_resume(void)
+{
+	for (int i = 0; i < nruntimes; i++)
+		if (runtimes[i]->fork_resume)
+			runtimes[i]->fork_resume();
 }
 
 void pl_runtimes_after_fork_child(void)
@@ -119,15 +165,28 @@ static void toggle(void)
 }
 
 /* The control thread: no signal is ever delivered to it, and its guard is always set,
- * so no hook records anything it does. */
+ * so no hook records anything it does. It returns when quit_fd is set, between two
+ * toggles: bytes it has not read stay in the pipe for the next control thread. */
 static void *control_main(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	(void)arg;
 	pl_tls_data.guard = 1;
 	pl_ntls.dead = 1;
+	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	for (;;) {
+		struct pollfd fds[2] = {{.fd = quit_fd, .events = POLLIN},
+					{.fd = read_fd, .events = POLLIN}};
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		if (fds[0].revents)
+			return NULL;
+		if (!fds[1].revents)
+			continue;
 		char buf[64];
-		ssize_t n = read(fd, buf, sizeof(buf));
+		ssize_t n = read(read_fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -137,9 +196,29 @@ static void *control_main(void *arg)
 	}
 }
 
-/* A new pipe and control thread (at start, and in a forked child). Without them the
- * program is still profiled; only the toggle is lost. */
-static int spawn_control(void)
+/* Starts the control thread on the existing pipe. 0 or -errno (and says why). */
+static int start_control_thread(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	int rc = pl_real.pthread_create(&control_th, &attr, control_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		pl_say("cannot start the control thread: %s; toggling is off", strerror(rc));
+		return -rc;
+	}
+	control_up = 1;
+	return 0;
+}
+
+/* A new pipe, and a control thread unless `defer` (at start, and in a forked child).
+ * Without them the program is still profiled; only the toggle is lost. */
+static int spawn_control(int defer)
 {
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -147,24 +226,19 @@ static int spawn_control(void)
 		return -errno;
 	}
 	fcntl(fds[1], F_SETFL, O_NONBLOCK);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t th;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	int rc = pl_real.pthread_create(&th, &attr, control_main, (void *)(intptr_t)fds[0]);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	read_fd = fds[0];
+	quit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* -1: never paused */
+	control_up = 0;
+	int rc = defer ? 0 : start_control_thread();
 	if (rc != 0) {
-		pl_say("cannot start the control thread: %s; toggling is off", strerror(rc));
 		close(fds[0]);
 		close(fds[1]);
-		return -rc;
+		if (quit_fd >= 0)
+			close(quit_fd);
+		read_fd = quit_fd = -1;
+		return rc;
 	}
-	read_fd = fds[0];
+	control_wanted = 1;
 	pl_toggle_fd = fds[1];
 	return 0;
 }
@@ -173,7 +247,7 @@ int pl_control_init(void)
 {
 	if (pl_cfg.signo == 0 || !pl_real.pthread_create)
 		return 0;
-	return spawn_control();
+	return spawn_control(0);
 }
 
 /* The note about missing instrumentation is for the program the user launched, not
@@ -221,15 +295,64 @@ void pl_control_fork_prepare(void)
 
 void pl_control_fork_parent(void)
 {
+	fork_pauser = 0;
 	pthread_mutex_unlock(&lock);
 }
 
+/* Called by the Python adapter in os.fork's 'before' callback, without the GIL (the
+ * control thread may be waiting for it in PyGILState_Ensure, so it can finish its
+ * toggle). The first pause stops the control thread and the runtimes' own threads, so
+ * the parent counts none of them when Python warns about forking a multi-threaded
+ * process; pl_control_fork_resume undoes it. Toggles that arrive meanwhile wait in the
+ * pipe. Never holds pause_lock while waiting for the GIL. */
+void pl_control_fork_pause(void)
+{
+	pthread_mutex_lock(&pause_lock);
+	if (paused++ == 0) {
+		if (control_up && quit_fd >= 0) {
+			uint64_t one = 1, v;
+			ssize_t w = write(quit_fd, &one, sizeof(one));
+			(void)w;
+			pthread_join(control_th, NULL);
+			control_up = 0;
+			w = read(quit_fd, &v, sizeof(v));
+			(void)w;
+			wait_thread_gone(__atomic_load_n(&control_tid, __ATOMIC_ACQUIRE));
+		}
+		runtimes_fork_pause();
+	}
+	fork_pauser = 1; /* its own thread's, so no lock needed; set for the child */
+	pthread_mutex_unlock(&pause_lock);
+}
+
+/* After os.fork, in the parent ('after_in_parent', also when the fork failed) and in
+ * the child ('after_in_child', where pl_control_fork_child left one pause for it): the
+ * last resume starts the threads again. */
+void pl_control_fork_resume(void)
+{
+	pthread_mutex_lock(&pause_lock);
+	if (paused > 0 && --paused == 0) {
+		runtimes_fork_resume();
+		if (control_wanted && !control_up)
+			start_control_thread();
+	}
+	pthread_mutex_unlock(&pause_lock);
+}
+
 /* In the child: the parent's profiler is left as it is (its pages are the parent's
- * copy; other threads' state in it may be mid-update), and a new one takes its place. */
+ * copy; other threads' state in it may be mid-update), and a new one takes its place.
+ * When this thread came through os.fork's pause, the new control thread starts in
+ * os.fork's 'after_in_child' callback, once Python has re-made its own state after the
+ * fork; its pipe is made here, so no toggle is lost meanwhile. */
 void pl_control_fork_child(void)
 {
 	int was_running = pl_running;
 	pthread_mutex_unlock(&lock);
+	pthread_mutex_init(&pause_lock, NULL);
+	paused = fork_pauser ? 1 : 0;
+	fork_pauser = 0;
+	control_up = 0;
+	control_wanted = 0;
 	__atomic_store_n(&pl_tracing, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_running, 0, __ATOMIC_RELEASE);
 	dumps = 0;
@@ -241,6 +364,10 @@ void pl_control_fork_child(void)
 		close(read_fd);
 		close(w);
 		read_fd = -1;
+	}
+	if (quit_fd >= 0) {
+		close(quit_fd);
+		quit_fd = -1;
 	}
 	if (!pl_prof)
 		return;
@@ -265,7 +392,7 @@ void pl_control_fork_child(void)
 	pl_thread();
 	pl_runtimes_after_fork_child();
 	if (pl_cfg.signo != 0)
-		spawn_control();
+		spawn_control(paused != 0);
 	if (was_running) {
 		pthread_mutex_lock(&lock);
 		start_locked();

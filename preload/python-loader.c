@@ -2,7 +2,8 @@
  * asks the dynamic linker whether this process is CPython (Py_GetVersion, found with
  * dlsym(RTLD_DEFAULT); the shim references no Python symbol), dlopens the adapter built
  * for that version (next to the shim: python/ in the build tree, coprof/ installed) and
- * registers it as the "python" runtime. Non-Python processes return after one dlsym. */
+ * registers it as the "python" runtime. Non-Python processes return after one dlsym.
+ * In sample mode the adapter only keeps os.fork quiet (python/fork.c), silently. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -57,8 +58,9 @@ static int parse_version(const char *v, int *major, int *minor)
 }
 
 /* Looks for coprof-pythonX.Y.so in the folders an adapter may be in, relative to the
- * shim's own file: python/ (the build tree) and coprof/ (installed in libdir). */
-static void *open_adapter(int major, int minor, char *path, size_t len)
+ * shim's own file: python/ (the build tree) and coprof/ (installed in libdir). Says
+ * why it found none only when `loud`. */
+static void *open_adapter(int major, int minor, char *path, size_t len, int loud)
 {
 	Dl_info info;
 	if (!dladdr((void *)&python_runtime, &info) || !info.dli_fname)
@@ -77,22 +79,25 @@ static void *open_adapter(int major, int minor, char *path, size_t len)
 		if (n < 0 || (size_t)n >= len || access(path, R_OK) != 0)
 			continue;
 		void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-		if (h)
+		if (h || !loud)
 			return h;
 		pl_say("cannot load %s: %s; Python is not profiled", path, dlerror());
 		return NULL;
 	}
-	pl_say("no adapter for Python %d.%d next to %s; Python is not profiled", major, minor,
-	       info.dli_fname);
+	if (loud)
+		pl_say("no adapter for Python %d.%d next to %s; Python is not profiled", major,
+		       minor, info.dli_fname);
 	return NULL;
 }
 
 /* A struct of what the adapter may use, and its callbacks into pl_runtime_add. In
- * sample mode no Python hook is installed: the sampler samples native stacks. */
+ * sample mode no Python hook is installed (the sampler samples native stacks) and the
+ * adapter is not a runtime: it only pauses the shim's threads around os.fork. */
 int pl_python_init(void)
 {
-	if (!pl_prof || pl_cfg.mode != COPROF_MODE_TRACE)
+	if (!pl_prof)
 		return 0;
+	int profile = pl_cfg.mode == COPROF_MODE_TRACE;
 	const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
 	if (!version || !dlsym(RTLD_DEFAULT, "PySys_AddAuditHook"))
 		return 0;
@@ -100,12 +105,14 @@ int pl_python_init(void)
 	if (parse_version(version(), &major, &minor) != 0)
 		return 0;
 	if (major != 3 || minor < 10) {
-		pl_say("Python %d.%d is not supported (3.10 and later are); it is not profiled",
-		       major, minor);
+		if (profile)
+			pl_say("Python %d.%d is not supported (3.10 and later are); it is "
+			       "not profiled",
+			       major, minor);
 		return 0;
 	}
 	char path[PATH_MAX];
-	void *h = open_adapter(major, minor, path, sizeof(path));
+	void *h = open_adapter(major, minor, path, sizeof(path), profile);
 	if (!h)
 		return 0;
 	pl_py_attach_fn attach = (pl_py_attach_fn)dlsym(h, PL_PY_ENTRY);
@@ -114,14 +121,21 @@ int pl_python_init(void)
 	    .prof = &pl_prof,
 	    .clock = pl_cfg.clock,
 	    .builtins = pl_cfg.builtins,
+	    .profile = profile,
+	    .fork_pause = pl_control_fork_pause,
+	    .fork_resume = pl_control_fork_resume,
 	    .thread = pl_thread,
 	    .say = pl_say,
+	    .hook = (enum pl_py_hook)pl_cfg.py_hook,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {
-		pl_say("the Python adapter %s failed (%d); Python is not profiled", path, rc);
+		if (profile)
+			pl_say("the Python adapter %s failed (%d); Python is not profiled", path,
+			       rc);
 		return 0;
 	}
-	pl_runtime_add(&python_runtime);
+	if (profile)
+		pl_runtime_add(&python_runtime);
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "coprof.h"
 
@@ -23,6 +24,7 @@ struct pl_config {
 	int start;               /* COPROF_START: 1 profile from start, 0 wait for signal */
 	unsigned hz;             /* COPROF_HZ: sampling rate (default 997) */
 	int builtins;            /* COPROF_BUILTINS: 1 to key C builtins in Python */
+	int py_hook;             /* COPROF_PY_HOOK: PL_PY_HOOK_* (python/adapter.h) */
 	char out[PATH_MAX];      /* COPROF_OUT: path template, %p pid, %n dump number */
 };
 
@@ -46,7 +48,10 @@ PL_HIDDEN struct coprof_thread *pl_thread(void);
 
 /* A runtime adapter. Every callback is optional. start/stop run on the control
  * thread (or, for python, where the adapter says); thread_start/thread_exit run in the
- * thread concerned; after_fork_child runs in the child right after fork. */
+ * thread concerned; after_fork_child runs in the child right after fork. fork_pause
+ * stops a thread of the runtime's own for the length of a Python os.fork (so Python
+ * does not count it) and returns its kernel id (0: none stopped), once joined;
+ * fork_resume starts it again, unless it runs (in a child it may already). */
 struct pl_runtime {
 	const char *name;
 	int (*start)(void);
@@ -54,6 +59,8 @@ struct pl_runtime {
 	void (*thread_start)(void);
 	void (*thread_exit)(void);
 	void (*after_fork_child)(void);
+	pid_t (*fork_pause)(void);
+	void (*fork_resume)(void);
 };
 PL_HIDDEN void pl_runtime_add(const struct pl_runtime *rt);
 
@@ -64,6 +71,11 @@ PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2))
  * returns 0 when it has nothing to do (not a Python process, not sample mode). */
 PL_HIDDEN int pl_python_init(void);  /* python-loader.c */
 PL_HIDDEN int pl_sampler_init(void); /* sampler.c */
+/* control.c, for the Python adapter's os.fork callbacks (python-loader.c), called
+ * without the GIL: pause stops the shim's own threads before the fork; resume, in the
+ * parent and in the child after it, starts them again. Pauses nest. */
+PL_HIDDEN void pl_control_fork_pause(void);
+PL_HIDDEN void pl_control_fork_resume(void);
 /* Called by the ucontext adapter on the switching thread, outside any signal, just
  * before every switch from context `from` to `to` (NULL: the thread's own context),
  * with pl_tls()->in_switch already set. In sample mode under wall the sampler captures

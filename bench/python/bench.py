@@ -4,8 +4,10 @@ unprofiled, side by side in one run (runs interleaved), median of --runs.
 
 usage: bench.py --shim build/preload/libcoprof-preload.so [--runs 5] [--python EXE ...]
 
-Columns: coprof cpu and wall (LD_PRELOAD, COPROF_CLOCK), cProfile, and yappi cpu and
-wall where the interpreter has yappi. Prints a Markdown table.
+Columns: coprof cpu and wall (LD_PRELOAD, COPROF_CLOCK) through the profile function
+(COPROF_PY_HOOK=profile), the same through sys.monitoring (COPROF_PY_HOOK=monitoring,
+3.12+ only), cProfile, and yappi cpu and wall where the interpreter has yappi. Prints a
+Markdown table.
 """
 import argparse
 import glob
@@ -30,6 +32,11 @@ def has_yappi(python):
     return subprocess.run([python, "-c", "import yappi"], capture_output=True).returncode == 0
 
 
+def has_monitoring(python):
+    return subprocess.run([python, "-c", "import sys; sys.monitoring"],
+                          capture_output=True).returncode == 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True)
@@ -41,25 +48,31 @@ def main():
     base = dict(os.environ)
     base.pop("LD_PRELOAD", None)
     out = os.path.join(os.environ.get("TMPDIR", "/tmp"), "coprof-bench.pstat")
-    print("| python | workload | coprof cpu | coprof wall | cProfile | yappi cpu | yappi wall |")
-    print("|---|---|---|---|---|---|---|")
+    print("| python | workload | coprof cpu | coprof wall | coprof cpu, monitoring "
+          "| coprof wall, monitoring | cProfile | yappi cpu | yappi wall |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for py in pythons:
-        yappi = has_yappi(py)
+        yappi, mon = has_yappi(py), has_monitoring(py)
         for workload in ("calls", "asyncio"):
-            cols = [("none", {}), ("none", {"COPROF_CLOCK": "cpu"}),
-                    ("none", {"COPROF_CLOCK": "wall"}), ("cprofile", {})]
-            if yappi:
-                cols += [("yappi-cpu", {}), ("yappi-wall", {})]
+            cols = [("none", {})]
+            for hook in ("profile", "monitoring"):
+                for clock in ("cpu", "wall"):
+                    cols.append(("none", {"COPROF_CLOCK": clock, "COPROF_PY_HOOK": hook})
+                                if mon or hook == "profile" else None)
+            cols.append(("cprofile", {}))
+            cols += [("yappi-cpu", {}), ("yappi-wall", {})] if yappi else [None, None]
             times = [[] for _ in cols]
             for _ in range(args.runs):
-                for i, (prof, extra) in enumerate(cols):
+                for i, col in enumerate(cols):
+                    if col is None:
+                        continue
+                    prof, extra = col
                     env = dict(base)
                     if extra:
                         env.update(extra, LD_PRELOAD=args.shim, COPROF_OUT=out)
                     times[i].append(timed(py, prof, workload, env))
-            med = [statistics.median(t) for t in times]
-            ratios = ["%.2fx" % (m / med[0]) for m in med[1:]]
-            ratios += ["-"] * (5 - len(ratios))
+            med = [statistics.median(t) if t else None for t in times]
+            ratios = ["%.2fx" % (m / med[0]) if m else "-" for m in med[1:]]
             print("| %s | %s | %s |" % (py, workload, " | ".join(ratios)), flush=True)
     if os.path.exists(out):
         os.unlink(out)

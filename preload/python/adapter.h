@@ -4,14 +4,25 @@
  * The loader runs in the shim's constructor: it finds the interpreter, dlopens the
  * adapter built for its version and calls its one exported symbol with a struct of what
  * the adapter may use from the shim (the adapter cannot call the shim's hidden
- * functions). The adapter answers with its start/stop/fork callbacks. */
+ * functions). The adapter answers with its start/stop/fork callbacks. In sample mode
+ * the adapter is loaded too, only to keep os.fork quiet (fork.c). */
 #ifndef PL_PY_ADAPTER_H
 #define PL_PY_ADAPTER_H
 
 #include "coprof.h"
 
-#define PL_PY_ABI 1
+#define PL_PY_ABI 2
 #define PL_PY_ENTRY "pl_py_attach"
+
+/* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
+ * every thread state (every version); `monitoring`: sys.monitoring callbacks under a
+ * tool id of coprof's own (3.12+); `auto`: the cheaper of the two for the version
+ * (bench/RESULTS.md). */
+enum pl_py_hook {
+	PL_PY_HOOK_AUTO,
+	PL_PY_HOOK_PROFILE,
+	PL_PY_HOOK_MONITORING,
+};
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
 struct pl_py_host {
@@ -19,10 +30,18 @@ struct pl_py_host {
 	struct coprof **prof; /* the shim's profiler (replaced in a forked child) */
 	enum coprof_clock clock;
 	int builtins; /* COPROF_BUILTINS=1: key C builtins too */
+	/* 0 (sample mode): the adapter only serves os.fork below, hooks and keys nothing. */
+	int profile;
+	/* For os.fork's 'before' and 'after_in_parent'/'after_in_child' callbacks, called
+	 * without the GIL: the shim's own threads stop before the fork and start again
+	 * after it, so Python never counts them (pl_control_fork_pause, shim.h). */
+	void (*fork_pause)(void);
+	void (*fork_resume)(void);
 	/* The calling thread's engine thread, registered on first use; NULL on failure. */
 	struct coprof_thread *(*thread)(void);
 	/* One line on stderr, prefixed "coprof: ". */
 	void (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+	enum pl_py_hook hook; /* COPROF_PY_HOOK */
 };
 
 /* What the adapter gives back. start and stop run on the shim's control thread (or in

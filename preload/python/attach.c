@@ -2,9 +2,10 @@
  * constructor, before Python initialises), its audit hook, and start/stop.
  *
  * The audit hook runs in Python's threads with the GIL held: at cpython.run_* (the
- * main module is about to run) it puts the profile hook on, so profiling starts at the
- * main module's first line. Later starts and stops come from the shim's control
- * thread, which takes the GIL (PyGILState_Ensure). */
+ * main module is about to run) it registers fork.c's os.fork callbacks and puts the
+ * profile hook on, so profiling starts at the main module's first line. Later starts
+ * and stops come from the shim's control thread, which takes the GIL
+ * (PyGILState_Ensure). In sample mode only the fork callbacks are registered. */
 #include <errno.h>
 #include <string.h>
 
@@ -28,6 +29,7 @@ static int audit(const char *event, PyObject *args, void *data)
 	(void)data;
 	if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
 		main_started = 1;
+		pl_py_fork_register();
 		if (__atomic_load_n(&want, __ATOMIC_ACQUIRE) && !pl_py_installed)
 			pl_py_install(NULL);
 	} else if (event[0] == '_' && pl_py_installed &&
@@ -86,10 +88,13 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 	if (!host || host->abi != PL_PY_ABI)
 		return -EINVAL;
 	pl_py_host = host;
-	ensure_resolver();
+	if (host->profile)
+		ensure_resolver();
 	/* Documented as safe before Py_Initialize. */
 	if (PySys_AddAuditHook(audit, NULL) != 0)
 		return -EPERM;
+	if (!host->profile)
+		return 0; /* sample mode: the audit hook only registers fork.c's callbacks */
 	out->start = py_start;
 	out->stop = py_stop;
 	out->after_fork_child = py_after_fork_child;

@@ -105,11 +105,8 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 /* Names a builtin as cProfile does: "<built-in method builtins.len>" for functions,
  * "<method 'append' of 'list' objects>" for methods of a type, found by walking the
  * MRO of type(self) for the method table holding this PyMethodDef. */
-static void builtin_name(PyCFunctionObject *fn, char *buf, size_t len)
+static void builtin_name(PyMethodDef *ml, PyObject *self, PyObject *mod, char *buf, size_t len)
 {
-	PyMethodDef *ml = fn->m_ml;
-	PyObject *self = fn->m_self;
-	PyObject *mod = fn->m_module;
 	const char *modname = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
 	if (!self) {
 		if (modname && strcmp(modname, "builtins") != 0)
@@ -138,13 +135,29 @@ static void builtin_name(PyCFunctionObject *fn, char *buf, size_t len)
 		snprintf(buf, len, "<built-in method %s>", ml->ml_name);
 }
 
-struct pl_py_func *pl_py_builtin_of(PyObject *callable)
+struct pl_py_func *pl_py_builtin_of(PyObject *callable, PyObject *self)
 {
-	if (!PyCFunction_Check(callable))
+	PyMethodDef *ml;
+	PyObject *mod = NULL;
+	if (PyCFunction_Check(callable)) {
+		PyCFunctionObject *fn = (PyCFunctionObject *)callable;
+		ml = fn->m_ml;
+		self = fn->m_self;
+		mod = fn->m_module;
+	} else if (self && Py_IS_TYPE(callable, &PyMethodDescr_Type) &&
+		   PyObject_TypeCheck(self, PyDescr_TYPE(callable))) {
+		/* list.append(lst, x) as sys.monitoring reports lst.append(x): the same
+		 * function as the bound method the profile hook sees. */
+		ml = ((PyMethodDescrObject *)callable)->d_method;
+	} else {
 		return NULL;
-	PyCFunctionObject *fn = (PyCFunctionObject *)callable;
-	/* A method def is shared by every bound copy; its type decides the name. */
-	uintptr_t k = (uintptr_t)fn->m_ml ^ (fn->m_self ? (uintptr_t)Py_TYPE(fn->m_self) : 0);
+	}
+	/* A method def is shared by every bound copy; its type decides the name. The
+	 * type's address is scattered first: two method defs of one table differ in few
+	 * bits, and so may two types, so a plain XOR gave Future.cancelled's key to
+	 * Task.done. */
+	uintptr_t tp = self ? (uintptr_t)Py_TYPE(self) : 0;
+	uintptr_t k = (uintptr_t)ml ^ (uintptr_t)((uint64_t)tp * 0x9E3779B97F4A7C15ull);
 	struct pl_py_func *f = pl_py_map_get(&builtins, k);
 	if (f)
 		return f;
@@ -152,7 +165,7 @@ struct pl_py_func *pl_py_builtin_of(PyObject *callable)
 	if (!f)
 		return NULL;
 	char buf[256];
-	builtin_name(fn, buf, sizeof(buf));
+	builtin_name(ml, self, mod, buf, sizeof(buf));
 	f->file = "~";
 	f->name = strdup(buf);
 	f->line = 0;

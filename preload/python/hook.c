@@ -1,10 +1,15 @@
-/* hook.c: the profile hook: CPython's profile events -> engine events, with one
+/* hook.c: the hook: CPython's call and return events -> engine events, with one
  * engine context per coroutine chain resumed by a non-coroutine driver (an asyncio
- * task's root coroutine, DESIGN rules 3-6).
+ * task's root coroutine, DESIGN rules 3-6). Events come from one of two backends: the
+ * C profile function on every thread state (here), or sys.monitoring (monitor.c).
  *
- * Events arrive in the thread that runs the code, with the GIL held; each thread state
- * carries its own struct pl_py_thread as the hook's argument. The control thread puts
- * the hook on and takes it off holding the GIL, so no event runs meanwhile. */
+ * Events arrive in the thread that runs the code, with the GIL held. Under the profile
+ * function each thread state carries its own struct pl_py_thread as the hook's
+ * argument; under sys.monitoring each thread finds its own in thread-local storage.
+ * The control thread puts the hook on and takes it off holding the GIL, so no event
+ * runs meanwhile. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +21,10 @@ PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyO
 
 #define MAX_DRIVERS 32
 #define CORO_FLAGS (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
+
+/* COPROF_PY_HOOK=auto on 3.12+: sys.monitoring when nonzero. Chosen by measurement
+ * (bench/python/bench.py, bench/RESULTS.md). */
+#define AUTO_MONITORING 1
 
 const struct pl_py_host *pl_py_host;
 unsigned pl_py_gen;
@@ -67,6 +76,55 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->ndrivers = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
 	pt->t = pl_py_host->thread();
+}
+
+/* pt, brought up to date with the last start or fork; NULL when nothing is recorded
+ * for its thread. */
+static inline struct pl_py_thread *thread_ready(struct pl_py_thread *pt)
+{
+	if (pl_py_unlikely(!pt))
+		return NULL;
+	if (pl_py_unlikely(pt->gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED)))
+		thread_reset(pt);
+	return pl_py_likely(pt->t) ? pt : NULL;
+}
+
+/* --- thread-local state (the sys.monitoring backend) ---------------------------- */
+
+static pthread_key_t tls_key; /* -> struct pl_py_thread, freed when its thread exits */
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static int tls_ok;
+
+static void tls_free(void *p)
+{
+	thread_free(p);
+}
+
+static void tls_init(void)
+{
+	tls_ok = pthread_key_create(&tls_key, tls_free) == 0;
+}
+
+/* Made at the thread's first event: with sys.monitoring no one visits the thread
+ * states, and the thread frees it when it exits (the control thread never does, so
+ * an event that drops the GIL midway finds its state still there). */
+static struct pl_py_thread *tls_new(void)
+{
+	struct pl_py_thread *pt = calloc(1, sizeof(*pt));
+	if (!pt)
+		return NULL;
+	if (pthread_setspecific(tls_key, pt) != 0) {
+		free(pt);
+		return NULL;
+	}
+	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) - 1;
+	return pt;
+}
+
+struct pl_py_thread *pl_py_thread_current(void)
+{
+	struct pl_py_thread *pt = pthread_getspecific(tls_key);
+	return thread_ready(pl_py_likely(pt) ? pt : tls_new());
 }
 
 /* --- tasks -------------------------------------------------------------------- */
@@ -219,9 +277,8 @@ static void chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
 
 /* --- events ------------------------------------------------------------------- */
 
-static void on_call(struct pl_py_thread *pt, PyFrameObject *frame)
+void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
-	PL_PY_FRAME *fr = pl_py_frame(frame);
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -270,9 +327,8 @@ static int is_wrapped_value(PyObject *v)
 	return 0;
 }
 
-static void on_return(struct pl_py_thread *pt, PyFrameObject *frame, PyObject *arg)
+void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 {
-	PL_PY_FRAME *fr = pl_py_frame(frame);
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -303,17 +359,23 @@ static void on_return(struct pl_py_thread *pt, PyFrameObject *frame, PyObject *a
 		switch_out(pt, 1);
 }
 
+void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
+{
+	if (enter)
+		coprof_enter(pt->t, (uintptr_t)fn);
+	else
+		coprof_leave(pt->t, (uintptr_t)fn);
+}
+
+/* --- the profile function backend ------------------------------------------------ */
+
 static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
 {
 	if (pl_py_unlikely(!pl_py_host->builtins))
 		return;
-	struct pl_py_func *fn = pl_py_builtin_of(callable);
-	if (!fn)
-		return;
-	if (what == PyTrace_C_CALL)
-		coprof_enter(pt->t, (uintptr_t)fn);
-	else
-		coprof_leave(pt->t, (uintptr_t)fn);
+	struct pl_py_func *fn = pl_py_builtin_of(callable, NULL);
+	if (fn)
+		pl_py_on_builtin(pt, what == PyTrace_C_CALL, fn);
 }
 
 /* The profile function (Py_tracefunc). Never fails: profiling errors are not the
@@ -321,21 +383,17 @@ static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
  * call). */
 static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
-	struct pl_py_thread *pt = PyCapsule_GetPointer(obj, NULL);
+	struct pl_py_thread *pt = thread_ready(PyCapsule_GetPointer(obj, NULL));
 	if (pl_py_unlikely(!pt))
-		return 0;
-	if (pl_py_unlikely(pt->gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED)))
-		thread_reset(pt);
-	if (pl_py_unlikely(!pt->t))
 		return 0;
 	if (pl_py_unlikely(__atomic_load_n(&pl_py_new_threads, __ATOMIC_RELAXED)))
 		pl_py_install(NULL);
 	switch (what) {
 	case PyTrace_CALL:
-		on_call(pt, frame);
+		pl_py_on_call(pt, pl_py_frame(frame));
 		break;
 	case PyTrace_RETURN:
-		on_return(pt, frame, arg);
+		pl_py_on_return(pt, pl_py_frame(frame), arg);
 		break;
 	case PyTrace_C_RETURN:
 		if (pl_py_unlikely(PyCFunction_Check(arg) &&
@@ -377,7 +435,7 @@ static void find_start_thread(void)
 }
 #endif
 
-void pl_py_install(PyThreadState *skip)
+static void profile_install(PyThreadState *skip)
 {
 #if PY_VERSION_HEX < 0x030C0000
 	find_start_thread();
@@ -401,11 +459,9 @@ void pl_py_install(PyThreadState *skip)
 			PyErr_Clear();
 		Py_DECREF(cap);
 	}
-	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
-	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }
 
-void pl_py_remove(void)
+static void profile_remove(void)
 {
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
 	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts;
@@ -413,5 +469,54 @@ void pl_py_remove(void)
 		if (ts->c_profilefunc == on_event && _PyEval_SetProfile(ts, NULL, NULL) < 0)
 			PyErr_Clear();
 	}
+}
+
+/* --- choosing the backend --------------------------------------------------------- */
+
+static int monitoring; /* the sys.monitoring backend is the one on */
+
+/* 0: the profile function; 1: sys.monitoring; -ENOTSUP: none (asked for
+ * sys.monitoring before 3.12, said once). */
+static int backend(void)
+{
+	enum pl_py_hook h = pl_py_host->hook;
+#if PY_VERSION_HEX >= 0x030C0000
+	return h == PL_PY_HOOK_MONITORING || (h == PL_PY_HOOK_AUTO && AUTO_MONITORING);
+#else
+	static int said;
+	if (h != PL_PY_HOOK_MONITORING)
+		return 0;
+	if (!said)
+		pl_py_host->say("COPROF_PY_HOOK=monitoring needs Python 3.12 or later (this is "
+				"%d.%d); Python is not profiled",
+				PY_MAJOR_VERSION, PY_MINOR_VERSION);
+	said = 1;
+	return -ENOTSUP;
+#endif
+}
+
+void pl_py_install(PyThreadState *skip)
+{
+	int b = backend();
+	if (b < 0)
+		return;
+	monitoring = 0;
+	if (b == 1) {
+		(void)pthread_once(&tls_once, tls_init);
+		/* No tool id free: said once, and the profile function does the work. */
+		monitoring = tls_ok && pl_py_monitor_start() == 0;
+	}
+	if (!monitoring)
+		profile_install(skip);
+	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
+}
+
+void pl_py_remove(void)
+{
+	if (monitoring)
+		pl_py_monitor_stop();
+	else
+		profile_remove();
 	pl_py_installed = 0;
 }

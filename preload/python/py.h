@@ -21,6 +21,7 @@
 
 #define PL_PY_HIDDEN __attribute__((visibility("hidden")))
 #define pl_py_unlikely(x) __builtin_expect(!!(x), 0)
+#define pl_py_likely(x) __builtin_expect(!!(x), 1)
 
 /* --- functions: code objects and builtins, keyed for the engine (funcs.c) ------- */
 
@@ -51,8 +52,9 @@ static inline struct pl_py_func *pl_py_func_of(PyCodeObject *co)
 	return f ? f : pl_py_func_slow(co);
 }
 
-/* The function for a C builtin called from Python (a PyCFunction). NULL: unknown. */
-PL_PY_HIDDEN struct pl_py_func *pl_py_builtin_of(PyObject *callable);
+/* The function for a C builtin called from Python: a PyCFunction, or a method
+ * descriptor called with `self` (NULL: none) as its first argument. NULL: not one. */
+PL_PY_HIDDEN struct pl_py_func *pl_py_builtin_of(PyObject *callable, PyObject *self);
 /* The engine's resolver for the keys above (any thread, no GIL needed). */
 PL_PY_HIDDEN int pl_py_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
 /* Drops the cache's references to code objects nothing else holds (their keys stay
@@ -69,11 +71,18 @@ extern PL_PY_HIDDEN int pl_py_new_threads;
 /* The profile hook is on (the thread states that exist carry it). */
 extern PL_PY_HIDDEN int pl_py_installed;
 
-/* Puts the hook on every thread state of the interpreter that lacks it, except
- * `skip` (the control thread's own). */
+/* Puts the hook on: sys.monitoring's events (3.12+, when COPROF_PY_HOOK picks it),
+ * else the profile function on every thread state of the interpreter that lacks it,
+ * except `skip` (the control thread's own). */
 PL_PY_HIDDEN void pl_py_install(PyThreadState *skip);
-/* Takes the hook off every thread state. */
+/* Takes the hook off every thread state (or sys.monitoring). */
 PL_PY_HIDDEN void pl_py_remove(void);
+
+/* --- os.fork (fork.c) -------------------------------------------------------------- */
+
+/* Registers the callbacks that pause the shim's threads around os.fork (once; called
+ * when the main module is about to run). */
+PL_PY_HIDDEN void pl_py_fork_register(void);
 
 /* --- frames, per version ---------------------------------------------------------- */
 
@@ -175,6 +184,29 @@ static inline int pl_py_frame_suspended(PL_PY_FRAME *fr)
 	return fr->f_state == FRAME_SUSPENDED;
 }
 #endif
+
+/* --- events, from either backend (hook.c) ----------------------------------------- */
+
+/* One thread's coroutine bookkeeping: its tasks, its running task and drivers. */
+struct pl_py_thread;
+
+/* The calling thread's state, kept in thread-local storage (the sys.monitoring
+ * backend), made at its first event. NULL: record nothing for this thread. */
+PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_current(void);
+/* The profile hook's 'call': fr starts, resumes or is thrown into. */
+PL_PY_HIDDEN void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr);
+/* The profile hook's 'return': fr returns, yields `arg` or unwinds (arg NULL). */
+PL_PY_HIDDEN void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg);
+/* A C builtin is entered (enter nonzero) or left. */
+PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn);
+
+/* --- the sys.monitoring backend (monitor.c) ---------------------------------------- */
+
+/* Claims a tool id and turns its events on, interpreter-wide (GIL held). Already on:
+ * 0. No free id, or before 3.12: says so once; -EBUSY or -ENOTSUP. */
+PL_PY_HIDDEN int pl_py_monitor_start(void);
+/* Turns the events off, unregisters the callbacks and frees the tool id (GIL held). */
+PL_PY_HIDDEN void pl_py_monitor_stop(void);
 
 /* Python's own exception, kept aside while the adapter calls into Python. */
 struct pl_py_exc {

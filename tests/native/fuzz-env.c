@@ -1,7 +1,7 @@
 /* fuzz-env.c: libFuzzer target for the COPROF_* environment parser and the output
  * path template (preload/config.c). The input is split at NUL bytes into the values
  * of COPROF_OUT, COPROF_CLOCK, COPROF_MODE, COPROF_SIGNAL, COPROF_START, COPROF_HZ,
- * COPROF_BUILTINS; a missing piece leaves its variable unset. */
+ * COPROF_BUILTINS, COPROF_PY_HOOK; a missing piece leaves its variable unset. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +10,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *names[] = {"COPROF_OUT",   "COPROF_CLOCK", "COPROF_MODE",	"COPROF_SIGNAL",
-			      "COPROF_START", "COPROF_HZ",    "COPROF_BUILTINS"};
-static const char *values[7];
+static const char *names[] = {"COPROF_OUT",   "COPROF_CLOCK", "COPROF_MODE",	 "COPROF_SIGNAL",
+			      "COPROF_START", "COPROF_HZ",    "COPROF_BUILTINS", "COPROF_PY_HOOK"};
+static const char *values[8];
 
 static const char *get(const char *name)
 {
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		if (!strcmp(name, names[i]))
 			return values[i];
 	return NULL;
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data, size);
 	buf[size] = 0;
 	char *p = buf;
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < 8; i++) {
 		values[i] = p <= buf + size && *p != '\x01' ? p : NULL;
 		p += p <= buf + size ? strlen(p) + 1 : 0;
 	}

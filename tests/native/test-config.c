@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "python/adapter.h"
 
 static const char *const *vars; /* NAME, VALUE, NAME, VALUE, ..., NULL */
 
@@ -34,6 +35,7 @@ Test(config, defaults)
 	cr_expect_eq(cfg.start, 1);
 	cr_expect_eq(cfg.hz, 997);
 	cr_expect_eq(cfg.builtins, 0);
+	cr_expect_eq(cfg.py_hook, PL_PY_HOOK_AUTO);
 	cr_expect_str_eq(cfg.out, "coprof-%p.pstat");
 }
 
@@ -55,6 +57,8 @@ Test(config, every_variable)
 				 "250",
 				 "COPROF_BUILTINS",
 				 "1",
+				 "COPROF_PY_HOOK",
+				 "monitoring",
 				 NULL};
 	cr_assert_eq(parse(&cfg, err, v), 0, "%s", err);
 	cr_expect_str_eq(cfg.out, "/tmp/x.%p.%n.pstat");
@@ -64,6 +68,7 @@ Test(config, every_variable)
 	cr_expect_eq(cfg.start, 0);
 	cr_expect_eq(cfg.hz, 250);
 	cr_expect_eq(cfg.builtins, 1);
+	cr_expect_eq(cfg.py_hook, PL_PY_HOOK_MONITORING);
 }
 
 Test(config, signal_spellings)
@@ -86,10 +91,17 @@ Test(config, signal_spellings)
 Test(config, bad_values_say_which_variable)
 {
 	static const char *const bad[][2] = {
-	    {"COPROF_CLOCK", "cycles"}, {"COPROF_MODE", "trac"}, {"COPROF_SIGNAL", "KILL"},
-	    {"COPROF_START", "maybe"},	{"COPROF_HZ", "0"},	 {"COPROF_HZ", "12x"},
-	    {"COPROF_HZ", "-5"},	{"COPROF_OUT", "a%qb"},	 {"COPROF_OUT", ""},
+	    {"COPROF_CLOCK", "cycles"},
+	    {"COPROF_MODE", "trac"},
+	    {"COPROF_SIGNAL", "KILL"},
+	    {"COPROF_START", "maybe"},
+	    {"COPROF_HZ", "0"},
+	    {"COPROF_HZ", "12x"},
+	    {"COPROF_HZ", "-5"},
+	    {"COPROF_OUT", "a%qb"},
+	    {"COPROF_OUT", ""},
 	    {"COPROF_BUILTINS", "2"},
+	    {"COPROF_PY_HOOK", "setprofile"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct pl_config cfg;

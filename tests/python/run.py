@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """run.py: runs one Python program under the coprof shim and checks its profile.
 
-usage: run.py --python EXE --shim LIB [--asan LIB] CASE
+usage: run.py --python EXE --shim LIB [--asan LIB] [--hook auto|profile|monitoring] CASE
 
 Each CASE runs a program of progs/ (or samples/python/) on the interpreter EXE with
 LD_PRELOAD=LIB, reads the .pstat files it wrote with pstats and marshal, and asserts
-on calls, times, tasks and threads. Exit status 0: passed; 1: failed (with a reason).
+on calls, times, tasks and threads. --hook sets COPROF_PY_HOOK (the backend on 3.12+).
+Exit status 0: passed; 1: failed (with a reason).
 """
 import argparse
 import glob
@@ -83,12 +84,15 @@ def near(value, expected, rel, what):
 class Runner:
     def __init__(self, args, tmp):
         self.python, self.shim, self.asan, self.tmp = args.python, args.shim, args.asan, tmp
+        self.hook = args.hook
 
     def env(self, **kw):
         env = dict(os.environ)
         env["LD_PRELOAD"] = " ".join(p for p in (self.asan, self.shim) if p)
         env["ASAN_OPTIONS"] = "detect_leaks=0"  # CPython itself leaks at exit by design
         env.pop("PYTHONPATH", None)
+        if self.hook:
+            env["COPROF_PY_HOOK"] = self.hook
         for k, v in kw.items():
             env[k] = str(v)
         return env
@@ -242,25 +246,176 @@ def case_toggled(r):
                   "%s: %s, in %s" % (f, fn, ours))
 
 
-def case_forked(r, how="os"):
+SAMPLER_NOTE = b"coprof: sample mode samples native stacks"
+
+
+def unprofiled(cmd, stdin=b""):
+    """What cmd prints without the shim: (stdout, stderr) as bytes."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "LD_PRELOAD" and not k.startswith("COPROF_")}
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run(cmd, env=env, input=stdin, capture_output=True, timeout=120)
+    check(p.returncode == 0, "%s exited %d unprofiled: %s" % (" ".join(cmd), p.returncode,
+                                                             p.stderr[-2000:]))
+    return p.stdout, p.stderr
+
+
+def same_output(cmd, base, out, err, mode="trace"):
+    """The profiled run printed byte for byte what the unprofiled one did (in sample
+    mode, but for the sampler's one-line note about Python frames)."""
+    if mode == "sample":
+        err = b"".join(l for l in err.splitlines(True) if not l.startswith(SAMPLER_NOTE))
+    check((out, err) == base, "%s printed differently under the shim: stdout %r, stderr %r; "
+          "unprofiled: stdout %r, stderr %r" % (" ".join(cmd), out[-500:], err[-1500:],
+                                                base[0][-500:], base[1][-1500:]))
+
+
+def case_forked(r, how="os", mode="trace"):
+    """Forked children profile themselves into files of their own, and forking prints
+    nothing more than it does unprofiled (3.12+ warn about forking a multi-threaded
+    process: the shim's threads must not count), with warnings shown or not."""
     tmpl = os.path.join(r.tmp, "proc.%p.pstat")
-    r.run(os.path.join(PROGS, "forked.py"), [how], out=tmpl)
-    files = glob.glob(os.path.join(r.tmp, "proc.*.pstat"))
-    check(len(files) == 3, "expected 3 files (parent, 2 children): %s" % files)
-    kids = 0
-    for f in files:
-        prof = Profile(f)
-        if prof.funcs("child_work"):
-            kids += 1
-            check(prof.nc("child_work") == 1, f + ": child_work nc")
-            check(not prof.funcs("parent_work"), f + ": a child has the parent's work")
-        else:
-            check(prof.nc("parent_work") == 1, f + ": parent_work nc")
-    check(kids == 2, "%d children profiled themselves" % kids)
+    for warn in ([], ["-W", "default"]):
+        cmd = [r.python] + warn + [os.path.join(PROGS, "forked.py"), how]
+        base = unprofiled(cmd)
+        for f in glob.glob(os.path.join(r.tmp, "proc.*.pstat")):
+            os.remove(f)
+        p = subprocess.run(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl,
+                                          COPROF_MODE=mode),
+                           capture_output=True, timeout=120)
+        check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode,
+                                                      p.stderr[-2000:]))
+        same_output(cmd, base, p.stdout, p.stderr, mode)
+        files = glob.glob(os.path.join(r.tmp, "proc.*.pstat"))
+        check(len(files) == 3, "expected 3 files (parent, 2 children): %s" % files)
+        if mode == "sample":
+            for f in files:
+                check(Profile(f).stats, f + ": an empty profile")
+            continue
+        kids = 0
+        for f in files:
+            prof = Profile(f)
+            if prof.funcs("child_work"):
+                kids += 1
+                check(prof.nc("child_work") == 1, f + ": child_work nc")
+                check(not prof.funcs("parent_work"), f + ": a child has the parent's work")
+            else:
+                check(prof.nc("parent_work") == 1, f + ": parent_work nc")
+        check(kids == 2, "%d children profiled themselves" % kids)
 
 
 def case_forked_mp(r):
     case_forked(r, "mp")
+
+
+def case_forked_sample(r):
+    case_forked(r, "os", "sample")
+
+
+def case_forked_mp_sample(r):
+    case_forked(r, "mp", "sample")
+
+
+def case_forked_toggle(r):
+    """After os.fork and multiprocessing forks, the toggle signal still opens and closes
+    a window in the parent: the control thread, stopped around each fork, is back."""
+    tmpl = os.path.join(r.tmp, "win.%p.%n.pstat")
+    cmd = [r.python, "-W", "default", os.path.join(PROGS, "forked.py"), "toggle"]
+    base = unprofiled(cmd, b"go\n")
+    p = subprocess.Popen(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        lines = []
+        while not lines or lines[-1] not in (b"ready\n", b""):
+            lines.append(p.stdout.readline())
+        check(lines[-1] == b"ready\n", "the program did not get ready: %r" % lines)
+        for pause in (0.5, 1.0):
+            time.sleep(pause)
+            os.kill(p.pid, signal.SIGUSR2)
+        time.sleep(0.5)
+        out, err = p.communicate(b"go\n", timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    same_output(cmd, base, b"".join(lines) + out, err)
+    files = glob.glob(os.path.join(r.tmp, "win.*.pstat"))
+    mine = glob.glob(os.path.join(r.tmp, "win.%d.*.pstat" % p.pid))
+    check(len(files) == 1 and mine == files, "expected one window of the parent: %s" % files)
+    prof = Profile(mine[0])
+    check(prof.nc("burn") > 0, "the window has no call of burn")
+    check(not prof.funcs("child_work"), "the window has the children's work")
+
+
+def toggle_delivered(pid):
+    """Sends SIGUSR2 and waits until the process has taken it: a second one sent while
+    the first is still pending would merge with it (the kernel keeps one of each
+    standard signal), and a fork() in progress keeps signals pending for a while."""
+    os.kill(pid, signal.SIGUSR2)
+    bit = 1 << (signal.SIGUSR2 - 1)
+    for _ in range(20000):
+        try:
+            with open("/proc/%d/status" % pid) as f:
+                pending = [int(l.split()[1], 16) for l in f
+                           if l.startswith(("ShdPnd:", "SigPnd:"))]
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if not any(m & bit for m in pending):
+            return
+        time.sleep(0.0002)
+
+
+def case_forked_storm(r):
+    """Toggle signals rain on a process that forks with os.fork in a loop: nothing
+    deadlocks, no toggle is lost (an even number leaves profiling on for final_work;
+    each signal is sent once the previous one was taken, so none merge), and the
+    program prints what it prints unprofiled."""
+    import threading
+    tmpl = os.path.join(r.tmp, "storm.%p.%n.pstat")
+    cmd = [r.python, "-W", "default", os.path.join(PROGS, "forked.py"), "storm", "150"]
+    base = unprofiled(cmd, b"go\n")
+    p = subprocess.Popen(cmd, env=r.env(COPROF_CLOCK="wall", COPROF_OUT=tmpl),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    sent = [0]
+    done = threading.Event()
+
+    def rain():
+        while not done.is_set():
+            toggle_delivered(p.pid)
+            sent[0] += 1
+            time.sleep(0.002)
+    try:
+        first = p.stdout.readline()
+        check(first == b"ready\n", "the program did not get ready: %r" % first)
+        sender = threading.Thread(target=rain)
+        sender.start()
+        second = p.stdout.readline()
+        done.set()
+        sender.join()
+        check(second == b"forked\n", "the program did not fork: %r" % second)
+        if sent[0] % 2:
+            toggle_delivered(p.pid)
+            sent[0] += 1
+        time.sleep(1.5)
+        out, err = p.communicate(b"go\n", timeout=180)
+    finally:
+        done.set()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(p.returncode == 0, "exit %d after %d toggles: %s" % (p.returncode, sent[0],
+                                                              err[-2000:]))
+    same_output(cmd, base, first + second + out, err)
+    check(sent[0] >= 4, "only %d toggles were sent during the forks" % sent[0])
+    mine = glob.glob(os.path.join(r.tmp, "storm.%d.*.pstat" % p.pid))
+    check(mine, "the parent wrote no profile after %d toggles" % sent[0])
+    last = max(mine, key=lambda f: int(f.split(".")[-2]))
+    check(Profile(last).funcs("final_work"),
+          "%d toggles, but profiling was off for final_work (a toggle was lost): %s" % (
+              sent[0], last))
 
 
 def case_worker(r, clock):
@@ -388,6 +543,52 @@ def case_yappi(r):
                      "%s ct / measured CPU, against yappi's" % fn)
 
 
+def case_tool_freed(r):
+    """3.12+: stopping takes coprof's sys.monitoring tool off (no events, no callbacks,
+    the id free for the program), and starting again takes it back."""
+    tmpl = os.path.join(r.tmp, "tool.%n.pstat")
+    _, p = r.run(os.path.join(PROGS, "tool_freed.py"), out=tmpl, COPROF_PY_HOOK="monitoring",
+                 COPROF_BUILTINS=1)
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    check(seen.get("on") in (3, 4), "coprof holds no tool id of its own: %s" % seen)
+    check(seen["events_on"] != 0, "no events set: %s" % seen)
+    check(seen["freed"], "the tool id is still held after the stop: %s" % seen)
+    check(seen["events_off"] == 0 and set(seen["callbacks_off"]) == {"None"},
+          "events or callbacks left behind: %s" % seen)
+    check(seen["again"], "profiling did not come back on: %s" % seen)
+    files = sorted(glob.glob(os.path.join(r.tmp, "tool.*.pstat")))
+    check(len(files) == 2, "expected 2 windows, got %s" % files)
+    for f in files:
+        check(Profile(f).nc("work") == 1, "%s: work nc" % f)
+
+
+def case_cprofiled(r):
+    """3.12+: a program profiling itself with cProfile (tool 2) loses nothing, and
+    neither does coprof."""
+    side = os.path.join(r.tmp, "cprofile.json")
+    out, _ = r.run(os.path.join(PROGS, "cprofiled.py"), [side])
+    with open(side) as f:
+        theirs = json.load(f)
+    check(theirs == {"busy": 1, "leaf": 300}, "cProfile saw %s" % theirs)
+    prof = Profile(out)
+    check(prof.nc("busy") == 1 and prof.nc("leaf") == 300, "coprof saw busy %d, leaf %d" % (
+        prof.nc("busy"), prof.nc("leaf")))
+
+
+def case_hook_rejected(r):
+    """3.10 and 3.11: COPROF_PY_HOOK=monitoring is refused in one line on stderr, and the
+    program runs on, unprofiled (as for a bad value of any COPROF_* variable)."""
+    out = os.path.join(r.tmp, "refused.pstat")
+    p = subprocess.run([r.python, os.path.join(PROGS, "builtins.py")],
+                       env=r.env(COPROF_OUT=out, COPROF_PY_HOOK="monitoring"),
+                       capture_output=True, text=True, timeout=120)
+    said = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+    check(len(said) == 1 and "COPROF_PY_HOOK=monitoring needs Python 3.12" in said[0],
+          "expected one line about COPROF_PY_HOOK: %s" % said)
+    check(not os.path.exists(out), "a profile was written")
+
+
 def read_measured(path):
     with open(path) as f:
         return json.load(f)["cpu"]
@@ -402,15 +603,17 @@ def main():
     ap.add_argument("--python", required=True)
     ap.add_argument("--shim", required=True)
     ap.add_argument("--asan", default="")
+    ap.add_argument("--hook", choices=("auto", "profile", "monitoring"))
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
+    hook = " (COPROF_PY_HOOK=%s)" % args.hook if args.hook else ""
     with tempfile.TemporaryDirectory(prefix="coprof-py-") as tmp:
         try:
             CASES[args.case](Runner(args, tmp))
         except Failed as e:
-            print("FAIL %s on %s: %s" % (args.case, args.python, e))
+            print("FAIL %s on %s%s: %s" % (args.case, args.python, hook, e))
             return 1
-    print("ok %s on %s" % (args.case, args.python))
+    print("ok %s on %s%s" % (args.case, args.python, hook))
     return 0
 
 

@@ -1,9 +1,15 @@
-"""Two forked children each run child_work; the parent runs parent_work. Each process
-must profile itself into its own file. argv[1]: "os" (os.fork, the children exit
-through sys.exit) or "mp" (multiprocessing's fork context, whose children end with
-os._exit)."""
+"""Forks under the shim. argv[1]:
+  "os": two children made with os.fork each run child_work (and leave through
+        sys.exit); the parent runs parent_work. Each process profiles itself.
+  "mp": the same with multiprocessing's fork context (children leave with os._exit).
+  "toggle": forks both ways, says "ready", then runs parent_loop until a line comes on
+        stdin: the test toggles profiling by signal meanwhile.
+  "storm": says "ready", forks argv[2] short-lived children while the test sends toggle
+        signals, says "forked", waits for a line on stdin, then runs final_work.
+Every mode prints the same lines profiled or not (the test compares both runs)."""
 import multiprocessing as mp
 import os
+import select
 import sys
 
 
@@ -22,6 +28,16 @@ def parent_work():
     return burn(100000)
 
 
+def parent_loop():
+    while not select.select([sys.stdin], [], [], 0)[0]:
+        burn(20000)
+    sys.stdin.readline()
+
+
+def final_work():
+    return burn(50000)
+
+
 def with_os_fork():
     pids = []
     for _ in range(2):
@@ -33,6 +49,7 @@ def with_os_fork():
     parent_work()
     for pid in pids:
         assert os.waitpid(pid, 0)[1] == 0
+    print("os.fork: 2 children done")
 
 
 def with_multiprocessing():
@@ -44,7 +61,31 @@ def with_multiprocessing():
     for p in procs:
         p.join()
         assert p.exitcode == 0
+    print("multiprocessing: 2 children done")
+
+
+def storm(n):
+    print("ready", flush=True)
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+    print("forked", flush=True)
+    sys.stdin.readline()
+    final_work()
 
 
 if __name__ == "__main__":
-    with_os_fork() if sys.argv[1] == "os" else with_multiprocessing()
+    how = sys.argv[1]
+    if how == "os":
+        with_os_fork()
+    elif how == "mp":
+        with_multiprocessing()
+    elif how == "toggle":
+        with_os_fork()
+        with_multiprocessing()
+        print("ready", flush=True)
+        parent_loop()
+    else:
+        storm(int(sys.argv[2]))

@@ -1,0 +1,236 @@
+/* monitor.c: the sys.monitoring backend (CPython 3.12+): C callbacks registered under
+ * a tool id of coprof's own, for the events that make up the profile hook's 'call' and
+ * 'return', fed to hook.c with the running interpreter frame (no frame object made).
+ * Events are interpreter-wide, so threads started later need nothing. Callbacks run
+ * in the thread that runs the code, GIL held; start and stop hold the GIL too (the
+ * audit hook, or the shim's control thread). */
+#include <errno.h>
+#include <stdarg.h>
+
+#include "py.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+
+/* Tool ids to try: 0-2 are debugger, coverage and profiler (cProfile uses 2), 5 is
+ * the optimizer's. */
+static const int tool_ids[] = {3, 4};
+
+static int tool = -1; /* the id coprof holds; -1: none */
+
+/* The frame running now, when it runs `code` (a callback always comes from the frame
+ * of its code; the check keeps a surprise from reaching the engine). */
+static inline PL_PY_FRAME *running(PyObject *code)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	PL_PY_FRAME *fr = PyThreadState_GetUnchecked()->current_frame;
+#else
+	PL_PY_FRAME *fr = _PyThreadState_UncheckedGet()->cframe->current_frame;
+#endif
+	return pl_py_likely(fr) && (PyObject *)pl_py_frame_code(fr) == code ? fr : NULL;
+}
+
+/* One Python event for hook.c: a 'call', or a 'return' with the profile hook's arg.
+ * args: code, instruction offset, then the event's own. */
+static inline void py_event(PyObject *const *args, Py_ssize_t n, int call, PyObject *arg)
+{
+	struct pl_py_thread *pt = n >= 2 ? pl_py_thread_current() : NULL;
+	PL_PY_FRAME *fr = pt ? running(args[0]) : NULL;
+	if (!fr)
+		return;
+	if (call)
+		pl_py_on_call(pt, fr);
+	else
+		pl_py_on_return(pt, fr, arg);
+}
+
+/* Callbacks never fail: an error in a profiler is not the program's, and NULL here
+ * would raise in the program. */
+static PyObject *on_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	py_event(args, n, 1, NULL);
+	Py_RETURN_NONE;
+}
+
+/* PY_RETURN and PY_YIELD pass the value (the profile hook's arg). */
+static PyObject *on_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	py_event(args, n, 0, n >= 3 ? args[2] : NULL);
+	Py_RETURN_NONE;
+}
+
+/* PY_UNWIND passes the exception, which the profile hook's 'return' never sees. */
+static PyObject *on_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	py_event(args, n, 0, NULL);
+	Py_RETURN_NONE;
+}
+
+/* CALL comes for every call, C_RETURN and C_RAISE for every call of a non-Python
+ * callable: only builtins count, as the profile hook's C events do. args[2] is the
+ * callable, args[3] its first argument (self for a method descriptor). */
+static void builtin(PyObject *const *args, Py_ssize_t n, int enter)
+{
+	if (n < 4 || !(PyCFunction_Check(args[2]) || Py_IS_TYPE(args[2], &PyMethodDescr_Type)))
+		return;
+	struct pl_py_thread *pt = pl_py_thread_current();
+	struct pl_py_func *fn = pt ? pl_py_builtin_of(args[2], args[3]) : NULL;
+	if (fn)
+		pl_py_on_builtin(pt, enter, fn);
+}
+
+static PyObject *on_c_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	builtin(args, n, 1);
+	Py_RETURN_NONE;
+}
+
+static PyObject *on_c_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	builtin(args, n, 0);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef defs[] = {
+    {"coprof_call", (PyCFunction)(void (*)(void))on_call, METH_FASTCALL, NULL},
+    {"coprof_return", (PyCFunction)(void (*)(void))on_return, METH_FASTCALL, NULL},
+    {"coprof_unwind", (PyCFunction)(void (*)(void))on_unwind, METH_FASTCALL, NULL},
+    {"coprof_c_call", (PyCFunction)(void (*)(void))on_c_call, METH_FASTCALL, NULL},
+    {"coprof_c_return", (PyCFunction)(void (*)(void))on_c_return, METH_FASTCALL, NULL},
+};
+
+/* Each event, by its name in sys.monitoring.events, and its callback in defs. */
+static const struct {
+	const char *name;
+	int def;
+	int builtins; /* only with COPROF_BUILTINS=1 */
+} events[] = {
+    {"PY_START", 0, 0},	 {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},
+    {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0},  {"PY_UNWIND", 2, 0},
+    {"CALL", 3, 1},	 {"C_RETURN", 4, 1},  {"C_RAISE", 4, 1},
+};
+
+#define NDEFS (sizeof(defs) / sizeof(defs[0]))
+#define NEVENTS (sizeof(events) / sizeof(events[0]))
+
+static PyObject *callbacks[NDEFS]; /* made once, kept for the process's life */
+
+static int make_callbacks(void)
+{
+	for (size_t i = 0; i < NDEFS; i++)
+		if (!callbacks[i] && !(callbacks[i] = PyCFunction_New(&defs[i], NULL)))
+			return -ENOMEM;
+	return 0;
+}
+
+/* sys.monitoring.events.NAME, or -1. */
+static long event_bit(PyObject *mon, const char *name)
+{
+	PyObject *evs = PyObject_GetAttrString(mon, "events");
+	PyObject *v = evs ? PyObject_GetAttrString(evs, name) : NULL;
+	long bit = v && PyLong_Check(v) ? PyLong_AsLong(v) : -1;
+	Py_XDECREF(v);
+	Py_XDECREF(evs);
+	return bit;
+}
+
+/* sys.monitoring.fn(*args), args built from fmt; its result dropped, any error
+ * cleared (the caller keeps the program's own exception aside). 0 or -EINVAL. */
+static int call_mon(PyObject *mon, const char *fn, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	PyObject *args = Py_VaBuildValue(fmt, ap);
+	va_end(ap);
+	PyObject *f = args ? PyObject_GetAttrString(mon, fn) : NULL;
+	PyObject *r = f ? PyObject_Call(f, args, NULL) : NULL;
+	int rc = r ? 0 : -EINVAL;
+	Py_XDECREF(r);
+	Py_XDECREF(f);
+	Py_XDECREF(args);
+	PyErr_Clear();
+	return rc;
+}
+
+/* Registers every callback and turns its events on (on), or unregisters them (None)
+ * and turns every event off. 0 or -EINVAL. */
+static int wire(PyObject *mon, int on)
+{
+	long mask = 0;
+	int rc = 0;
+	for (size_t i = 0; i < NEVENTS; i++) {
+		if (events[i].builtins && !pl_py_host->builtins)
+			continue;
+		long bit = event_bit(mon, events[i].name);
+		if (bit <= 0) {
+			rc = -EINVAL;
+			continue;
+		}
+		PyObject *cb = on ? callbacks[events[i].def] : Py_None;
+		if (call_mon(mon, "register_callback", "(ilO)", tool, bit, cb) != 0)
+			rc = -EINVAL;
+		mask |= bit;
+	}
+	if (call_mon(mon, "set_events", "(il)", tool, on ? mask : 0L) != 0)
+		rc = -EINVAL;
+	return rc;
+}
+
+int pl_py_monitor_start(void)
+{
+	static int said;
+	if (tool >= 0)
+		return 0;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	PyObject *mon = PySys_GetObject("monitoring"); /* borrowed */
+	int rc = mon && make_callbacks() == 0 ? -EBUSY : -ENOENT;
+	for (size_t i = 0; rc == -EBUSY && i < sizeof(tool_ids) / sizeof(tool_ids[0]); i++) {
+		if (call_mon(mon, "use_tool_id", "(is)", tool_ids[i], "coprof") == 0) {
+			tool = tool_ids[i];
+			rc = wire(mon, 1);
+			if (rc != 0)
+				pl_py_monitor_stop();
+		}
+	}
+	if (rc != 0 && !said) {
+		said = 1;
+		pl_py_host->say("sys.monitoring is not usable (%s); profiling through the "
+				"profile function instead",
+				rc == -EBUSY ? "tool ids 3 and 4 are taken" : "no callbacks");
+	}
+	pl_py_exc_restore(&e);
+	return rc;
+}
+
+void pl_py_monitor_stop(void)
+{
+	if (tool < 0)
+		return;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	PyObject *mon = PySys_GetObject("monitoring");
+	if (mon) {
+		(void)wire(mon, 0);
+		(void)call_mon(mon, "free_tool_id", "(i)", tool);
+	}
+	tool = -1;
+	pl_py_exc_restore(&e);
+}
+
+#else /* 3.10, 3.11: no sys.monitoring */
+
+int pl_py_monitor_start(void)
+{
+	return -ENOTSUP;
+}
+
+void pl_py_monitor_stop(void)
+{
+}
+
+#endif
