@@ -6,7 +6,7 @@ Two workloads, each run REPS times (default 5) in interleaved order, medians rep
   resp  the RESP server (bench/sample/resp-plain: samples/native/resp.c built without
         -finstrument-functions) under redis-benchmark -t get,set: requests per second.
 Variants: unprofiled; coprof COPROF_MODE=sample at 250 Hz (the CPU-time timer alone),
-1 kHz and 10 kHz (CLOCK_MONOTONIC timers), cpu clock;
+1 kHz and 10 kHz (CLOCK_MONOTONIC timers), cpu clock; coprof loaded but never started;
 gperftools (LD_PRELOAD=libprofiler.so CPUPROFILE=...) asked for 1 kHz, at the rate it
 really delivers. Samples are counted from each profile, so the cost per sample is
 (profiled - unprofiled CPU) / samples. Prints a markdown table."""
@@ -36,6 +36,11 @@ def variants(build, tmp):
         out[name] = {
             "LD_PRELOAD": shim, "COPROF_MODE": "sample", "COPROF_CLOCK": "cpu",
             "COPROF_HZ": str(hz), "COPROF_OUT": os.path.join(tmp, f"c{hz}-%p.pstat")}
+    # what is left of coprof's cost with no tick at all: the shim, its threads and
+    # per-thread clocks, the coroutine switch hooks
+    out["coprof loaded, off"] = {
+        "LD_PRELOAD": shim, "COPROF_MODE": "sample", "COPROF_CLOCK": "cpu",
+        "COPROF_HZ": "250", "COPROF_START": "0", "COPROF_OUT": os.path.join(tmp, "off-%p.pstat")}
     if GPERF:
         out["gperftools 1 kHz"] = {"LD_PRELOAD": GPERF, "CPUPROFILE": os.path.join(tmp, "g.prof"),
                                    "CPUPROFILE_FREQUENCY": "1000"}
