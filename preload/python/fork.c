@@ -48,6 +48,8 @@ PyAPI_FUNC(int)
 struct later {
 	PyThreadState *ts;  /* the forking thread */
 	PL_PY_FRAME *frame; /* the frame that called os.fork */
+	PyCodeObject *code; /* its code (identity only): once that frame returned, its
+			     * slot may hold another function's frame */
 	unsigned requeues;
 };
 
@@ -61,7 +63,7 @@ static int inside_fork(struct later *l)
 		return 0;
 	for (; f; f = f->previous)
 		if (f == l->frame)
-			return 1;
+			return pl_py_frame_code(f) == l->code;
 	return 0;
 }
 
@@ -86,7 +88,8 @@ static PyObject *after_fork_parent(PyObject *self, PyObject *unused)
 	PyThreadState *ts = PyThreadState_Get();
 	struct later *l = malloc(sizeof(*l));
 	if (l) {
-		*l = (struct later){.ts = ts, .frame = ts->current_frame};
+		PL_PY_FRAME *f = ts->current_frame;
+		*l = (struct later){.ts = ts, .frame = f, .code = f ? pl_py_frame_code(f) : NULL};
 		if (_PyEval_AddPendingCall(ts->interp, resume_later, l, 0) == 0)
 			Py_RETURN_NONE;
 		free(l);

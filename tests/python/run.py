@@ -349,6 +349,36 @@ def case_forked_toggle(r):
     check(not prof.funcs("child_work"), "the window has the children's work")
 
 
+def case_toggle_at_exit(r):
+    """A stop toggle that reaches the control thread while Python finalizes: Python ends
+    any thread that waits for the GIL then, and once ended the control thread holding
+    the shim's lock made the exit dump wait forever (every time, with these delays).
+    The program must exit."""
+    tmpl = os.path.join(r.tmp, "exit.%p.%n.pstat")
+    cmd = [r.python, os.path.join(PROGS, "forked.py"), "toggle"]
+    for attempt in range(3):
+        p = subprocess.Popen(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            while p.stdout.readline() not in (b"ready\n", b""):
+                pass
+            time.sleep(0.3)
+            os.kill(p.pid, signal.SIGUSR2)
+            time.sleep(0.5)
+            os.kill(p.pid, signal.SIGUSR2)
+            out, err = p.communicate(b"go\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            check(False, "attempt %d: the program hung at exit" % attempt)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+        # Whether this window holds anything is not checked: a toggle this soon after
+        # the forks can still be late (see the closing note of this work).
+
+
 def toggle_delivered(pid):
     """Sends SIGUSR2 and waits until the process has taken it: a second one sent while
     the first is still pending would merge with it (the kernel keeps one of each
