@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "keymap.h"
 #include "marshal.h"
 #include "profile.h"
@@ -98,14 +99,8 @@ static int get_str(struct reader *rd, const struct cp_mval *v, const char **out,
 		return oom(rd);
 	if (!v->shared || !v->n)
 		return 0;
-	if (rd->nstr == rd->capstr) {
-		uint32_t cap = rd->capstr ? rd->capstr * 2 : 256;
-		const char **nt = realloc(rd->strtab, cap * sizeof(*nt));
-		if (!nt)
-			return oom(rd);
-		rd->strtab = nt;
-		rd->capstr = cap;
-	}
+	if (cp_grow(&rd->strtab, &rd->capstr, rd->nstr + 1, sizeof(*rd->strtab), 256) < 0)
+		return oom(rd);
 	if (cp_ptrmap_put(&rd->strs, v->v.s, rd->nstr) < 0)
 		return oom(rd);
 	rd->strtab[rd->nstr++] = *out;

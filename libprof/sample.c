@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "sample.h"
 
 /* One distinct stack with what it was charged. */
@@ -291,14 +292,8 @@ static int acc_func(struct acc *a, uint32_t key, uint32_t *out)
 		return -ENOMEM;
 	if (map_get(&a->bykey, key, out))
 		return 0;
-	if (a->nfuncs == a->cap) {
-		uint32_t cap = a->cap ? a->cap * 2 : 64;
-		struct acc_func *f = realloc(a->funcs, cap * sizeof(*f));
-		if (!f)
-			return -ENOMEM;
-		a->funcs = f;
-		a->cap = cap;
-	}
+	if (cp_grow(&a->funcs, &a->cap, a->nfuncs + 1, sizeof(*a->funcs), 64) < 0)
+		return -ENOMEM;
 	memset(&a->funcs[a->nfuncs], 0, sizeof(a->funcs[0]));
 	a->funcs[a->nfuncs].key = key;
 	if (map_put(&a->bykey, key, a->nfuncs) < 0)
@@ -312,14 +307,8 @@ static struct acc_edge *acc_edge(struct acc_func *f, uint32_t caller)
 	for (uint32_t i = 0; i < f->nedges; i++)
 		if (f->edges[i].caller == caller)
 			return &f->edges[i];
-	if (f->nedges == f->capedges) {
-		uint32_t cap = f->capedges ? f->capedges * 2 : 4;
-		struct acc_edge *e = realloc(f->edges, cap * sizeof(*e));
-		if (!e)
-			return NULL;
-		f->edges = e;
-		f->capedges = cap;
-	}
+	if (cp_grow(&f->edges, &f->capedges, f->nedges + 1, sizeof(*f->edges), 4) < 0)
+		return NULL;
 	struct acc_edge *e = &f->edges[f->nedges++];
 	memset(e, 0, sizeof(*e));
 	e->caller = caller;
@@ -501,14 +490,9 @@ static int key_of_pc(struct build *b, uintptr_t pc, uint32_t *out)
 	/* Keys with equal hashes are chained by probing h, h+1, ... in bykeyhash. */
 	for (uint64_t probe = h;; probe++) {
 		if (!map_get(&b->bykeyhash, probe, &ki)) {
-			if (b->nkeys == b->capkeys) {
-				uint32_t cap = b->capkeys ? b->capkeys * 2 : 256;
-				struct cp_key *keys = realloc(b->keys, cap * sizeof(*keys));
-				if (!keys)
-					return -ENOMEM;
-				b->keys = keys;
-				b->capkeys = cap;
-			}
+			if (cp_grow(&b->keys, &b->capkeys, b->nkeys + 1, sizeof(*b->keys),
+				    256) < 0)
+				return -ENOMEM;
 			ki = b->nkeys++;
 			b->keys[ki] = k;
 			if (map_put(&b->bykeyhash, probe, ki) < 0)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine-inline.h"
+#include "grow.h"
 #include "sample.h"
 
 struct row {
@@ -65,17 +66,7 @@ struct snap {
 /* Makes room for `need` elements in a malloc'd array. 0 or -ENOMEM. */
 static int grow(void *arrp, uint32_t *cap, uint32_t need, size_t elem)
 {
-	if (need <= *cap)
-		return 0;
-	uint32_t ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = realloc(*(void **)arrp, (size_t)ncap * elem);
-	if (!n)
-		return -ENOMEM;
-	*(void **)arrp = n;
-	*cap = ncap;
-	return 0;
+	return cp_grow(arrp, cap, need, elem, 64);
 }
 
 static uint32_t mix(uint64_t x)
