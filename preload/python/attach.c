@@ -4,8 +4,8 @@
  * The audit hook runs in Python's threads with the GIL held: at cpython.run_* (the
  * main module is about to run) it registers fork.c's os.fork callbacks and puts the
  * profile hook on, so profiling starts at the main module's first line. Later starts
- * and stops come from the shim's control thread, which takes the GIL
- * (PyGILState_Ensure). In sample mode only the fork callbacks are registered. */
+ * and stops come from the shim's control thread, which takes the GIL (gil.c). In
+ * sample mode only the fork callbacks are registered. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -93,7 +93,7 @@ static int py_start(void)
 	ensure_resolver();
 	pthread_mutex_lock(&gil_users);
 	if (main_started && !pl_py_installed && !py_exiting && pl_py_alive()) {
-		PyGILState_STATE st = PyGILState_Ensure();
+		PyGILState_STATE st = pl_py_gil_take();
 		if (!pl_py_installed)
 			pl_py_install(PyThreadState_Get());
 		PyGILState_Release(st);
@@ -110,7 +110,7 @@ static int py_stop(void)
 	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&gil_users);
 	if (pl_py_installed && !py_exiting && pl_py_alive()) {
-		PyGILState_STATE st = PyGILState_Ensure();
+		PyGILState_STATE st = pl_py_gil_take();
 		pl_py_remove();
 		pl_py_release();
 		PyGILState_Release(st);

@@ -84,6 +84,12 @@ PL_PY_HIDDEN void pl_py_remove(void);
  * when the main module is about to run). */
 PL_PY_HIDDEN void pl_py_fork_register(void);
 
+/* --- the control thread's turn with the GIL (gil.c) ------------------------------- */
+
+/* PyGILState_Ensure for the shim's control thread (no GIL held), which a thread that
+ * drops and retakes the GIL often cannot starve. Released with PyGILState_Release. */
+PL_PY_HIDDEN PyGILState_STATE pl_py_gil_take(void);
+
 /* --- frames, per version ---------------------------------------------------------- */
 
 #if PY_VERSION_HEX >= 0x030B0000

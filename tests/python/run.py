@@ -353,7 +353,7 @@ def case_toggle_at_exit(r):
     """A stop toggle that reaches the control thread while Python finalizes: Python ends
     any thread that waits for the GIL then, and once ended the control thread holding
     the shim's lock made the exit dump wait forever (every time, with these delays).
-    The program must exit."""
+    The program must exit, and its window must be written."""
     tmpl = os.path.join(r.tmp, "exit.%p.%n.pstat")
     cmd = [r.python, os.path.join(PROGS, "forked.py"), "toggle"]
     for attempt in range(3):
@@ -375,8 +375,67 @@ def case_toggle_at_exit(r):
                 p.kill()
                 p.wait()
         check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
-        # Whether this window holds anything is not checked: a toggle this soon after
-        # the forks can still be late (see the closing note of this work).
+        # The window is dumped once, by the stop or at exit, whichever comes first.
+        files = glob.glob(os.path.join(r.tmp, "exit.%d.*.pstat" % p.pid))
+        check(len(files) == 1, "attempt %d: expected one window, got %s" % (attempt, files))
+        check(Profile(files[0]).nc("burn") > 0, "attempt %d: the window has no call of burn"
+              % attempt)
+
+
+def proc_cpu(pid):
+    """The CPU seconds the process has used so far (all its threads)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def case_busy_toggle(r):
+    """Windows toggled by signal while a loop polls stdin between short bursts of work:
+    that loop drops and retakes the GIL every half millisecond, which kept the control
+    thread from getting it for whole windows (no file at all, about half the time),
+    wherever the loop ran. Each window must cover the time between its two signals:
+    burn's time in it is at least half of what the process used (cpu) or of the time
+    that passed (wall) between them."""
+    windows = 3
+    for where in ("module", "func", "thread"):
+        for clock in ("cpu", "wall"):
+            what = "%s, %s clock" % (where, clock)
+            tmpl = os.path.join(r.tmp, "busy.%s.%s.%%n.pstat" % (where, clock))
+            p = subprocess.Popen([r.python, os.path.join(PROGS, "busy.py"), where],
+                                 env=r.env(COPROF_CLOCK=clock, COPROF_OUT=tmpl,
+                                           COPROF_START=0),
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            spans = []
+            try:
+                check(p.stdout.readline() == b"ready\n", "%s: busy.py did not get ready" % what)
+                for _ in range(windows):
+                    time.sleep(0.2)
+                    t0, c0 = time.monotonic(), proc_cpu(p.pid)
+                    toggle_delivered(p.pid)
+                    time.sleep(0.5)
+                    toggle_delivered(p.pid)
+                    t1, c1 = time.monotonic(), proc_cpu(p.pid)
+                    spans.append(t1 - t0 if clock == "wall" else c1 - c0)
+                time.sleep(0.2)
+                out, err = p.communicate(b"go\n", timeout=60)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            check(p.returncode == 0, "%s: exit %d: %s" % (what, p.returncode, err[-2000:]))
+            check(b"coprof:" not in err, "%s: the shim complained: %s" % (what, err[-2000:]))
+            files = sorted(glob.glob(tmpl.replace("%n", "*")))
+            check(len(files) == windows, "%s: expected %d windows, got %s"
+                  % (what, windows, [os.path.basename(f) for f in files]))
+            for n, span in enumerate(spans, 1):
+                prof = Profile(tmpl.replace("%n", str(n)))
+                found = prof.funcs("burn")
+                check(len(found) == 1, "%s, window %d: burn is not in it: %s"
+                      % (what, n, sorted(k[2] for k in prof.stats)))
+                burn = found[0][1][3]
+                check(burn >= 0.5 * span, "%s, window %d: burn has %.3f s of %.3f s"
+                      % (what, n, burn, span))
 
 
 def toggle_delivered(pid):
