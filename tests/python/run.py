@@ -570,8 +570,9 @@ def case_pyenv_shim(r):
     check(Profile(files[0]).nc("key") == 200, "the profile is not the program's")
 
 
-def case_resp(r):
-    """samples/python/resp_server.py under redis-benchmark, stopped with SIGINT."""
+def resp_server(r, **env):
+    """Starts samples/python/resp_server.py on a free port under the shim: (redis-benchmark,
+    port, the server's Popen), once it listens."""
     import shutil
     import socket
     bench = shutil.which("redis-benchmark")
@@ -579,12 +580,21 @@ def case_resp(r):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out = os.path.join(r.tmp, "resp.pstat")
     p = subprocess.Popen([r.python, os.path.join(SAMPLES, "resp_server.py"), str(port)],
-                         env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=out),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         env=r.env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    if "listening" not in p.stdout.readline():
+        p.kill()
+        p.wait()
+        check(False, "the server did not start")
+    return bench, port, p
+
+
+def case_resp(r):
+    """samples/python/resp_server.py under redis-benchmark, stopped with SIGINT."""
+    out = os.path.join(r.tmp, "resp.pstat")
+    bench, port, p = resp_server(r, COPROF_CLOCK="cpu", COPROF_OUT=out)
     try:
-        check("listening" in p.stdout.readline(), "the server did not start")
         b = subprocess.run([bench, "-p", str(port), "-t", "set,get", "-n", "2000", "-c", "10",
                             "-q"], capture_output=True, text=True, timeout=120)
         check(b.returncode == 0, "redis-benchmark failed: " + b.stderr[-1000:])
@@ -596,6 +606,47 @@ def case_resp(r):
     check(prof.nc("execute") >= 4000, "execute nc %d" % prof.nc("execute"))
     clients = [t for t in prof.tasks() if any(k[2] == "serve_client" for k in t["stats"])]
     check(len(clients) >= 20, "%d connection tasks" % len(clients))
+
+
+def case_resp_toggled(r):
+    """samples/python/resp_server.py under redis-benchmark, toggled by signal: three
+    windows, each written, each covering its span with the requests it served, and none
+    after the last."""
+    tmpl = os.path.join(r.tmp, "resp.%n.pstat")
+    bench, port, p = resp_server(r, COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
+    b = None
+    try:
+        b = subprocess.Popen([bench, "-p", str(port), "-t", "set,get", "-n", "100000000",
+                              "-c", "20", "-q"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        spans = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            toggle_delivered(p.pid)
+            time.sleep(0.5)
+            toggle_delivered(p.pid)
+            spans.append(time.monotonic() - t0)
+            time.sleep(0.3)
+        check(b.poll() is None, "redis-benchmark stopped early")
+    finally:
+        if b is not None and b.poll() is None:
+            b.kill()
+            b.wait()
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=60)[1]
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+    files = sorted(glob.glob(os.path.join(r.tmp, "resp.*.pstat")))
+    check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
+    for f, span in zip(files, spans):
+        prof = Profile(f)
+        name = os.path.basename(f)
+        check(prof.funcs("execute") and prof.nc("execute") >= 100, "%s: execute has %s calls"
+              % (name, prof.nc("execute") if prof.funcs("execute") else 0))
+        # The loop's thread was recorded for most of the window (wall clock).
+        ttot = max(t["ttot"] for t in prof.extras["threads"])
+        check(ttot >= 0.5 * span, "%s: %.3f s recorded of a %.3f s window" % (name, ttot, span))
 
 
 def case_yappi(r):
