@@ -104,15 +104,18 @@ static void burn(struct span *s, struct cp_clock *c, uint64_t ns)
 	} while (s->at_cpu < end);
 }
 
-/* The clock under test agreed with the kernel over the span, and at every
- * checkpoint. One step may disagree by up to a resync period: a single hiccup of the
- * host (seen once in CI: 5.7 ms in one run under load) is not the clock drifting, which
- * shows as many small disagreements adding up. */
+/* The clock under test agreed with the kernel over the span (within `tolerance`), and
+ * at every checkpoint. One step may disagree by up to a resync period: a single hiccup
+ * of the host (seen once in CI: 5.7 ms in one run under load) is not the clock
+ * drifting, which shows as many small disagreements adding up. Those add up to 0.1-0.4%
+ * of the span here; a host loaded far beyond its cores made them 2.3% once (worst step
+ * 1.7 ms, end ratio 1.0000), so their bound is twice the end ratio's: a clock that runs
+ * a few percent wrong between resyncs still fails it. */
 static int span_ok(const struct span *s, double tolerance)
 {
 	double ratio = (double)s->clock / (double)s->cpu;
 	double drift = (double)(s->drift - s->worst) / (double)s->cpu;
-	return ratio > 1 - tolerance && ratio < 1 + tolerance && drift < tolerance &&
+	return ratio > 1 - tolerance && ratio < 1 + tolerance && drift < 2 * tolerance &&
 	       s->worst < 10 * MS;
 }
 
@@ -125,9 +128,11 @@ static void assert_span(const struct span *s, double tolerance, const char *what
 		    (unsigned long long)s->reads);
 	cr_assert(span_ok(s, tolerance),
 		  "%s: clock %.3f ms, kernel %.3f ms (ratio %.4f, allowed 1 +- %.3f), "
-		  "disagreeing by %.3f ms between checkpoints (worst step %.3f ms)",
+		  "disagreeing by %.3f ms between checkpoints (worst step %.3f ms; allowed "
+		  "%.3f ms besides it, and 10 ms for it)",
 		  what, (double)s->clock / MS, (double)s->cpu / MS, ratio, tolerance,
-		  (double)s->drift / MS, (double)s->worst / MS);
+		  (double)s->drift / MS, (double)s->worst / MS,
+		  2 * tolerance * (double)s->cpu / MS);
 }
 
 static void assert_within(uint64_t got, uint64_t want, double tolerance, const char *what)
