@@ -7,7 +7,6 @@
  * and stops come from the shim's control thread, which takes the GIL (gil.c). In
  * sample mode only the fork callbacks are registered. */
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "py.h"
@@ -15,44 +14,6 @@
 static int want;		 /* profiling is on for Python: start seen, no stop since */
 static int main_started;	 /* the audit hook saw the main module start */
 static struct coprof *resolving; /* the profiler our resolver was added to */
-
-/* A thread that waits for the GIL once Python finalizes is ended by Python on the
- * spot: the control thread would die holding the shim's lock, and the exit dump would
- * wait for it forever. So the control thread takes the GIL only under `gil_users`
- * and while `py_exiting` is 0, and an atexit callback, which Python runs before it
- * finalizes, sets py_exiting under that mutex. */
-static pthread_mutex_t gil_users = PTHREAD_MUTEX_INITIALIZER;
-static int py_exiting;
-
-static PyObject *at_python_exit(PyObject *self, PyObject *unused)
-{
-	(void)self;
-	(void)unused;
-	Py_BEGIN_ALLOW_THREADS /* a control thread waiting for the GIL finishes first */
-	pthread_mutex_lock(&gil_users);
-	py_exiting = 1;
-	pthread_mutex_unlock(&gil_users);
-	Py_END_ALLOW_THREADS
-	Py_RETURN_NONE;
-}
-
-static PyMethodDef exit_def = {"coprof_at_exit", at_python_exit, METH_NOARGS, NULL};
-
-/* Registered first, so it runs after the program's own atexit callbacks. */
-static void register_at_exit(void)
-{
-	struct pl_py_exc saved;
-	pl_py_exc_save(&saved);
-	PyObject *mod = PyImport_ImportModule("atexit");
-	PyObject *fn = PyCFunction_New(&exit_def, NULL);
-	PyObject *r = mod && fn ? PyObject_CallMethod(mod, "register", "O", fn) : NULL;
-	if (!r)
-		pl_py_host->say("cannot register with atexit; a toggle at exit may hang");
-	Py_XDECREF(r);
-	Py_XDECREF(fn);
-	Py_XDECREF(mod);
-	pl_py_exc_restore(&saved);
-}
 
 static void ensure_resolver(void)
 {
@@ -68,7 +29,7 @@ static int audit(const char *event, PyObject *args, void *data)
 	(void)data;
 	if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
 		if (!main_started && pl_py_host->profile)
-			register_at_exit();
+			pl_py_gil_at_main();
 		main_started = 1;
 		pl_py_fork_register();
 		if (__atomic_load_n(&want, __ATOMIC_ACQUIRE) && !pl_py_installed)
@@ -91,14 +52,12 @@ static int py_start(void)
 	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&want, 1, __ATOMIC_RELEASE);
 	ensure_resolver();
-	pthread_mutex_lock(&gil_users);
-	if (main_started && !pl_py_installed && !py_exiting && pl_py_alive()) {
-		PyGILState_STATE st = pl_py_gil_take();
+	PyGILState_STATE st;
+	if (main_started && !pl_py_installed && pl_py_gil_take(&st) == 0) {
 		if (!pl_py_installed)
 			pl_py_install(PyThreadState_Get());
-		PyGILState_Release(st);
+		pl_py_gil_give(st);
 	}
-	pthread_mutex_unlock(&gil_users);
 	return 0;
 }
 
@@ -108,21 +67,19 @@ static int py_stop(void)
 {
 	__atomic_store_n(&want, 0, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&gil_users);
-	if (pl_py_installed && !py_exiting && pl_py_alive()) {
-		PyGILState_STATE st = pl_py_gil_take();
+	PyGILState_STATE st;
+	if (pl_py_installed && pl_py_gil_take(&st) == 0) {
 		pl_py_remove();
 		pl_py_release();
-		PyGILState_Release(st);
+		pl_py_gil_give(st);
 	}
-	pthread_mutex_unlock(&gil_users);
 	return 0;
 }
 
 /* Right after fork, in the child: the forking thread is the only one left. */
 static void py_after_fork_child(void)
 {
-	pthread_mutex_init(&gil_users, NULL);
+	pl_py_gil_after_fork_child();
 	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
 	ensure_resolver();
 }

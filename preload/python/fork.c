@@ -12,20 +12,24 @@
 
 #include "py.h"
 
-static void resume_now(void)
+/* Calls the shim's pause or resume with the GIL released. */
+static void without_gil(void (*fn)(void))
 {
 	PyThreadState *ts = PyEval_SaveThread();
-	pl_py_host->fork_resume();
+	fn();
 	PyEval_RestoreThread(ts);
+}
+
+static void resume_now(void)
+{
+	without_gil(pl_py_host->fork_resume);
 }
 
 static PyObject *before_fork(PyObject *self, PyObject *unused)
 {
 	(void)self;
 	(void)unused;
-	PyThreadState *ts = PyEval_SaveThread();
-	pl_py_host->fork_pause();
-	PyEval_RestoreThread(ts);
+	without_gil(pl_py_host->fork_pause);
 	Py_RETURN_NONE;
 }
 

@@ -1,17 +1,24 @@
-/* gil.c: the control thread takes the GIL without being starved.
+/* gil.c: when and how the shim's control thread takes the GIL.
  *
- * A thread waiting for the GIL sleeps for the switch interval (5 ms by default) and
- * asks the holder to let go only when it wakes by timeout and no other thread took the
- * GIL meanwhile. But every release wakes it early, and the holder takes the GIL back
- * before it can. So a thread that drops and retakes the GIL more often than every
- * 5 ms (a loop polling select(..., 0), a socket read that never blocks) starves the
- * control thread: it waited for seconds, for whole toggle windows, which then held
- * nothing.
+ * When: only while Python can hand it over. A thread that waits for the GIL once
+ * Python finalizes is ended by Python on the spot: the control thread would die
+ * holding the shim's lock, and the exit dump would wait for it forever. So the control
+ * thread takes the GIL only under `gate` and while `closed` is 0, and an atexit
+ * callback, which Python runs before it finalizes, sets `closed` under that mutex.
  *
- * So while the control thread waits, the interval is NUDGE_US: its waits time out
- * before the holder's next release, it asks, and the holder, once asked, does not take
- * the GIL back before another thread has had it. The interval is put back as soon as
- * the control thread holds the GIL, unless the program set another one meanwhile. */
+ * How: without being starved. A thread waiting for the GIL sleeps for the switch
+ * interval (5 ms by default) and asks the holder to let go only when it wakes by
+ * timeout and no other thread took the GIL meanwhile. But every release wakes it
+ * early, and the holder takes the GIL back before it can. So a thread that drops and
+ * retakes the GIL more often than every 5 ms (a loop polling select(..., 0), a socket
+ * read that never blocks) starved the control thread: it waited for seconds, for whole
+ * toggle windows, which then held nothing. So while the control thread waits, the
+ * interval is NUDGE_US: its waits time out before the holder's next release, it asks,
+ * and the holder, once asked, does not take the GIL back before another thread has had
+ * it. The interval is put back as soon as the control thread holds the GIL, unless the
+ * program set another one meanwhile. */
+#include <pthread.h>
+
 #include "py.h"
 
 #if PY_VERSION_HEX < 0x030C0000
@@ -22,6 +29,54 @@
 
 #define NUDGE_US 50UL
 
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+static int closed; /* Python is about to finalize: the GIL is not to be waited for */
+
+static PyObject *at_python_exit(PyObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	Py_BEGIN_ALLOW_THREADS /* a control thread waiting for the GIL finishes first */
+	pthread_mutex_lock(&gate);
+	closed = 1;
+	pthread_mutex_unlock(&gate);
+	Py_END_ALLOW_THREADS
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef exit_def = {"coprof_at_exit", at_python_exit, METH_NOARGS, NULL};
+
+/* Registered first, so it runs after the program's own atexit callbacks. */
+void pl_py_gil_at_main(void)
+{
+	struct pl_py_exc saved;
+	pl_py_exc_save(&saved);
+	PyObject *mod = PyImport_ImportModule("atexit");
+	PyObject *fn = PyCFunction_New(&exit_def, NULL);
+	PyObject *r = mod && fn ? PyObject_CallMethod(mod, "register", "O", fn) : NULL;
+	if (!r)
+		pl_py_host->say("cannot register with atexit; a toggle at exit may hang");
+	Py_XDECREF(r);
+	Py_XDECREF(fn);
+	Py_XDECREF(mod);
+	pl_py_exc_restore(&saved);
+}
+
+void pl_py_gil_after_fork_child(void)
+{
+	pthread_mutex_init(&gate, NULL);
+}
+
+/* Python can take the GIL from another thread: initialised and not finalizing. */
+static int alive(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+	return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
 static struct _gil_runtime_state *the_gil(void)
 {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -31,17 +86,28 @@ static struct _gil_runtime_state *the_gil(void)
 #endif
 }
 
-PyGILState_STATE pl_py_gil_take(void)
+int pl_py_gil_take(PyGILState_STATE *st)
 {
+	pthread_mutex_lock(&gate);
+	if (closed || !alive()) {
+		pthread_mutex_unlock(&gate);
+		return -1;
+	}
 	struct _gil_runtime_state *g = the_gil();
 	unsigned long was = __atomic_load_n(&g->interval, __ATOMIC_RELAXED);
 	int nudged =
 	    was > NUDGE_US && __atomic_compare_exchange_n(&g->interval, &was, NUDGE_US, 0,
 							  __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-	PyGILState_STATE st = PyGILState_Ensure();
+	*st = PyGILState_Ensure();
 	unsigned long ours = NUDGE_US;
 	if (nudged)
 		__atomic_compare_exchange_n(&g->interval, &ours, was, 0, __ATOMIC_RELAXED,
 					    __ATOMIC_RELAXED);
-	return st;
+	return 0;
+}
+
+void pl_py_gil_give(PyGILState_STATE st)
+{
+	PyGILState_Release(st);
+	pthread_mutex_unlock(&gate);
 }

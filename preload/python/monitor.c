@@ -73,11 +73,9 @@ static PyObject *on_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
  * callable, args[3] its first argument (self for a method descriptor). */
 static void builtin(PyObject *const *args, Py_ssize_t n, int enter)
 {
-	if (n < 4 || !(PyCFunction_Check(args[2]) || Py_IS_TYPE(args[2], &PyMethodDescr_Type)))
-		return;
-	struct pl_py_thread *pt = pl_py_thread_current();
-	struct pl_py_func *fn = pt ? pl_py_builtin_of(args[2], args[3]) : NULL;
-	if (fn)
+	struct pl_py_func *fn = n >= 4 ? pl_py_builtin_of(args[2], args[3]) : NULL;
+	struct pl_py_thread *pt = fn ? pl_py_thread_current() : NULL;
+	if (pt)
 		pl_py_on_builtin(pt, enter, fn);
 }
 

@@ -86,9 +86,17 @@ PL_PY_HIDDEN void pl_py_fork_register(void);
 
 /* --- the control thread's turn with the GIL (gil.c) ------------------------------- */
 
-/* PyGILState_Ensure for the shim's control thread (no GIL held), which a thread that
- * drops and retakes the GIL often cannot starve. Released with PyGILState_Release. */
-PL_PY_HIDDEN PyGILState_STATE pl_py_gil_take(void);
+/* Takes the GIL in the shim's control thread (no GIL held), unless Python is not
+ * initialised, finalizing, or past the atexit callback pl_py_gil_at_main registered: 0
+ * (give it back with pl_py_gil_give) or -1 (nothing taken). A thread that drops and
+ * retakes the GIL often cannot starve it. */
+PL_PY_HIDDEN int pl_py_gil_take(PyGILState_STATE *st);
+PL_PY_HIDDEN void pl_py_gil_give(PyGILState_STATE st);
+/* When the main module is about to run (the audit hook, GIL held): registers the
+ * atexit callback that closes pl_py_gil_take for good before Python finalizes. */
+PL_PY_HIDDEN void pl_py_gil_at_main(void);
+/* Right after fork, in the child. */
+PL_PY_HIDDEN void pl_py_gil_after_fork_child(void);
 
 /* --- frames, per version ---------------------------------------------------------- */
 
@@ -239,16 +247,6 @@ static inline void pl_py_exc_restore(struct pl_py_exc *e)
 	PyErr_SetRaisedException(e->exc);
 #else
 	PyErr_Restore(e->type, e->value, e->tb);
-#endif
-}
-
-/* Python can take the GIL from another thread: initialised and not finalizing. */
-static inline int pl_py_alive(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-	return Py_IsInitialized() && !Py_IsFinalizing();
-#else
-	return Py_IsInitialized() && !_Py_IsFinalizing();
 #endif
 }
 

@@ -249,6 +249,13 @@ def case_toggled(r):
 SAMPLER_NOTE = b"coprof: sample mode samples native stacks"
 
 
+def reap(p):
+    """Kills p if it still runs (a failed check or a timeout left it) and waits for it."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
 def unprofiled(cmd, stdin=b""):
     """What cmd prints without the shim: (stdout, stderr) as bytes."""
     env = {k: v for k, v in os.environ.items()
@@ -336,9 +343,7 @@ def case_forked_toggle(r):
         time.sleep(0.5)
         out, err = p.communicate(b"go\n", timeout=120)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
     check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
     same_output(cmd, base, b"".join(lines) + out, err)
     files = glob.glob(os.path.join(r.tmp, "win.*.pstat"))
@@ -371,9 +376,7 @@ def case_toggle_at_exit(r):
         except subprocess.TimeoutExpired:
             check(False, "attempt %d: the program hung at exit" % attempt)
         finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            reap(p)
         check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
         # The window is dumped once, by the stop or at exit, whichever comes first.
         files = glob.glob(os.path.join(r.tmp, "exit.%d.*.pstat" % p.pid))
@@ -420,9 +423,7 @@ def case_busy_toggle(r):
                 time.sleep(0.2)
                 out, err = p.communicate(b"go\n", timeout=60)
             finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+                reap(p)
             check(p.returncode == 0, "%s: exit %d: %s" % (what, p.returncode, err[-2000:]))
             check(b"coprof:" not in err, "%s: the shim complained: %s" % (what, err[-2000:]))
             files = sorted(glob.glob(tmpl.replace("%n", "*")))
@@ -492,9 +493,7 @@ def case_forked_storm(r):
         out, err = p.communicate(b"go\n", timeout=180)
     finally:
         done.set()
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
     check(p.returncode == 0, "exit %d after %d toggles: %s" % (p.returncode, sent[0],
                                                               err[-2000:]))
     same_output(cmd, base, first + second + out, err)
@@ -584,8 +583,7 @@ def resp_server(r, **env):
                          env=r.env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     if "listening" not in p.stdout.readline():
-        p.kill()
-        p.wait()
+        reap(p)
         check(False, "the server did not start")
     return bench, port, p
 
@@ -630,9 +628,8 @@ def case_resp_toggled(r):
             time.sleep(0.3)
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
-        if b is not None and b.poll() is None:
-            b.kill()
-            b.wait()
+        if b is not None:
+            reap(b)
         p.send_signal(signal.SIGINT)
         err = p.communicate(timeout=60)[1]
     check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
