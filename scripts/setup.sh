@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
 	build-essential clang lld pkg-config meson ninja-build
 	libcriterion-dev libdw-dev libelf-dev libunwind-dev libncurses-dev
-	libclang-rt-14-dev
+	libclang-rt-dev
 	python3 python3-yappi
 	uftrace google-perftools libgoogle-perftools-dev
 	redis-tools valgrind tmux hyperfine afl++ procps
