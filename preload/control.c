@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,15 +20,19 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fd.h"
 #include "internal.h"
 #include "symbols.h"
 
 #define MAX_RUNTIMES 8
 
+#define PL_EXIT_BYTE 'x' /* in the control pipe: _exit asks for the last dump */
+#define PL_EXIT_WAIT_S 5 /* how long _exit waits for it */
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct pl_runtime *runtimes[MAX_RUNTIMES];
 static int nruntimes;
-static int read_fd = -1;
+static struct pl_fd read_fd = PL_FD_NONE;
 static unsigned dumps; /* files written by this process */
 static int ever_started;
 static int exiting;
@@ -35,9 +41,9 @@ static int forked;		   /* this process is a forked child */
 
 /* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
  * start-up, pause_lock guards control_up, control_th and paused. */
-static int quit_fd = -1;   /* eventfd: set, the control thread returns */
-static int control_wanted; /* a control thread should run (its pipe exists) */
-static int control_up;	   /* it runs, joinable as control_th */
+static struct pl_fd quit_fd = PL_FD_NONE; /* eventfd: set, the control thread returns */
+static int control_wanted;		  /* a control thread should run (its pipe exists) */
+static int control_up;			  /* it runs, joinable as control_th */
 static pthread_t control_th;
 static pid_t control_tid; /* its kernel id, set by the thread itself */
 static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -164,6 +170,8 @@ static void toggle(void)
 	pthread_mutex_unlock(&lock);
 }
 
+static void exit_request(void);
+
 /* The control thread: no signal is ever delivered to it, and its guard is always set,
  * so no hook records anything it does. It returns when quit_fd is set, between two
  * toggles: bytes it has not read stay in the pipe for the next control thread. */
@@ -174,8 +182,8 @@ static void *control_main(void *arg)
 	pl_ntls.dead = 1;
 	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	for (;;) {
-		struct pollfd fds[2] = {{.fd = quit_fd, .events = POLLIN},
-					{.fd = read_fd, .events = POLLIN}};
+		struct pollfd fds[2] = {{.fd = quit_fd.fd, .events = POLLIN},
+					{.fd = read_fd.fd, .events = POLLIN}};
 		if (poll(fds, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -185,14 +193,26 @@ static void *control_main(void *arg)
 			return NULL;
 		if (!fds[1].revents)
 			continue;
+		int rfd = pl_fd_get(&read_fd);
+		if (rfd < 0) {
+			/* the program closed it (and may have reused the number) */
+			pl_say(
+			    "the program closed coprof's control pipe; toggling by signal is off");
+			pl_toggle_fd.fd = -1;
+			return NULL;
+		}
 		char buf[64];
-		ssize_t n = read(read_fd, buf, sizeof(buf));
+		ssize_t n = read(rfd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return NULL;
-		for (ssize_t i = 0; i < n; i++)
-			toggle();
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] == PL_EXIT_BYTE)
+				exit_request();
+			else
+				toggle();
+		}
 	}
 }
 
@@ -226,20 +246,27 @@ static int spawn_control(int defer)
 		return -errno;
 	}
 	fcntl(fds[1], F_SETFL, O_NONBLOCK);
-	read_fd = fds[0];
-	quit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); /* -1: never paused */
+	struct pl_fd wfd;
+	if (pl_fd_adopt(&read_fd, fds[0]) != 0 || pl_fd_adopt(&wfd, fds[1]) != 0) {
+		pl_fd_close(&read_fd);
+		pl_say("cannot keep the control pipe; toggling is off");
+		return -EBADF;
+	}
+	/* none: never paused */
+	pl_fd_adopt(&quit_fd, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	control_up = 0;
 	int rc = defer ? 0 : start_control_thread();
 	if (rc != 0) {
-		close(fds[0]);
-		close(fds[1]);
-		if (quit_fd >= 0)
-			close(quit_fd);
-		read_fd = quit_fd = -1;
+		pl_fd_close(&read_fd);
+		pl_fd_close(&wfd);
+		pl_fd_close(&quit_fd);
 		return rc;
 	}
 	control_wanted = 1;
-	pl_toggle_fd = fds[1];
+	pl_toggle_fd.dev = wfd.dev;
+	pl_toggle_fd.ino = wfd.ino;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	pl_toggle_fd.fd = wfd.fd;
 	return 0;
 }
 
@@ -277,15 +304,62 @@ void pl_control_exit(void)
 	pthread_mutex_unlock(&lock);
 }
 
-void pl_control_quick_exit(void)
+/* The Python adapter stops by taking the GIL, which the thread calling os._exit holds:
+ * there the exiting thread dumps itself, as it is not in a C signal handler. */
+static int python_profiled(void)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 1;
-	if (pthread_mutex_timedlock(&lock, &until) != 0)
-		return;
+	for (int i = 0; i < nruntimes; i++)
+		if (strcmp(runtimes[i]->name, "python") == 0)
+			return 1;
+	return 0;
+}
+
+/* Set by the control thread once it has served _exit's request (a futex word). */
+static int exit_served;
+
+/* On the control thread: _exit's dump, then wake the thread waiting in _exit. */
+static void exit_request(void)
+{
+	pthread_mutex_lock(&lock);
 	exit_locked();
 	pthread_mutex_unlock(&lock);
+	__atomic_store_n(&exit_served, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &exit_served, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* async-signal-safe, but for the Python case. _exit may run inside a signal handler that
+ * interrupted malloc, a lock or the shim itself, so the dump is the control thread's:
+ * this thread asks through the control pipe and waits for it at most
+ * PL_EXIT_WAIT_S seconds (the control thread may itself need a lock the interrupted
+ * code holds). Without a control thread there is no dump. */
+void pl_control_quick_exit(void)
+{
+	if (python_profiled()) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		if (pthread_mutex_timedlock(&lock, &until) != 0)
+			return;
+		exit_locked();
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	int fd = pl_fd_get(&pl_toggle_fd);
+	char byte = PL_EXIT_BYTE;
+	if (fd < 0 || !__atomic_load_n(&control_up, __ATOMIC_ACQUIRE) || write(fd, &byte, 1) != 1)
+		return;
+	struct timespec now, end;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += PL_EXIT_WAIT_S;
+	while (!__atomic_load_n(&exit_served, __ATOMIC_ACQUIRE)) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
+		if (left.tv_nsec < 0)
+			left.tv_sec--, left.tv_nsec += 1000000000L;
+		if (left.tv_sec < 0)
+			return;
+		syscall(SYS_futex, &exit_served, FUTEX_WAIT_PRIVATE, 0, &left, NULL, 0);
+	}
 }
 
 void pl_control_fork_prepare(void)
@@ -309,13 +383,14 @@ void pl_control_fork_pause(void)
 {
 	pthread_mutex_lock(&pause_lock);
 	if (paused++ == 0) {
-		if (control_up && quit_fd >= 0) {
+		int qfd = pl_fd_get(&quit_fd);
+		if (control_up && qfd >= 0) {
 			uint64_t one = 1, v;
-			ssize_t w = write(quit_fd, &one, sizeof(one));
+			ssize_t w = write(qfd, &one, sizeof(one));
 			(void)w;
 			pthread_join(control_th, NULL);
 			control_up = 0;
-			w = read(quit_fd, &v, sizeof(v));
+			w = read(qfd, &v, sizeof(v));
 			(void)w;
 			wait_thread_gone(__atomic_load_n(&control_tid, __ATOMIC_ACQUIRE));
 		}
@@ -358,17 +433,11 @@ void pl_control_fork_child(void)
 	dumps = 0;
 	ever_started = 0;
 	forked = 1;
-	if (read_fd >= 0) {
-		int w = pl_toggle_fd;
-		pl_toggle_fd = -1;
-		close(read_fd);
-		close(w);
-		read_fd = -1;
-	}
-	if (quit_fd >= 0) {
-		close(quit_fd);
-		quit_fd = -1;
-	}
+	/* Only what is provably still ours is closed: the program may have closed these
+	 * numbers before the fork and opened its own files on them. */
+	pl_fd_close(&read_fd);
+	pl_fd_close(&pl_toggle_fd);
+	pl_fd_close(&quit_fd);
 	if (!pl_prof)
 		return;
 	struct coprof_options opt = {

@@ -1,9 +1,9 @@
 /* exit.c: dumps when a process leaves through _exit(2) instead of exit(3), as
  * multiprocessing's children and os._exit() do: exit(3) runs the shim's destructor,
  * _exit does not. Runs on whichever thread calls _exit, maybe inside a signal handler
- * or a vfork child, so it dumps only where that is safe: in the process the shim's
- * state belongs to, outside the shim's own code, and without waiting long for a
- * control thread that may itself be waiting for this thread (for the GIL). */
+ * or a vfork child, so this thread does nothing but async-signal-safe work: in the
+ * process the shim's state belongs to, outside the shim's own code, it asks the control
+ * thread for the dump and waits a few seconds at most (control.c). */
 #define _GNU_SOURCE
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <ucontext.h>
 
+#include "fd.h"
 #include "shim.h"
 
 #define PL_EXPORT __attribute__((visibility("default")))
@@ -55,7 +56,8 @@ PL_HIDDEN void pl_resolve_reals(void);
 PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
 PL_HIDDEN void pl_control_exit(void);  /* at exit: stop, dump, say what is missing */
-/* At _exit: the same dump, but gives up after a moment if the control thread is busy. */
+/* At _exit (maybe in a signal handler): asks the control thread for the same dump and
+ * waits for it a few seconds at most. */
 PL_HIDDEN void pl_control_quick_exit(void);
 PL_HIDDEN void pl_control_fork_prepare(void);
 PL_HIDDEN void pl_control_fork_parent(void);
@@ -65,7 +67,7 @@ PL_HIDDEN void pl_runtimes_thread_exit(void);
 PL_HIDDEN void pl_runtimes_after_fork_child(void);
 
 /* signal-handler.c (async-signal-safe) */
-extern PL_HIDDEN volatile sig_atomic_t pl_toggle_fd;
+extern PL_HIDDEN struct pl_fd pl_toggle_fd; /* the control pipe's write end */
 PL_HIDDEN void pl_on_toggle_signal(int sig);
 
 /* signals.c: the toggle signal, and the program's own handlers winning over it. */
