@@ -60,7 +60,7 @@ enum pl_timer_id {
 #define PL_TRAP_PERF 6
 /* The sig_data of our events, which the kernel hands back in the siginfo: a SIGTRAP
  * without it is not ours and goes to whoever had SIGTRAP before. */
-#define PL_PERF_COOKIE 0x636f70726f66ull
+#define PL_PERF_COOKIE 0x636f70726f66ull /* +1: the context-switch event (wall) */
 
 struct pl_sthread {
 	struct pl_sthread *next; /* the list of threads, under the sampler's mutex */
@@ -69,13 +69,19 @@ struct pl_sthread {
 	pid_t tid;
 	timer_t mono, cpu;
 	int has_mono, has_cpu;
-	int perf_fd; /* cpu: the thread's task-clock event, -1 when it has none */
+	int perf_fd;	 /* the thread's task-clock event, -1 when it has none */
+	int wake_fd;	 /* wall: its context-switch event, -1 when it has none */
+	int has_clock;	 /* clock below was initialised (cpu, or wall on perf events) */
 	atomic_int dead; /* the thread exited: fold what is left, then free */
 
 	/* Written by the handler only. */
 	struct cp_clock clock; /* cpu: the thread's CPU clock */
 	uint64_t cpu_last;     /* ns on clock at the last tick counted; 0: none yet */
 	uint64_t carry;	       /* wall: ns of ticks deferred because of a switch */
+	uint64_t wall_last;    /* wall, perf: ns of CLOCK_MONOTONIC at the last tick */
+	uint64_t cpu_wall;     /* wall, perf: ns on clock at the last tick */
+	uint64_t wall_acc;     /* wall, perf: ns not yet counted in whole ticks */
+	uint64_t rng;	       /* wall, perf: xorshift state, never 0 */
 	atomic_int rebase;     /* set by start: forget cpu_last and carry */
 
 	_Atomic(struct coprof_ctx *) cur; /* the running context, set by the hook */

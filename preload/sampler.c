@@ -227,37 +227,52 @@ static int move_high(int fd)
 	return high;
 }
 
-/* Opens the calling thread's task-clock event: it counts the thread's CPU time (in
- * the kernel too, unless perf_user) and, each period of it, queues a SIGTRAP that the
- * kernel delivers as the thread next returns to user space. A tick thus never lands
- * in a blocked thread, and time in a syscall is charged to the syscall's caller; as
- * the signal is only raised on the way out, it never cuts a syscall short (a tick
- * signalled from inside one, as a fasync signal or a CPU-time timer would be, makes
- * a sleep fail with EINTR). Disabled until pl_sampler_arm. Returns the fd or -errno. */
-static int open_task_clock(int user_only)
+/* Opens a perf event on the calling thread that, each `period` of it, queues a SIGTRAP
+ * carrying `cookie`, which the kernel delivers as the thread next returns to user
+ * space. As the signal is only raised on the way out, it never cuts a syscall short (a
+ * tick signalled from inside one, as a fasync signal or a CPU-time timer would be,
+ * makes a sleep fail with EINTR). Disabled until pl_sampler_arm. Returns the fd or
+ * -errno. */
+static int open_event(uint64_t config, uint64_t period, uint64_t cookie, int user_only)
 {
 	struct perf_event_attr a;
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_TASK_CLOCK;
-	a.sample_period = pl_sconf.period;
+	a.config = config;
+	a.sample_period = period;
 	a.disabled = 1;
 	a.exclude_kernel = (unsigned)user_only;
 	a.exclude_hv = 1;
 	a.sigtrap = 1;
 	a.remove_on_exec = 1; /* sigtrap requires it; exec drops our handler anyway */
-	a.sig_data = PL_PERF_COOKIE;
+	a.sig_data = cookie;
 	int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	return move_high(fd);
 }
 
+/* The thread's task-clock event: a tick each period of its CPU time (in the kernel too,
+ * unless user_only), so never in a blocked thread, and time in a syscall is charged to
+ * the syscall's caller. */
+static int open_task_clock(int user_only)
+{
+	return open_event(PERF_COUNT_SW_TASK_CLOCK, pl_sconf.period, PL_PERF_COOKIE, user_only);
+}
+
+/* Under wall, the thread's context-switch event: a tick as it resumes after each switch,
+ * where it waited. (Switches happen in the kernel: useless with exclude_kernel.) */
+static int open_wake_event(void)
+{
+	return open_event(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, PL_PERF_COOKIE + 1, 0);
+}
+
 /* Sets up the calling thread: its state, its tick source (armed when sampling runs),
- * and libunwind's per-thread caches, filled here by one walk outside any signal.
- * Under cpu a thread whose perf event cannot be opened (out of fds) ticks on its
- * CPU-time timer instead, at the kernel's tick rate at most. */
+ * and libunwind's per-thread caches, filled here by one walk outside any signal. A
+ * thread whose perf events cannot be opened (out of fds) ticks on a timer instead:
+ * under cpu its CPU-time timer (at the kernel's tick rate at most), under wall a
+ * CLOCK_MONOTONIC one. */
 static void thread_start(void)
 {
 	if (self)
@@ -268,23 +283,33 @@ static void thread_start(void)
 	st->tid = (pid_t)syscall(SYS_gettid);
 	st->tls = pl_tls();
 	st->thread = pl_thread();
-	st->perf_fd = -1;
-	if (!pl_sconf.wall)
+	st->perf_fd = st->wake_fd = -1;
+	st->rng = ((uint64_t)(uintptr_t)st << 16) ^ (uint64_t)st->tid ^ 0x9e3779b97f4a7c15ull;
+	int clock = !pl_sconf.wall || pl_sconf.perf;
+	if (clock)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
 	unw_backtrace(warm, PL_SAMPLE_DEPTH);
-	if (pl_sconf.wall)
+	if (pl_sconf.perf) {
+		st->perf_fd = open_task_clock(pl_sconf.perf_user);
+		if (pl_sconf.wall && st->perf_fd >= 0 && (st->wake_fd = open_wake_event()) < 0) {
+			close(st->perf_fd);
+			st->perf_fd = st->wake_fd = -1;
+		}
+		if (st->perf_fd < 0)
+			st->perf_fd = -1;
+	}
+	if (st->perf_fd < 0 && pl_sconf.wall)
 		st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
-	else if (pl_sconf.perf && (st->perf_fd = open_task_clock(pl_sconf.perf_user)) < 0)
-		st->perf_fd = -1;
-	if (!pl_sconf.wall && st->perf_fd < 0)
+	else if (st->perf_fd < 0)
 		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
 	if (!st->has_mono && !st->has_cpu && st->perf_fd < 0) {
-		if (!pl_sconf.wall)
+		if (clock)
 			cp_clock_fini(&st->clock);
 		free(st);
 		return;
 	}
+	st->has_clock = clock;
 	pthread_mutex_lock(&lock);
 	st->next = threads;
 	threads = st;
@@ -303,8 +328,10 @@ static void close_source(struct pl_sthread *st)
 		timer_delete(st->cpu);
 	if (st->perf_fd >= 0)
 		close(st->perf_fd);
+	if (st->wake_fd >= 0)
+		close(st->wake_fd);
 	st->has_mono = st->has_cpu = 0;
-	st->perf_fd = -1;
+	st->perf_fd = st->wake_fd = -1;
 }
 
 /* The thread is exiting: its tick source goes now (no tick may find it gone); its state is
@@ -316,7 +343,7 @@ static void thread_exit(void)
 		return;
 	self = NULL;
 	close_source(st);
-	if (!pl_sconf.wall)
+	if (st->has_clock)
 		cp_clock_fini(&st->clock);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
 }
@@ -374,10 +401,13 @@ static void sampler_after_fork_child(void)
 	struct pl_sthread *st = threads;
 	while (st) {
 		struct pl_sthread *next = st->next;
-		if (!pl_sconf.wall && !atomic_load(&st->dead))
+		if (st->has_clock && !atomic_load(&st->dead))
 			cp_clock_fini(&st->clock);
+		/* Events watching a thread of the parent's. */
 		if (st->perf_fd >= 0)
-			close(st->perf_fd); /* watches a thread of the parent's */
+			close(st->perf_fd);
+		if (st->wake_fd >= 0)
+			close(st->wake_fd);
 		free(st->waits);
 		free(st);
 		st = next;
@@ -444,11 +474,13 @@ static unsigned kernel_hz(void)
 	return (unsigned)(1000000000 / res.tv_nsec);
 }
 
-/* Under cpu: ticks from perf task-clock events where this process may open them,
- * watching the kernel too when allowed (else, at perf_event_paranoid 2 without
- * CAP_PERFMON, user time only). Otherwise the CPU-time timer, which the kernel checks
- * at its own tick: the rate is capped there. Says once why perf is not used. */
-static void choose_cpu_source(unsigned *hz)
+/* Where ticks come from: perf events where this process may open them. Under cpu they
+ * watch the kernel too when allowed (else, at perf_event_paranoid 2 without
+ * CAP_PERFMON, user time only); under wall the context-switch event must open as well,
+ * and it needs the kernel. Otherwise timers: under cpu the CPU-time timer, which the
+ * kernel checks at its own tick, so the rate is capped there; under wall a
+ * CLOCK_MONOTONIC timer, whose signal cuts blocking calls short. Says so once. */
+static void choose_source(unsigned *hz)
 {
 	char why[160];
 	int fd = -ENOSYS;
@@ -457,9 +489,18 @@ static void choose_cpu_source(unsigned *hz)
 		goto timer;
 	}
 	fd = open_task_clock(0);
-	if (fd == -EACCES || fd == -EPERM) {
+	if ((fd == -EACCES || fd == -EPERM) && !pl_sconf.wall) {
 		fd = open_task_clock(1);
 		pl_sconf.perf_user = fd >= 0;
+	}
+	if (fd >= 0 && pl_sconf.wall) {
+		int wake = open_wake_event();
+		if (wake < 0) {
+			close(fd);
+			fd = wake;
+		} else {
+			close(wake);
+		}
 	}
 	if (fd >= 0) {
 		close(fd);
@@ -478,17 +519,25 @@ static void choose_cpu_source(unsigned *hz)
 	} else {
 		snprintf(why, sizeof(why), "%s", strerror(-fd));
 	}
-timer:
-	pl_sconf.cpu_timer = 1;
-	unsigned khz = kernel_hz();
-	if (khz && *hz > khz) {
-		*hz = khz;
-		pl_sconf.period = 1000000000u / khz;
+timer:;
+	char note[384];
+	if (pl_sconf.wall) {
+		snprintf(note, sizeof(note),
+			 "sample mode: no perf events (%s); wall ticks from a CLOCK_MONOTONIC "
+			 "timer, which cuts sleeps and other blocking calls short (EINTR)",
+			 why);
+	} else {
+		pl_sconf.cpu_timer = 1;
+		unsigned khz = kernel_hz();
+		if (khz && *hz > khz) {
+			*hz = khz;
+			pl_sconf.period = 1000000000u / khz;
+		}
+		snprintf(
+		    note, sizeof(note),
+		    "sample mode: no perf events (%s); ticks from the CPU-time timer, at %u Hz",
+		    why, *hz);
 	}
-	char note[256];
-	snprintf(note, sizeof(note),
-		 "sample mode: no perf events (%s); ticks from the CPU-time timer, at %u Hz", why,
-		 *hz);
 	pl_say("%s", note);
 	coprof_set_note(pl_prof, note);
 }
@@ -508,8 +557,7 @@ int pl_sampler_init(void)
 	pl_sconf.period = 1000000000u / hz;
 	pl_sconf.signo = 0;
 	pl_sconf.perf = pl_sconf.perf_user = pl_sconf.cpu_timer = 0;
-	if (!pl_sconf.wall)
-		choose_cpu_source(&hz);
+	choose_source(&hz);
 	if (!pl_sconf.perf)
 		pl_sconf.signo = pick_signal();
 	if (pl_sconf.signo < 0) {
