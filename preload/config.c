@@ -114,7 +114,7 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	cfg->mode = COPROF_MODE_TRACE;
 	cfg->signo = SIGUSR2;
 	cfg->start = 1;
-	cfg->hz = 997;
+	cfg->hz = PL_DEFAULT_HZ;
 	cfg->builtins = 0;
 	cfg->py_hook = PL_PY_HOOK_AUTO;
 	snprintf(cfg->out, sizeof(cfg->out), "coprof-%%p.pstat");

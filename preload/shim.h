@@ -17,12 +17,17 @@
 
 #define PL_HIDDEN __attribute__((visibility("hidden")))
 
+/* The default sampling rate: what costs a busy thread under 1% on the VM coprof is
+ * measured on (bench/RESULTS.md, "sample mode, default rate"); odd, so that ticks do
+ * not fall in step with periodic work. */
+#define PL_DEFAULT_HZ 997
+
 struct pl_config {
 	enum coprof_clock clock; /* COPROF_CLOCK: cpu|wall (default cpu) */
 	enum coprof_mode mode;   /* COPROF_MODE: trace|sample (default trace) */
 	int signo;               /* COPROF_SIGNAL: toggle signal (default SIGUSR2) */
 	int start;               /* COPROF_START: 1 profile from start, 0 wait for signal */
-	unsigned hz;             /* COPROF_HZ: sampling rate (default 997) */
+	unsigned hz;             /* COPROF_HZ: sampling rate (default PL_DEFAULT_HZ) */
 	int builtins;            /* COPROF_BUILTINS: 1 to key C builtins in Python */
 	int py_hook;             /* COPROF_PY_HOOK: PL_PY_HOOK_* (python/adapter.h) */
 	char out[PATH_MAX];      /* COPROF_OUT: path template, %p pid, %n dump number */

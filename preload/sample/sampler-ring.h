@@ -52,10 +52,15 @@ struct pl_wait {
 #define PL_WAIT_TICKS ((1ull << PL_WAIT_GEN_SHIFT) - 1)
 
 enum pl_timer_id {
-	PL_TIMER_MONO = 1, /* CLOCK_MONOTONIC, periodic at the rate */
-	PL_TIMER_CPU = 2,  /* the thread's CPU clock: one shot, waking a parked thread,
-			    * or periodic when pl_sconf.cpu_timer */
+	PL_TIMER_MONO = 1, /* wall: CLOCK_MONOTONIC, periodic at the rate */
+	PL_TIMER_CPU = 2,  /* cpu without perf events: the thread's CPU clock, periodic */
 };
+
+/* si_code of a SIGTRAP sent by a perf event opened with sigtrap=1 (Linux 5.13). */
+#define PL_TRAP_PERF 6
+/* The sig_data of our events, which the kernel hands back in the siginfo: a SIGTRAP
+ * without it is not ours and goes to whoever had SIGTRAP before. */
+#define PL_PERF_COOKIE 0x636f70726f66ull /* +1: the context-switch event (wall) */
 
 struct pl_sthread {
 	struct pl_sthread *next; /* the list of threads, under the sampler's mutex */
@@ -64,13 +69,19 @@ struct pl_sthread {
 	pid_t tid;
 	timer_t mono, cpu;
 	int has_mono, has_cpu;
+	int perf_fd;	 /* the thread's task-clock event, -1 when it has none */
+	int wake_fd;	 /* wall: its context-switch event, -1 when it has none */
+	int has_clock;	 /* clock below was initialised (cpu, or wall on perf events) */
 	atomic_int dead; /* the thread exited: fold what is left, then free */
 
 	/* Written by the handler only. */
 	struct cp_clock clock; /* cpu: the thread's CPU clock */
 	uint64_t cpu_last;     /* ns on clock at the last tick counted; 0: none yet */
 	uint64_t carry;	       /* wall: ns of ticks deferred because of a switch */
-	atomic_int parked;     /* cpu: idle, the CPU timer armed instead of mono */
+	uint64_t wall_last;    /* wall, perf: ns of CLOCK_MONOTONIC at the last tick */
+	uint64_t cpu_wall;     /* wall, perf: ns on clock at the last tick */
+	uint64_t wall_acc;     /* wall, perf: ns not yet counted in whole ticks */
+	uint64_t rng;	       /* wall, perf: xorshift state, never 0 */
 	atomic_int rebase;     /* set by start: forget cpu_last and carry */
 
 	_Atomic(struct coprof_ctx *) cur; /* the running context, set by the hook */
@@ -88,9 +99,11 @@ struct pl_sthread {
 
 /* Set once by pl_sampler_init; read-only afterwards. */
 struct pl_sampler_conf {
-	int signo;	   /* the real-time signal the timers send */
+	int signo;	   /* the tick signal: SIGTRAP under perf, else a real-time one */
 	int wall;	   /* COPROF_CLOCK=wall */
-	int cpu_timer;	   /* cpu at a rate the kernel's tick serves: the CPU timer alone */
+	int perf;	   /* cpu: ticks from a perf task-clock event per thread */
+	int perf_user;	   /* perf events may not watch the kernel (exclude_kernel) */
+	int cpu_timer;	   /* cpu without perf events: the CPU-time timer alone */
 	uint64_t period;   /* ns between ticks */
 	uintptr_t self_lo; /* the text of libcoprof-preload.so, skipped in wait stacks */
 	uintptr_t self_hi;
@@ -98,6 +111,8 @@ struct pl_sampler_conf {
 	uintptr_t asan_hi; /* interceptor may call ours: skipped too */
 };
 extern PL_HIDDEN struct pl_sampler_conf pl_sconf;
+/* Nonzero: under cpu, never use perf events (tests and benches of the fallback). */
+extern PL_HIDDEN int pl_sampler_force_timer;
 extern PL_HIDDEN atomic_int pl_sampler_on;	    /* ticks are counted */
 extern PL_HIDDEN _Atomic uint64_t pl_sampler_epoch; /* bumped by every start */
 
@@ -110,8 +125,8 @@ PL_HIDDEN int pl_sampler_install_handler(void);
 /* Nonzero while the tick signal's handler is still ours (the program may take the
  * signal for itself later). */
 PL_HIDDEN int pl_sampler_handler_is_ours(void);
-/* Arms the thread's periodic timer (mono), or disarms both when `on` is 0. Safe in
- * the handler. */
+/* Arms the thread's tick source (perf event, CPU or mono timer), or disarms it when
+ * `on` is 0. Safe in the handler. */
 PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
 
 /* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited

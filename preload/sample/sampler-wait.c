@@ -117,15 +117,8 @@ void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to)
 	if (!st)
 		return;
 	atomic_store_explicit(&st->cur, to, memory_order_relaxed);
-	if (!pl_sconf.wall) {
-		/* A parked thread's next tick comes from its CPU-time timer, up to a
-		 * scheduler tick late, and weighs all the CPU since it parked: start that
-		 * count here, so `to` is not charged what ran before it. (The handler is
-		 * kept off the clock by in_switch.) */
-		if (atomic_load_explicit(&st->parked, memory_order_relaxed) && st->cpu_last)
-			st->cpu_last = cp_clock_now(&st->clock);
+	if (!pl_sconf.wall)
 		return;
-	}
 	if (!atomic_load_explicit(&pl_sampler_on, memory_order_relaxed))
 		return;
 	if (prepare(st) < 0)

@@ -9,9 +9,12 @@
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libunwind.h>
 #include <link.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -21,6 +24,9 @@
 
 #define FOLD_NS 10000000u /* ns between folds: 10 ms, PL_RING_SLOTS ticks at 25 kHz */
 #define MAX_HZ 10000u	  /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
+
+int pl_sampler_force_timer;
+static unsigned kernel_hz(void);
 
 struct pl_sampler_conf pl_sconf;
 atomic_int pl_sampler_on;
@@ -206,8 +212,67 @@ static int make_timer(clockid_t clk, int id, timer_t *out)
 	return timer_create(clk, &sev, out) < 0 ? -errno : 0;
 }
 
-/* Sets up the calling thread: its state, its timers (armed when sampling runs), and
- * libunwind's per-thread caches, filled here by one walk outside any signal. */
+/* Our fds go at or above this number, out of the way of a host that counts on getting
+ * the lowest free one (and of select's FD_SETSIZE). */
+#define PL_FD_FLOOR 1024
+
+/* Moves `fd` to a high number, close-on-exec; returns the new fd, or `fd` itself when
+ * no higher one is free. */
+static int move_high(int fd)
+{
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, PL_FD_FLOOR);
+	if (high < 0)
+		return fd;
+	close(fd);
+	return high;
+}
+
+/* Opens a perf event on the calling thread that, each `period` of it, queues a SIGTRAP
+ * carrying `cookie`, which the kernel delivers as the thread next returns to user
+ * space. As the signal is only raised on the way out, it never cuts a syscall short (a
+ * tick signalled from inside one, as a fasync signal or a CPU-time timer would be,
+ * makes a sleep fail with EINTR). Disabled until pl_sampler_arm. Returns the fd or
+ * -errno. */
+static int open_event(uint64_t config, uint64_t period, uint64_t cookie, int user_only)
+{
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = config;
+	a.sample_period = period;
+	a.disabled = 1;
+	a.exclude_kernel = (unsigned)user_only;
+	a.exclude_hv = 1;
+	a.sigtrap = 1;
+	a.remove_on_exec = 1; /* sigtrap requires it; exec drops our handler anyway */
+	a.sig_data = cookie;
+	int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return move_high(fd);
+}
+
+/* The thread's task-clock event: a tick each period of its CPU time (in the kernel too,
+ * unless user_only), so never in a blocked thread, and time in a syscall is charged to
+ * the syscall's caller. */
+static int open_task_clock(int user_only)
+{
+	return open_event(PERF_COUNT_SW_TASK_CLOCK, pl_sconf.period, PL_PERF_COOKIE, user_only);
+}
+
+/* Under wall, the thread's context-switch event: a tick as it resumes after each switch,
+ * where it waited. (Switches happen in the kernel: useless with exclude_kernel.) */
+static int open_wake_event(void)
+{
+	return open_event(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, PL_PERF_COOKIE + 1, 0);
+}
+
+/* Sets up the calling thread: its state, its tick source (armed when sampling runs),
+ * and libunwind's per-thread caches, filled here by one walk outside any signal. A
+ * thread whose perf events cannot be opened (out of fds) ticks on a timer instead:
+ * under cpu its CPU-time timer (at the kernel's tick rate at most), under wall a
+ * CLOCK_MONOTONIC one. */
 static void thread_start(void)
 {
 	if (self)
@@ -218,22 +283,33 @@ static void thread_start(void)
 	st->tid = (pid_t)syscall(SYS_gettid);
 	st->tls = pl_tls();
 	st->thread = pl_thread();
-	if (!pl_sconf.wall)
+	st->perf_fd = st->wake_fd = -1;
+	st->rng = ((uint64_t)(uintptr_t)st << 16) ^ (uint64_t)st->tid ^ 0x9e3779b97f4a7c15ull;
+	int clock = !pl_sconf.wall || pl_sconf.perf;
+	if (clock)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
 	unw_backtrace(warm, PL_SAMPLE_DEPTH);
-	if (!pl_sconf.cpu_timer)
+	if (pl_sconf.perf) {
+		st->perf_fd = open_task_clock(pl_sconf.perf_user);
+		if (pl_sconf.wall && st->perf_fd >= 0 && (st->wake_fd = open_wake_event()) < 0) {
+			close(st->perf_fd);
+			st->perf_fd = st->wake_fd = -1;
+		}
+		if (st->perf_fd < 0)
+			st->perf_fd = -1;
+	}
+	if (st->perf_fd < 0 && pl_sconf.wall)
 		st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
-	if (!pl_sconf.wall)
+	else if (st->perf_fd < 0)
 		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
-	if (pl_sconf.cpu_timer ? !st->has_cpu : !st->has_mono) {
-		if (st->has_cpu)
-			timer_delete(st->cpu);
-		if (!pl_sconf.wall)
+	if (!st->has_mono && !st->has_cpu && st->perf_fd < 0) {
+		if (clock)
 			cp_clock_fini(&st->clock);
 		free(st);
 		return;
 	}
+	st->has_clock = clock;
 	pthread_mutex_lock(&lock);
 	st->next = threads;
 	threads = st;
@@ -243,7 +319,22 @@ static void thread_start(void)
 		pl_sampler_arm(st, 1);
 }
 
-/* The thread is exiting: its timers go now (no tick may find it gone); its state is
+/* Closes the thread's tick source, so no tick may find it gone. */
+static void close_source(struct pl_sthread *st)
+{
+	if (st->has_mono)
+		timer_delete(st->mono);
+	if (st->has_cpu)
+		timer_delete(st->cpu);
+	if (st->perf_fd >= 0)
+		close(st->perf_fd);
+	if (st->wake_fd >= 0)
+		close(st->wake_fd);
+	st->has_mono = st->has_cpu = 0;
+	st->perf_fd = st->wake_fd = -1;
+}
+
+/* The thread is exiting: its tick source goes now (no tick may find it gone); its state is
  * freed by the folding thread once its last records are folded. */
 static void thread_exit(void)
 {
@@ -251,12 +342,8 @@ static void thread_exit(void)
 	if (!st)
 		return;
 	self = NULL;
-	if (st->has_mono)
-		timer_delete(st->mono);
-	if (st->has_cpu)
-		timer_delete(st->cpu);
-	st->has_mono = st->has_cpu = 0;
-	if (!pl_sconf.wall)
+	close_source(st);
+	if (st->has_clock)
 		cp_clock_fini(&st->clock);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
 }
@@ -314,8 +401,13 @@ static void sampler_after_fork_child(void)
 	struct pl_sthread *st = threads;
 	while (st) {
 		struct pl_sthread *next = st->next;
-		if (!pl_sconf.wall && !atomic_load(&st->dead))
+		if (st->has_clock && !atomic_load(&st->dead))
 			cp_clock_fini(&st->clock);
+		/* Events watching a thread of the parent's. */
+		if (st->perf_fd >= 0)
+			close(st->perf_fd);
+		if (st->wake_fd >= 0)
+			close(st->wake_fd);
 		free(st->waits);
 		free(st);
 		st = next;
@@ -382,11 +474,79 @@ static unsigned kernel_hz(void)
 	return (unsigned)(1000000000 / res.tv_nsec);
 }
 
+/* Where ticks come from: perf events where this process may open them. Under cpu they
+ * watch the kernel too when allowed (else, at perf_event_paranoid 2 without
+ * CAP_PERFMON, user time only); under wall the context-switch event must open as well,
+ * and it needs the kernel. Otherwise timers: under cpu the CPU-time timer, which the
+ * kernel checks at its own tick, so the rate is capped there; under wall a
+ * CLOCK_MONOTONIC timer, whose signal cuts blocking calls short. Says so once. */
+static void choose_source(unsigned *hz)
+{
+	char why[160];
+	int fd = -ENOSYS;
+	if (pl_sampler_force_timer) {
+		snprintf(why, sizeof(why), "turned off");
+		goto timer;
+	}
+	fd = open_task_clock(0);
+	if ((fd == -EACCES || fd == -EPERM) && !pl_sconf.wall) {
+		fd = open_task_clock(1);
+		pl_sconf.perf_user = fd >= 0;
+	}
+	if (fd >= 0 && pl_sconf.wall) {
+		int wake = open_wake_event();
+		if (wake < 0) {
+			close(fd);
+			fd = wake;
+		} else {
+			close(wake);
+		}
+	}
+	if (fd >= 0) {
+		close(fd);
+		struct sigaction old;
+		if (sigaction(SIGTRAP, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+		    old.sa_handler == SIG_DFL) {
+			pl_sconf.perf = 1;
+			pl_sconf.signo = SIGTRAP;
+			if (pl_sconf.perf_user)
+				coprof_set_note(pl_prof, "sample mode: perf events may not watch "
+							 "the kernel here, so time in syscalls "
+							 "is charged to the next user-space tick");
+			return;
+		}
+		snprintf(why, sizeof(why), "SIGTRAP is taken");
+	} else {
+		snprintf(why, sizeof(why), "%s", strerror(-fd));
+	}
+timer:;
+	char note[384];
+	if (pl_sconf.wall) {
+		snprintf(note, sizeof(note),
+			 "sample mode: no perf events (%s); wall ticks from a CLOCK_MONOTONIC "
+			 "timer, which cuts sleeps and other blocking calls short (EINTR)",
+			 why);
+	} else {
+		pl_sconf.cpu_timer = 1;
+		unsigned khz = kernel_hz();
+		if (khz && *hz > khz) {
+			*hz = khz;
+			pl_sconf.period = 1000000000u / khz;
+		}
+		snprintf(
+		    note, sizeof(note),
+		    "sample mode: no perf events (%s); ticks from the CPU-time timer, at %u Hz",
+		    why, *hz);
+	}
+	pl_say("%s", note);
+	coprof_set_note(pl_prof, note);
+}
+
 int pl_sampler_init(void)
 {
 	if (pl_cfg.mode != COPROF_MODE_SAMPLE || !pl_prof)
 		return 0;
-	unsigned hz = pl_cfg.hz ? pl_cfg.hz : 997;
+	unsigned hz = pl_cfg.hz ? pl_cfg.hz : PL_DEFAULT_HZ;
 	if (hz > MAX_HZ) {
 		pl_say("sample mode: %u Hz is above what timers deliver here; sampling at %u Hz",
 		       hz, MAX_HZ);
@@ -395,12 +555,11 @@ int pl_sampler_init(void)
 	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
-	/* A CPU-time timer fires from the kernel's own tick, which interrupts a busy CPU
-	 * anyway; a CLOCK_MONOTONIC timer is an interrupt of its own, and costs 40-50 us
-	 * on the VM this was measured on (bench/sample/timer-floor). So under cpu, rates
-	 * the tick serves take the CPU timer alone. */
-	pl_sconf.cpu_timer = !pl_sconf.wall && hz <= kernel_hz();
-	pl_sconf.signo = pick_signal();
+	pl_sconf.signo = 0;
+	pl_sconf.perf = pl_sconf.perf_user = pl_sconf.cpu_timer = 0;
+	choose_source(&hz);
+	if (!pl_sconf.perf)
+		pl_sconf.signo = pick_signal();
 	if (pl_sconf.signo < 0) {
 		pl_say("sample mode: no free real-time signal; not sampling");
 		return -EBUSY;

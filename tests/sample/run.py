@@ -6,6 +6,7 @@ and the coprof extras (the file's second marshal object) and asserts on the numb
 Paths come from the environment meson sets (COPROF_*)."""
 import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
 CPU = os.environ["COPROF_CPU_SAMPLES"]
 NATIVE = os.environ["COPROF_SAMPLES"]
+WAITS = os.environ["COPROF_WAITS"]
 TMP = tempfile.mkdtemp(prefix="coprof-sample-")
 R = 5  # sched rounds
 
@@ -323,6 +325,78 @@ def case_fork():
         stats, ex = load(f)
         total = sum(v[2] for v in stats.values())
         check(total >= 0.15, f"{f} (pid {ex['pid']}): {total:.3f} s sampled, the timers did not follow")
+
+
+def waits_case(clock):
+    """Issue 21.4: sampling never shortens a wait. Each way of blocking waits ten times
+    100 ms, one call each, as a host that does not retry on EINTR; none comes back
+    early, in both clocks, at the default rate and at 10 kHz."""
+    for hz in (None, 10000):
+        opts = ["-c", clock] + (["--hz", str(hz)] if hz else [])
+        for how in ("usleep", "pipe", "epoll", "cond"):
+            out = os.path.join(TMP, f"waits-{how}.pstat")
+            p = record(["-o", out] + opts, [WAITS, how])
+            secs, early = p.stdout.split()
+            check(int(early) == 0 and float(secs) >= (0.99 if how != "pipe" else 0.95),
+                  f"{clock} {hz or 'default'} Hz, {how}: {early} of 10 waits came back early, {secs} s")
+            check("coprof:" not in p.stderr, f"stderr: {p.stderr!r}")
+        out = os.path.join(TMP, "waits-py.pstat")
+        code = ("import time\nt = time.monotonic()\nfor _ in range(10): time.sleep(0.1)\n"
+                "print(round(time.monotonic() - t, 3))\n")
+        p = record(["-o", out] + opts, ["/usr/bin/python3", "-c", code], env=python_env())
+        check(float(p.stdout) >= 0.99, f"{clock}: Python's time.sleep took {p.stdout.strip()} s for 1 s")
+    if clock == "wall":
+        # the waits are charged where they happened: epoll_wait has ~1 s of the profile
+        stats, ex = load(os.path.join(TMP, "waits-epoll.pstat"))
+        waited = sum(v[2] for k, v in stats.items() if "epoll_wait" in k[2])
+        check(0.8 <= waited <= 1.2, f"epoll_wait charged {waited:.3f} s of 1 s asleep in it")
+
+
+def case_waits_cpu():
+    waits_case("cpu")
+
+
+def case_waits_wall():
+    waits_case("wall")
+
+
+def case_epoll_split():
+    """Known answer: 1 ms of CPU in burn(), then 1 ms asleep in epoll_wait. Under cpu at
+    997 Hz the samples land where the CPU was spent: burn (with what it calls) has at
+    least 90% of them and epoll_wait at most 5%."""
+    out = os.path.join(TMP, "epoll-split.pstat")
+    record(["-o", out, "-c", "cpu", "--hz", "997"], [WAITS, "split", "2"])
+    stats, ex = load(out)
+    check_sampled(ex, 997)
+    total = sum(v[2] for v in stats.values())
+    burn = entry(stats, "burn")[1][3]
+    epoll = sum(v[2] for k, v in stats.items() if "epoll_wait" in k[2])
+    check(total > 0.1, f"{total:.3f} s sampled")
+    check(burn >= 0.90 * total, f"burn has {100 * burn / total:.1f}% of {total:.3f} s, expected >= 90%")
+    check(epoll <= 0.05 * total, f"epoll_wait has {100 * epoll / total:.1f}% of {total:.3f} s, expected <= 5%")
+
+
+def case_no_perf():
+    """Where perf events are refused (here: strace makes perf_event_open fail with
+    EACCES, as paranoid 3 would), cpu falls back to the CPU-time timer at the kernel's
+    tick rate at most, and says so once on stderr and in the notes."""
+    strace = shutil.which("strace")
+    check(strace is not None, "strace is needed (scripts/setup.sh installs it)")
+    out = os.path.join(TMP, "noperf.pstat")
+    env = base_env()
+    env.pop("LD_PRELOAD", None)  # the shim goes to the traced program only (-E)
+    env.update({"COPROF_MODE": "sample", "COPROF_OUT": out, "COPROF_HZ": "997"})
+    preload = ASAN + ":" + LIB if ASAN else LIB
+    p = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "-E", f"LD_PRELOAD={preload}",
+                        "-e", "trace=perf_event_open", "-e", "inject=perf_event_open:error=EACCES",
+                        os.path.join(CPU, "cpu-split"), "1.5"],
+                       env=env, cwd=TMP, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    check(len(lines) == 1 and "no perf events (Permission denied)" in lines[0], f"stderr: {lines}")
+    stats, ex = load(out)
+    check(any("CPU-time timer" in n for n in ex["notes"]), f"notes {ex['notes']}")
+    check_split(stats, "CPU-time timer", tol=8.0)
 
 
 if __name__ == "__main__":

@@ -161,3 +161,13 @@ int stub_cpu_timer(void)
 {
 	return pl_sconf.cpu_timer;
 }
+
+int stub_perf(void)
+{
+	return pl_sconf.perf;
+}
+
+void stub_force_timer(int on)
+{
+	pl_sampler_force_timer = on;
+}

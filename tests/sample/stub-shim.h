@@ -33,5 +33,7 @@ STUB_API uint64_t stub_dropped(void);
 STUB_API const char *stub_note(void);
 STUB_API int stub_signo(void); /* the tick signal */
 STUB_API int stub_cpu_timer(void); /* the CPU-time timer alone serves the rate */
+STUB_API int stub_perf(void);	   /* ticks come from perf task-clock events */
+STUB_API void stub_force_timer(int on); /* before stub_init: no perf events */
 
 #endif
