@@ -116,7 +116,6 @@ static int py_stop(void)
 	PyGILState_STATE st;
 	if (pl_py_installed && pl_py_gil_take(&st) == 0) {
 		pl_py_remove();
-		pl_py_release();
 		pl_py_gil_give(st);
 	}
 	return 0;
