@@ -11,9 +11,22 @@
 
 #include "py.h"
 
+#include <internal/pycore_runtime.h>
+
+#if PY_VERSION_HEX < 0x030C0000
+#define AUDIT_HEAD (_PyRuntime.audit_hook_head)
+#else
+#define AUDIT_HEAD (_PyRuntime.audit_hooks.head)
+#endif
+
 static int want;		 /* profiling is on for Python: start seen, no stop since */
 static int main_started;	 /* the audit hook saw the main module start */
 static struct coprof *resolving; /* the profiler our resolver was added to */
+/* The raw allocator that made the audit hook's entry: the default one, before Python
+ * chose its own (-X dev, PYTHONMALLOC=debug); and the entry, once unlinked. */
+static PyMemAllocatorEx hook_alloc;
+static _Py_AuditHookEntry *hook_entry;
+static int audit(const char *event, PyObject *args, void *data);
 
 static void ensure_resolver(void)
 {
@@ -22,12 +35,45 @@ static void ensure_resolver(void)
 		resolving = p;
 }
 
+/* Python frees its runtime's audit hooks as it finalizes, through the raw allocator
+ * of that time. Ours was made in the shim's constructor, before Python set up its
+ * allocators: under -X dev or PYTHONMALLOC=debug, freeing it through the debug one
+ * aborts the process ("bad ID"). So when the hooks are about to be freed
+ * (cpython._PySys_ClearAuditHooks, raised to every hook first), ours leaves the list
+ * when the allocator changed since, and is freed at exit by the allocator that made
+ * it. Unlinked, not freed yet: Python is walking the list through it now. */
+static void audit_unlink(void)
+{
+	PyMemAllocatorEx now;
+	PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &now);
+	if (now.malloc == hook_alloc.malloc && now.free == hook_alloc.free &&
+	    now.ctx == hook_alloc.ctx)
+		return;
+	for (_Py_AuditHookEntry **pp = &AUDIT_HEAD; *pp; pp = &(*pp)->next) {
+		_Py_AuditHookEntry *e = *pp;
+		if (e->hookCFunction == audit && e->userData == &hook_alloc) {
+			*pp = e->next;
+			hook_entry = e;
+			return;
+		}
+	}
+}
+
+__attribute__((destructor)) static void audit_entry_free(void)
+{
+	if (hook_entry)
+		hook_alloc.free(hook_alloc.ctx, hook_entry);
+	hook_entry = NULL;
+}
+
 /* Cheap for the many events it does not care about: one or two byte compares. */
 static int audit(const char *event, PyObject *args, void *data)
 {
 	(void)args;
 	(void)data;
-	if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
+	if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+		audit_unlink();
+	} else if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
 		if (!main_started && pl_py_host->profile)
 			pl_py_gil_at_main();
 		main_started = 1;
@@ -70,7 +116,6 @@ static int py_stop(void)
 	PyGILState_STATE st;
 	if (pl_py_installed && pl_py_gil_take(&st) == 0) {
 		pl_py_remove();
-		pl_py_release();
 		pl_py_gil_give(st);
 	}
 	return 0;
@@ -94,8 +139,9 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 	pl_py_host = host;
 	if (host->profile)
 		ensure_resolver();
-	/* Documented as safe before Py_Initialize. */
-	if (PySys_AddAuditHook(audit, NULL) != 0)
+	/* Documented as safe before Py_Initialize (see audit_unlink). */
+	PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &hook_alloc);
+	if (PySys_AddAuditHook(audit, &hook_alloc) != 0)
 		return -EPERM;
 	if (!host->profile)
 		return 0; /* sample mode: the audit hook only registers fork.c's callbacks */

@@ -2,7 +2,9 @@
  * (co_filename, co_firstlineno, co_qualname) and, with COPROF_BUILTINS=1, C builtins
  * ("~", 0, "<built-in method ...>"), each named once, at first sight, in the thread that
  * met it (GIL held). Names are copied, so the engine resolves keys from its dumping
- * thread without the GIL, even after Python finalized. */
+ * thread without the GIL, even after Python finalized. No code object is kept alive:
+ * each carries a code-extra slot whose free function, run as the code object dies (in
+ * whatever thread drops it, GIL held), takes it out of the cache. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +21,13 @@ struct slab {
 	struct pl_py_func f[SLAB_FUNCS];
 };
 
-struct pl_py_map pl_py_codes;	  /* code object -> function (holding a reference) */
+struct pl_py_map pl_py_codes;	  /* live code object -> function */
+static struct pl_py_map by_hash;  /* hash of a function's names -> function (chained) */
 static struct pl_py_map builtins; /* PyMethodDef -> function */
 static struct slab *slabs;	  /* newest first; read by the resolver (any thread) */
+/* The code-extra index whose free function tells a code object died; -1: not yet
+ * asked for; -2: refused (code objects are then not cached, only named again). */
+static Py_ssize_t extra_index = -1;
 
 static struct pl_py_func *func_new(void)
 {
@@ -73,32 +79,100 @@ static char *utf8_copy(PyObject *s)
 	return out;
 }
 
-/* Caches a function for `co` and takes a reference to it, so its address cannot be
- * reused by another code object while the engine may still see it. */
+/* A code object died (the free function of our code-extra slot, GIL held): its
+ * address may now be another code object's, so it leaves the cache. Its function
+ * stays, for the keys the engine holds. `extra` is the code object's address, or NULL
+ * for a code object that carries some other tool's slot but not ours. */
+static void code_died(void *extra)
+{
+	if (extra)
+		pl_py_map_del(&pl_py_codes, (uintptr_t)extra);
+}
+
+/* Marks `co` so that its death calls code_died: 0, or -1 (then it is not cached). */
+static int watch(PyCodeObject *co)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+#define REQUEST_EXTRA PyUnstable_Eval_RequestCodeExtraIndex
+#define SET_EXTRA PyUnstable_Code_SetExtra
+#else
+#define REQUEST_EXTRA _PyEval_RequestCodeExtraIndex
+#define SET_EXTRA _PyCode_SetExtra
+#endif
+	if (extra_index == -1) {
+		extra_index = REQUEST_EXTRA(code_died);
+		if (extra_index < 0)
+			extra_index = -2;
+	}
+	if (extra_index < 0 || SET_EXTRA((PyObject *)co, extra_index, co) < 0) {
+		PyErr_Clear();
+		return -1;
+	}
+	return 0;
+}
+
+static uintptr_t names_hash(const char *file, const char *name, unsigned line, unsigned flags)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (const char *p = file ? file : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	h = (h ^ 0xff) * 0x100000001b3ull;
+	for (const char *p = name ? name : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+	h ^= ((uint64_t)line << 8) ^ flags;
+	return (uintptr_t)(h | 1); /* never 0, the map's empty key */
+}
+
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The function for `co`'s names, made on first sight of those names, then cached
+ * under `co` until it dies. */
 struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 {
-	struct pl_py_func *f = func_new();
-	if (!f)
-		return NULL;
-	f->file = utf8_copy(co->co_filename);
+	char *file = utf8_copy(co->co_filename);
 #if PY_VERSION_HEX >= 0x030B0000
-	f->name = utf8_copy(co->co_qualname);
+	char *name = utf8_copy(co->co_qualname);
 #else
-	f->name = utf8_copy(co->co_name);
+	char *name = utf8_copy(co->co_name);
 #endif
-	f->line = (unsigned)co->co_firstlineno;
+	unsigned line = (unsigned)co->co_firstlineno;
+	unsigned flags = 0;
 	int fl = co->co_flags;
 	if (fl & (CO_COROUTINE | CO_ITERABLE_COROUTINE))
-		f->flags = PL_PY_CORO;
+		flags = PL_PY_CORO;
 	else if (fl & CO_ASYNC_GENERATOR)
-		f->flags = PL_PY_ASYNC_GEN;
+		flags = PL_PY_ASYNC_GEN;
 	else if (fl & CO_GENERATOR)
-		f->flags = PL_PY_GEN;
-	Py_INCREF(co);
-	f->code = (PyObject *)co;
-	/* Out of memory here only means the function is made again next time: wasteful
-	 * but correct, since each copy holds its own reference and key. */
-	pl_py_map_put(&pl_py_codes, (uintptr_t)co, f);
+		flags = PL_PY_GEN;
+	uintptr_t h = names_hash(file, name, line, flags);
+	struct pl_py_func *head = pl_py_map_get(&by_hash, h), *f;
+	for (f = head; f; f = f->same)
+		if (f->line == line && f->flags == flags && same_str(f->file, file) &&
+		    same_str(f->name, name))
+			break;
+	if (f) {
+		free(file);
+		free(name);
+	} else {
+		f = func_new();
+		if (!f) {
+			free(file);
+			free(name);
+			return NULL;
+		}
+		*f = (struct pl_py_func){.file = file, .name = name, .line = line, .flags = flags};
+		/* Out of memory here only means a twin may be made later: the same
+		 * names under two keys, which pstats shows as one. */
+		f->same = head;
+		if (pl_py_map_put(&by_hash, h, f) != 0)
+			f->same = NULL;
+	}
+	/* Uncached (no slot, or out of memory): named again at its next event. */
+	if (watch(co) == 0)
+		pl_py_map_put(&pl_py_codes, (uintptr_t)co, f);
 	return f;
 }
 
@@ -159,7 +233,10 @@ struct pl_py_func *pl_py_builtin_of(PyObject *callable, PyObject *self)
 	uintptr_t tp = self ? (uintptr_t)Py_TYPE(self) : 0;
 	uintptr_t k = (uintptr_t)ml ^ (uintptr_t)((uint64_t)tp * 0x9E3779B97F4A7C15ull);
 	struct pl_py_func *f = pl_py_map_get(&builtins, k);
-	if (f)
+	/* A def freed and reused (pybind11 allocates one per function) is another
+	 * builtin: its name or its C function differs. */
+	if (pl_py_likely(f) && f->def_meth == (void *)ml->ml_meth &&
+	    same_str(f->def_name, ml->ml_name))
 		return f;
 	f = func_new();
 	if (!f)
@@ -169,6 +246,8 @@ struct pl_py_func *pl_py_builtin_of(PyObject *callable, PyObject *self)
 	f->file = "~";
 	f->name = strdup(buf);
 	f->line = 0;
+	f->def_name = ml->ml_name ? strdup(ml->ml_name) : NULL;
+	f->def_meth = (void *)ml->ml_meth;
 	pl_py_map_put(&builtins, k, f);
 	return f;
 }
@@ -189,25 +268,4 @@ int pl_py_resolve(void *arg, uintptr_t key, struct coprof_func_info *out)
 		return 0;
 	}
 	return -ENOENT;
-}
-
-static int release_one(uintptr_t k, void *v, void *arg)
-{
-	(void)k;
-	(void)arg;
-	struct pl_py_func *f = v;
-	if (Py_REFCNT(f->code) > 1)
-		return 0; /* alive elsewhere, maybe on a stack: keep it and its key */
-	PyObject *code = f->code;
-	f->code = NULL;
-	Py_DECREF(code);
-	return 1;
-}
-
-/* Drops the references that only the cache holds (GIL held). Such a code object is on
- * no stack, so none of its calls is open; its function stays, with its names, for the
- * keys the engine holds, and a new code object at the same address gets a new key. */
-void pl_py_release(void)
-{
-	pl_py_map_sweep(&pl_py_codes, release_one, NULL);
 }

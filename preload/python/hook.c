@@ -16,6 +16,8 @@
 
 #include "py.h"
 
+#include <internal/pycore_interp.h>
+
 /* Not in the public headers of every version, exported by all of them. */
 PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
 
@@ -47,6 +49,11 @@ struct pl_py_thread {
 	unsigned ndrivers;
 	struct pl_py_map tasks; /* root coroutine -> struct coprof_ctx (this thread's) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
+	/* The profile backend: an event is under way (the hook may drop the GIL midway,
+	 * and the control thread then take the hook off), and the hook was taken off
+	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
+	unsigned busy;
+	int dead;
 };
 
 static PyObject *asyncio_str;  /* "asyncio", made on first use */
@@ -82,11 +89,21 @@ static void thread_reset(struct pl_py_thread *pt)
  * for its thread. */
 static inline struct pl_py_thread *thread_ready(struct pl_py_thread *pt)
 {
+	if (pl_py_unlikely(pt && pt->dead))
+		return NULL;
 	if (pl_py_unlikely(!pt))
 		return NULL;
 	if (pl_py_unlikely(pt->gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED)))
 		thread_reset(pt);
 	return pl_py_likely(pt->t) ? pt : NULL;
+}
+
+/* After anything that may have dropped the GIL (a call into Python): nonzero when the
+ * control thread stopped or restarted profiling meanwhile, so what pt holds is of a
+ * past session and the event must end here. */
+static inline int thread_stale(const struct pl_py_thread *pt)
+{
+	return pt->dead || pt->gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED);
 }
 
 /* --- thread-local state (the sys.monitoring backend) ---------------------------- */
@@ -223,8 +240,9 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 
 /* Switches to the task whose root coroutine is `root`, making its context on first
  * sight. `fresh`: the root starts now, so a context left under the same address is a
- * dead coroutine's (its memory was reused) and is finished first. */
-static void task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn, int fresh)
+ * dead coroutine's (its memory was reused) and is finished first. -1: the state went
+ * stale while asyncio was asked for the task's name (thread_stale); the event ends. */
+static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn, int fresh)
 {
 	struct coprof_ctx *ctx = pl_py_map_get(&pt->tasks, (uintptr_t)root);
 	if (ctx && fresh) {
@@ -239,16 +257,19 @@ static void task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_fun
 		const char *rt = "coroutine";
 		snprintf(name, sizeof(name), "%s", fn && fn->name ? fn->name : "?");
 		name_task(root, name, sizeof(name), &id, &rt);
+		if (thread_stale(pt))
+			return -1;
 		if (coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0)
-			return;
+			return 0;
 		if (pl_py_map_put(&pt->tasks, (uintptr_t)root, ctx) != 0)
-			return;
+			return 0;
 		/* Started before profiling did: its suspended frames are pushed as they
 		 * resume (counting no call), so the time of this run has its stack. */
 		if (!fresh)
 			pt->adopting = root;
 	}
 	switch_in(pt, root, ctx);
+	return 0;
 }
 
 static int is_coro_frame(PL_PY_FRAME *fr)
@@ -261,18 +282,18 @@ static int is_coro_frame(PL_PY_FRAME *fr)
  * the running context. The chain's root is the outermost of the coroutine frames
  * linked below it; a throw() resumes the innermost frame first, so any frame of the
  * chain may be the first one seen. */
-static void chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
+static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
 {
 	PL_PY_FRAME *root = NULL;
 	for (PL_PY_FRAME *f = is_coro ? fr : pl_py_frame_back(fr); is_coro_frame(f);
 	     f = pl_py_frame_back(f))
 		root = f;
 	if (!root)
-		return;
+		return 0;
 	PyObject *g = pl_py_frame_gen(root);
 	if (!g || g == pt->root)
-		return;
-	task_enter(pt, g, pl_py_func_of(pl_py_frame_code(root)), 0);
+		return 0;
+	return task_enter(pt, g, pl_py_func_of(pl_py_frame_code(root)), 0);
 }
 
 /* --- events ------------------------------------------------------------------- */
@@ -293,21 +314,21 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		/* Rule 6: each run of a generator is timed, one call per generator. */
 		if (fresh) {
 			coprof_enter(pt->t, key);
-		} else {
-			chain_resume(pt, fr, 0);
+		} else if (chain_resume(pt, fr, 0) == 0) {
 			coprof_resume(pt->t, key);
 		}
 		return;
 	}
 	PyObject *gen = pl_py_frame_gen(fr);
 	if (fresh) {
-		if (gen && !is_coro_frame(pl_py_frame_back(fr)))
-			task_enter(pt, gen, fn, 1);
+		if (gen && !is_coro_frame(pl_py_frame_back(fr)) && task_enter(pt, gen, fn, 1) < 0)
+			return;
 		coprof_enter(pt->t, key);
 		return;
 	}
 	/* Rule 3: a resumption is not a call; its frames are still on the task's stack. */
-	chain_resume(pt, fr, 1);
+	if (chain_resume(pt, fr, 1) < 0)
+		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
 		coprof_resume(pt->t, key); /* after a value yield, a new run (rule 6) */
 	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
@@ -386,8 +407,12 @@ static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 	struct pl_py_thread *pt = thread_ready(PyCapsule_GetPointer(obj, NULL));
 	if (pl_py_unlikely(!pt))
 		return 0;
-	if (pl_py_unlikely(__atomic_load_n(&pl_py_new_threads, __ATOMIC_RELAXED)))
+	pt->busy++;
+	if (pl_py_unlikely(__atomic_load_n(&pl_py_new_threads, __ATOMIC_RELAXED))) {
 		pl_py_install(NULL);
+		if (thread_stale(pt))
+			goto out;
+	}
 	switch (what) {
 	case PyTrace_CALL:
 		pl_py_on_call(pt, pl_py_frame(frame));
@@ -405,13 +430,20 @@ static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 		on_c_event(pt, what, arg);
 		break;
 	}
+out:
+	if (--pt->busy == 0 && pt->dead)
+		thread_free(pt);
 	return 0;
 }
 
+/* The hook came off pt's thread state. An event of that thread under way (it dropped
+ * the GIL midway) still uses pt: it frees it as it ends. */
 static void capsule_free(PyObject *cap)
 {
 	struct pl_py_thread *pt = PyCapsule_GetPointer(cap, NULL);
-	if (pt)
+	if (pt && pt->busy)
+		pt->dead = 1;
+	else if (pt)
 		thread_free(pt);
 }
 
@@ -435,16 +467,46 @@ static void find_start_thread(void)
 }
 #endif
 
+/* The first thread state of `in` that needs the hook put on (on nonzero) or taken
+ * off, but `skip`; NULL: none left. The list is walked afresh each time: setting the
+ * profile function of one thread state may drop the GIL (a finalizer run by the old
+ * profile object's release), and any thread may have exited meanwhile. */
+static PyThreadState *next_to_hook(PyInterpreterState *in, PyThreadState *skip, int on)
+{
+	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
+		if (ts != skip && (ts->c_profilefunc == on_event) != on)
+			return ts;
+	return NULL;
+}
+
+/* _PyEval_SetProfile(ts) raises the audit event "sys.setprofile" first, and the
+ * program's audit hooks written in Python may drop the GIL there (sleep, I/O): `ts`'s
+ * thread could then exit and free it under the call, or the control thread take this
+ * thread's hook off under the event running now. So the hooks written in Python are
+ * set aside while coprof sets its own profile function: they do not see coprof's
+ * doing, as they would not without it. C hooks (the runtime's list) still run. */
+static int set_profile(PyThreadState *ts, Py_tracefunc fn, PyObject *arg)
+{
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	PyObject *hooks = in->audit_hooks;
+	in->audit_hooks = NULL;
+	int rc = _PyEval_SetProfile(ts, fn, arg);
+	if (!in->audit_hooks)
+		in->audit_hooks = hooks;
+	else
+		Py_XDECREF(hooks); /* the program added one meanwhile: keep its list */
+	if (rc < 0)
+		PyErr_Clear();
+	return rc;
+}
+
 static void profile_install(PyThreadState *skip)
 {
 #if PY_VERSION_HEX < 0x030C0000
 	find_start_thread();
 #endif
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
-	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts;
-	     ts = PyThreadState_Next(ts)) {
-		if (ts == skip || ts->c_profilefunc == on_event)
-			continue;
+	for (PyThreadState *ts; (ts = next_to_hook(in, skip, 1));) {
 		struct pl_py_thread *pt = calloc(1, sizeof(*pt));
 		if (!pt)
 			break;
@@ -455,20 +517,19 @@ static void profile_install(PyThreadState *skip)
 			PyErr_Clear();
 			break;
 		}
-		if (_PyEval_SetProfile(ts, on_event, cap) < 0)
-			PyErr_Clear();
+		int rc = set_profile(ts, on_event, cap);
 		Py_DECREF(cap);
+		if (rc < 0)
+			break; /* a C audit hook refused it: so would it again */
 	}
 }
 
 static void profile_remove(void)
 {
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
-	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts;
-	     ts = PyThreadState_Next(ts)) {
-		if (ts->c_profilefunc == on_event && _PyEval_SetProfile(ts, NULL, NULL) < 0)
-			PyErr_Clear();
-	}
+	for (PyThreadState *ts; (ts = next_to_hook(in, NULL, 0));)
+		if (set_profile(ts, NULL, NULL) < 0)
+			break;
 }
 
 /* --- choosing the backend --------------------------------------------------------- */

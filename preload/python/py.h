@@ -32,17 +32,24 @@ enum {
 };
 
 /* One function seen by the adapter. Its address is the engine key; it lives as long
- * as the adapter, so a key never changes meaning, even after its code object died. */
+ * as the adapter, so a key never changes meaning, even after its code objects died.
+ * Code objects with the same file, line, name and kind share one (pstats keys them
+ * alike), so code made over and over (exec, templates) adds no function. */
 struct pl_py_func {
 	const char *file; /* UTF-8 copies, made at first sight */
 	const char *name;
 	unsigned line;
-	unsigned flags; /* PL_PY_* */
-	PyObject *code; /* a strong reference while in the cache; NULL once released */
+	unsigned flags;		 /* PL_PY_* */
+	struct pl_py_func *same; /* the next function of the same hash (funcs.c) */
+	/* Builtins: what their PyMethodDef held when it was named (a freed def's
+	 * address is reused by another builtin). */
+	const char *def_name;
+	void *def_meth;
 };
 
-/* The function for code object `co`: cached; made (and a reference taken) at first
- * sight. NULL only when out of memory. */
+/* The function for code object `co`: cached while `co` lives (no reference is taken:
+ * its death takes it out of the cache); found or made at first sight. NULL only when
+ * out of memory. */
 PL_PY_HIDDEN struct pl_py_func *pl_py_func_slow(PyCodeObject *co);
 extern PL_PY_HIDDEN struct pl_py_map pl_py_codes;
 
@@ -57,9 +64,6 @@ static inline struct pl_py_func *pl_py_func_of(PyCodeObject *co)
 PL_PY_HIDDEN struct pl_py_func *pl_py_builtin_of(PyObject *callable, PyObject *self);
 /* The engine's resolver for the keys above (any thread, no GIL needed). */
 PL_PY_HIDDEN int pl_py_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
-/* Drops the cache's references to code objects nothing else holds (their keys stay
- * resolvable). Called when profiling stops. */
-PL_PY_HIDDEN void pl_py_release(void);
 
 /* --- the hook (hook.c) ----------------------------------------------------------- */
 
