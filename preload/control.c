@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "config.h"
 #include "internal.h"
 #include "symbols.h"
+#include "toggle-state.h"
 
 #define MAX_RUNTIMES 8
 
@@ -32,6 +34,8 @@ static int ever_started;
 static int exiting;
 static struct coprof *parent_prof; /* kept, not freed, in a forked child */
 static int forked;		   /* this process is a forked child */
+static unsigned requests;	   /* toggle requests applied (toggle-state.h) */
+static int last_stop = PL_RUN_OFF; /* what the last stop did: PL_RUN_OFF/EMPTY/FAILED */
 
 /* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
  * start-up, pause_lock guards control_up, control_th and paused. */
@@ -142,6 +146,7 @@ static void stop_dump_locked(void)
 		dumps++;
 	else if (rc != -ENODATA)
 		pl_say("cannot write the profile to %s: %s", path, coprof_strerror(rc));
+	last_stop = rc == 0 ? PL_RUN_OFF : rc == -ENODATA ? PL_RUN_EMPTY : PL_RUN_FAILED;
 	coprof_clear(pl_prof);
 }
 
@@ -152,16 +157,47 @@ void pl_control_start(void)
 	pthread_mutex_unlock(&lock);
 }
 
-static void toggle(void)
+/* The control thread's name says what it did last (toggle-state.h): `coprof toggle`
+ * reads it to know that its request was applied. Called with `lock` held, on the
+ * control thread (PR_SET_NAME names the calling thread, with no fd). */
+static void publish_locked(void)
+{
+	struct pl_toggle_state st = {
+	    .signo = pl_signals_armed(),
+	    .run = exiting ? PL_RUN_EXITING : pl_running ? PL_RUN_ON : last_stop,
+	    .forked = forked,
+	    .seq = requests,
+	    .dumps = dumps,
+	};
+	char name[16];
+	pl_toggle_state_format(&st, name);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+/* Applies one byte of the control pipe: 't' toggles, 's' only starts, 'p' only stops,
+ * 'a' changes nothing (the state is published again). */
+static void apply(char req)
 {
 	pthread_mutex_lock(&lock);
-	if (!exiting) {
-		if (pl_running)
+	if (!exiting && req != 'a') {
+		if (pl_running && (req == 't' || req == 'p'))
 			stop_dump_locked();
-		else
+		else if (!pl_running && (req == 't' || req == 's'))
 			start_locked();
+		requests++;
 	}
+	publish_locked();
 	pthread_mutex_unlock(&lock);
+}
+
+void pl_control_republish(void)
+{
+	int fd = pl_toggle_fd;
+	char byte = 'a';
+	if (fd >= 0) {
+		ssize_t n = write(fd, &byte, 1);
+		(void)n;
+	}
 }
 
 /* The control thread: no signal is ever delivered to it, and its guard is always set,
@@ -173,6 +209,9 @@ static void *control_main(void *arg)
 	pl_tls_data.guard = 1;
 	pl_ntls.dead = 1;
 	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	pthread_mutex_lock(&lock);
+	publish_locked();
+	pthread_mutex_unlock(&lock);
 	for (;;) {
 		struct pollfd fds[2] = {{.fd = quit_fd, .events = POLLIN},
 					{.fd = read_fd, .events = POLLIN}};
@@ -192,7 +231,7 @@ static void *control_main(void *arg)
 		if (n <= 0)
 			return NULL;
 		for (ssize_t i = 0; i < n; i++)
-			toggle();
+			apply(buf[i]);
 	}
 }
 
@@ -358,6 +397,7 @@ void pl_control_fork_child(void)
 	dumps = 0;
 	ever_started = 0;
 	forked = 1;
+	last_stop = PL_RUN_OFF;
 	if (read_fd >= 0) {
 		int w = pl_toggle_fd;
 		pl_toggle_fd = -1;

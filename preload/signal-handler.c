@@ -5,17 +5,26 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "toggle-state.h"
 
 /* The pipe's write end (non-blocking, close-on-exec); -1 while there is none. */
 volatile sig_atomic_t pl_toggle_fd = -1;
 
-/* async-signal-safe: saves errno, writes a byte, restores errno. A full pipe drops the
- * byte, which only loses a toggle nobody has read yet. */
-void pl_on_toggle_signal(int sig)
+/* async-signal-safe: saves errno, writes a byte, restores errno. A request queued by
+ * `coprof toggle --start/--stop` (sigqueue, toggle-state.h) gives 's' or 'p'; anything
+ * else (kill -USR2) is a toggle, 't'. A full pipe drops the byte, which only loses a
+ * toggle nobody has read yet. */
+void pl_on_toggle_signal(int sig, siginfo_t *si, void *uc)
 {
+	(void)sig;
+	(void)uc;
 	int saved = errno;
 	int fd = pl_toggle_fd;
 	char byte = 't';
+	if (si && si->si_code == SI_QUEUE && si->si_value.sival_int == PL_REQ_START)
+		byte = 's';
+	else if (si && si->si_code == SI_QUEUE && si->si_value.sival_int == PL_REQ_STOP)
+		byte = 'p';
 	if (fd >= 0) {
 		ssize_t n = write(fd, &byte, 1);
 		(void)n;
