@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ static int exiting;
 static struct coprof *parent_prof; /* kept, not freed, in a forked child */
 static int forked;		   /* this process is a forked child */
 static unsigned requests;	   /* toggle requests applied (toggle-state.h) */
+static int made_children;	   /* this process forked: a child may be the one profiled */
 static int last_stop = PL_RUN_OFF; /* what the last stop did: PL_RUN_OFF/EMPTY/FAILED */
 
 /* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
@@ -298,12 +300,27 @@ static int is_launched_process(void)
 	return !v || atol(v) == (long)getpid();
 }
 
+/* At exit, what the user would otherwise wonder about: no profile because profiling
+ * never started, or because the program has no instrumented code. The latter is not
+ * said by a process that forked: a child (say, an instrumented program it runs) may be
+ * what was profiled, and the parent cannot know. */
+static int had_children(void)
+{
+	struct rusage ru;
+	/* vfork and posix_spawn (dash runs commands so) pass no atfork handler; a child
+	 * that was waited for shows in RUSAGE_CHILDREN */
+	return made_children || (getrusage(RUSAGE_CHILDREN, &ru) == 0 && ru.ru_maxrss > 0);
+}
+
 static void exit_locked(void)
 {
 	exiting = 1;
 	stop_dump_locked();
+	if (!ever_started && !pl_cfg.start && !forked && is_launched_process())
+		pl_say("profiling never started (COPROF_START=0, or record --no-start, and no "
+		       "toggle came), so no profile was written");
 	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&
-	    nruntimes == 0 && is_launched_process())
+	    nruntimes == 0 && is_launched_process() && !had_children())
 		pl_say("this program has no -finstrument-functions code, so trace mode saw no "
 		       "function; rebuild it with -finstrument-functions (gcc or clang), or "
 		       "use COPROF_MODE=sample");
@@ -335,6 +352,7 @@ void pl_control_fork_prepare(void)
 void pl_control_fork_parent(void)
 {
 	fork_pauser = 0;
+	made_children = 1;
 	pthread_mutex_unlock(&lock);
 }
 

@@ -273,6 +273,12 @@ int vw_cmd_toggle(int argc, char **argv)
 	const char *sig_arg = NULL, *timeout_arg = NULL;
 	static struct target targets[MAX_TARGETS];
 	int n = 0;
+	/* "-1" is a bad pid, not an unknown option */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9') {
+			fprintf(stderr, "coprof toggle: '%s' is not a pid\n", argv[i]);
+			return 2;
+		}
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
