@@ -275,7 +275,8 @@ int vw_cmd_toggle(int argc, char **argv)
 	int n = 0;
 	/* "-1" is a bad pid, not an unknown option */
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-		if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9') {
+		if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9' &&
+		    strcmp(argv[i - 1], "--signal") && strcmp(argv[i - 1], "--timeout")) {
 			fprintf(stderr, "coprof toggle: '%s' is not a pid\n", argv[i]);
 			return 2;
 		}
