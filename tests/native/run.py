@@ -411,13 +411,13 @@ def case_toggle_answers():
                                 "-n", "200", "-c", "2", "-q"], capture_output=True, timeout=60)
         check(bench.returncode == 0, "redis-benchmark")
         check(toggle(pid, "--stop") == f"{pid}: profiling off; wrote {tmpl.replace('%n', '1')}", "stop writes 1")
-        # back to back, no pause: 40 toggles give 20 windows, in order, none inverted
+        # back to back, no pause: 100 toggles give 50 windows, in order, none inverted
         bg = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
                                "-n", "100000000", "-c", "4", "-q", "-l"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
         written = 1
         try:
-            for i in range(20):
+            for i in range(50):
                 check(toggle(pid) == f"{pid}: profiling on", f"window {i} opens")
                 out = toggle(pid)
                 # a window too short for any request writes nothing and uses no number
