@@ -117,6 +117,16 @@ static int get_opt_str(struct reader *rd, const struct cp_mval *v, const char **
 	return get_str(rd, v, out, what);
 }
 
+/* Bounds on the numbers of a profile, so that no sum, percentage or conversion the
+ * viewer makes can overflow or give NaN: a count up to 2^53 (exact in a double and in
+ * JSON readers), a time up to 1e9 s (31 years: in ns it still fits callgrind's 64-bit
+ * costs). A profiler's rounding may leave a time a hair below zero: down to -1 us it
+ * reads as 0; below, the file is refused. */
+#define MAX_COUNT ((uint64_t)1 << 53)
+#define MAX_TIME 1e9
+#define MAX_STAMP 1e11 /* start and stop: seconds since the epoch */
+#define NEG_SLACK 1e-6
+
 /* A count: a non-negative int (a whole float is taken too, as pstats.add may make). */
 static int get_count(struct reader *rd, const struct cp_mval *v, uint64_t *out, const char *what)
 {
@@ -124,19 +134,25 @@ static int get_count(struct reader *rd, const struct cp_mval *v, uint64_t *out, 
 	case CP_M_BOOL:
 	case CP_M_INT:
 		if (v->v.i < 0)
-			break;
+			return fail(rd, "%s is negative (%lld)", what, (long long)v->v.i);
 		*out = (uint64_t)v->v.i;
-		return 0;
+		break;
 	case CP_M_UINT:
 		*out = v->v.u;
-		return 0;
+		break;
 	case CP_M_FLOAT:
+		if (v->v.f < 0)
+			return fail(rd, "%s is negative (%g)", what, v->v.f);
 		if (!(v->v.f >= 0 && v->v.f < 18446744073709551616.0))
-			break;
+			return fail(rd, "%s is not a count (%g)", what, v->v.f);
 		*out = (uint64_t)v->v.f;
-		return 0;
+		break;
+	default:
+		return fail(rd, "%s: expected a count, found %s", what, cp_mtype_name(v));
 	}
-	return fail(rd, "%s: expected a count, found %s", what, cp_mtype_name(v));
+	if (*out > MAX_COUNT)
+		return fail(rd, "%s is too large (%llu; at most 2^53)", what, (unsigned long long)*out);
+	return 0;
 }
 
 static int get_int(struct reader *rd, const struct cp_mval *v, int64_t *out, const char *what)
@@ -147,24 +163,97 @@ static int get_int(struct reader *rd, const struct cp_mval *v, int64_t *out, con
 	return 0;
 }
 
-/* Seconds. NaN and infinities, which no profiler should write, read as 0 so that
- * sorting and sums in the viewer stay sane. */
-static int get_time(struct reader *rd, const struct cp_mval *v, double *out, const char *what)
+/* Seconds, from 0 to `max`. NaN, infinities and negative times are refused with the
+ * entry's name, so that the viewer never shows them as numbers or writes them. */
+static int get_seconds(struct reader *rd, const struct cp_mval *v, double *out, const char *what,
+		       double max)
 {
+	double t;
 	switch (v->type) {
 	case CP_M_FLOAT:
 	case CP_M_HUGE:
-		*out = isfinite(v->v.f) ? v->v.f : 0.0;
-		return 0;
+		t = v->v.f;
+		break;
 	case CP_M_INT:
 	case CP_M_BOOL:
-		*out = (double)v->v.i;
-		return 0;
+		t = (double)v->v.i;
+		break;
 	case CP_M_UINT:
-		*out = (double)v->v.u;
-		return 0;
+		t = (double)v->v.u;
+		break;
+	default:
+		return fail(rd, "%s: expected a number, found %s", what, cp_mtype_name(v));
 	}
-	return fail(rd, "%s: expected a number, found %s", what, cp_mtype_name(v));
+	if (isnan(t))
+		return fail(rd, "%s is NaN, not a time", what);
+	if (isinf(t))
+		return fail(rd, "%s is infinite, not a time", what);
+	if (t < -NEG_SLACK)
+		return fail(rd, "%s is negative (%g s)", what, t);
+	if (t > max)
+		return fail(rd, "%s is too large (%g s; at most %g)", what, t, max);
+	*out = t > 0 ? t : 0.0;
+	return 0;
+}
+
+static int get_time(struct reader *rd, const struct cp_mval *v, double *out, const char *what)
+{
+	return get_seconds(rd, v, out, what, MAX_TIME);
+}
+
+/* NAME cut to 60 bytes, control characters shown as '?', so messages stay one line. */
+static void shown(char *dst, const char *src)
+{
+	size_t i;
+	for (i = 0; i < 60 && src && src[i]; i++) {
+		unsigned char c = (unsigned char)src[i];
+		dst[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	dst[i] = 0;
+}
+
+/* "function 'NAME' (FILE:LINE) FIELD", or for a call "call 'CALLER' (FILE:LINE) ->
+ * 'CALLEE' FIELD", naming the numbers a message is about. */
+static const char *func_what(char *buf, size_t len, const struct cp_func *f,
+			     const struct cp_func *callee, const char *field)
+{
+	char name[61], file[61], to[61];
+	const char *path = f->key.file ? f->key.file : "";
+	size_t n = strlen(path);
+	shown(name, f->key.name);
+	shown(file, n > 60 ? path + n - 60 : path);
+	if (callee) {
+		shown(to, callee->key.name);
+		snprintf(buf, len, "call '%s' (%s:%llu) -> '%s' %s", name, file,
+			 (unsigned long long)f->key.line, to, field);
+	} else {
+		snprintf(buf, len, "function '%s' (%s:%llu) %s", name, file,
+			 (unsigned long long)f->key.line, field);
+	}
+	return buf;
+}
+
+/* The four numbers of a function (cc, nc, tt, ct) or of a call from `fn` to `callee`
+ * (`edge`: nc, cc, tt, ct). A bad one is named with its function only once found bad,
+ * so the common case formats nothing. */
+static int get_four(struct reader *rd, const struct cp_mval *it, int edge, struct cp_stat *s,
+		    const struct cp_func *fn, const struct cp_func *callee)
+{
+	const char *names[4] = {edge ? "nc" : "cc", edge ? "cc" : "nc", "tt", "ct"};
+	uint64_t *counts[2] = {edge ? &s->nc : &s->cc, edge ? &s->cc : &s->nc};
+	double *times[2] = {&s->tt, &s->ct};
+	char w[256];
+
+	for (int i = 0; i < 4; i++) {
+		int r = i < 2 ? get_count(rd, &it[i], counts[i], names[i])
+			      : get_time(rd, &it[i], times[i - 2], names[i]);
+		if (r < 0) {
+			func_what(w, sizeof(w), fn, callee, names[i]);
+			return i < 2 ? get_count(rd, &it[i], counts[i], w)
+				     : get_time(rd, &it[i], times[i - 2], w);
+		}
+	}
+	return 0;
 }
 
 static int is_seq(const struct cp_mval *v)
@@ -264,26 +353,23 @@ static int func_index(struct reader *rd, struct builder *b, const struct cp_mval
 
 /* One caller -> callee edge: (nc, cc, tt, ct) as cProfile writes it, or a bare call
  * count as very old pstats files did. */
-static int get_edge(struct reader *rd, const struct cp_mval *v, struct cp_stat *s)
+static int get_edge(struct reader *rd, const struct cp_mval *v, struct cp_stat *s,
+		    const struct cp_func *caller, const struct cp_func *callee)
 {
 	const struct cp_mval *it = v->v.items;
+	char w[256];
 	int r;
 
 	if (v->type == CP_M_INT || v->type == CP_M_UINT) {
-		if ((r = get_count(rd, v, &s->nc, "caller")) < 0)
-			return r;
+		if ((r = get_count(rd, v, &s->nc, "nc")) < 0)
+			return get_count(rd, v, &s->nc, func_what(w, sizeof(w), caller, callee, "nc"));
 		s->cc = s->nc;
 		return 0;
 	}
 	if (!is_seq(v) || v->n != 4)
 		return fail(rd, "caller: expected (nc, cc, tt, ct), found %s of %u",
 			    cp_mtype_name(v), (unsigned)v->n);
-	if ((r = get_count(rd, &it[0], &s->nc, "caller nc")) < 0 ||
-	    (r = get_count(rd, &it[1], &s->cc, "caller cc")) < 0 ||
-	    (r = get_time(rd, &it[2], &s->tt, "caller tt")) < 0 ||
-	    (r = get_time(rd, &it[3], &s->ct, "caller ct")) < 0)
-		return r;
-	return 0;
+	return get_four(rd, it, 1, s, caller, callee);
 }
 
 /* Converts one entry of a pstats dict, key -> (cc, nc, tt, ct, callers). A caller
@@ -306,10 +392,7 @@ static int put_entry(struct builder *b, const struct cp_mval *key, const struct 
 	if (!is_seq(v) || v->n != 5)
 		return fail(rd, "pstats entry %u: expected (cc, nc, tt, ct, callers)",
 			    (unsigned)b->ndefined);
-	if ((r = get_count(rd, &it[0], &s.cc, "cc")) < 0 ||
-	    (r = get_count(rd, &it[1], &s.nc, "nc")) < 0 ||
-	    (r = get_time(rd, &it[2], &s.tt, "tt")) < 0 ||
-	    (r = get_time(rd, &it[3], &s.ct, "ct")) < 0)
+	if ((r = get_four(rd, it, 0, &s, &b->funcs[idx], NULL)) < 0)
 		return r;
 	/* yappi writes (ncall, nactualcall) where cProfile has (cc, nc): primitive
 	 * calls never outnumber calls, so put such a pair back in order. */
@@ -330,7 +413,8 @@ static int put_entry(struct builder *b, const struct cp_mval *key, const struct 
 	for (uint32_t j = 0; j < cd->n; j++) {
 		if ((r = func_index(rd, b, &cd->v.items[2 * j], &edges[j].caller, &isnew,
 				    "caller key")) < 0 ||
-		    (r = get_edge(rd, &cd->v.items[2 * j + 1], &edges[j].s)) < 0)
+		    (r = get_edge(rd, &cd->v.items[2 * j + 1], &edges[j].s,
+				      &b->funcs[edges[j].caller], &b->funcs[idx])) < 0)
 			return r;
 	}
 	b->funcs[idx].s = s;
@@ -363,8 +447,22 @@ static int read_stats(struct reader *rd, struct builder *b, const struct cp_mval
 static int finish_stats(struct reader *rd, struct builder *b, struct cp_stats *out,
 			uint32_t **perm_out)
 {
-	uint32_t *perm = malloc(((size_t)b->n + 1) * sizeof(*perm)), extra = b->ndefined;
+	uint32_t *perm, extra = b->ndefined;
+	uint64_t nc = 0;
+	double tt = 0;
 
+	/* Each number is bounded (get_count, get_time); so must their sums be, which the
+	 * viewer's totals and percentages are made of. */
+	for (uint32_t i = 0; i < b->n; i++) {
+		nc += b->funcs[i].s.nc;
+		tt += b->funcs[i].s.tt;
+		if (nc > MAX_COUNT)
+			return fail(rd, "the calls of all functions add up to more than 2^53");
+		if (tt > MAX_TIME)
+			return fail(rd, "the own times of all functions add up to more than %g s",
+				    MAX_TIME);
+	}
+	perm = malloc(((size_t)b->n + 1) * sizeof(*perm));
 	if (!perm)
 		return oom(rd);
 	out->nfuncs = b->n;
@@ -442,6 +540,13 @@ static int field_time(struct reader *rd, const struct cp_mval *d, const char *na
 	const struct cp_mval *v = dict_get(d, name);
 
 	return v ? get_time(rd, v, out, name) : 0;
+}
+
+static int field_stamp(struct reader *rd, const struct cp_mval *d, const char *name, double *out)
+{
+	const struct cp_mval *v = dict_get(d, name);
+
+	return v ? get_seconds(rd, v, out, name, MAX_STAMP) : 0;
 }
 
 static int read_task(struct reader *rd, const struct cp_mval *d, struct cp_task *t)
@@ -537,8 +642,8 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 	x->present = 1;
 	if ((r = field_str(rd, d, "clock", &x->clock)) < 0 ||
 	    (r = field_str(rd, d, "mode", &x->mode)) < 0 ||
-	    (r = field_time(rd, d, "start", &x->start)) < 0 ||
-	    (r = field_time(rd, d, "stop", &x->stop)) < 0 ||
+	    (r = field_stamp(rd, d, "start", &x->start)) < 0 ||
+	    (r = field_stamp(rd, d, "stop", &x->stop)) < 0 ||
 	    (r = field_time(rd, d, "hz", &x->hz)) < 0)
 		return r;
 	if ((v = dict_get(d, "pid")) && (r = get_int(rd, v, &x->pid, "pid")) < 0)
@@ -922,7 +1027,7 @@ static void fast_done(struct fast *f, size_t slot)
 /* get_count and get_time, with their commonest case (an int, a finite float) first. */
 static inline CP_INLINE int fast_count(struct fast *f, const struct cp_mval *v, uint64_t *out)
 {
-	if (v->type == CP_M_INT && v->v.i >= 0) {
+	if (v->type == CP_M_INT && v->v.i >= 0 && (uint64_t)v->v.i <= MAX_COUNT) {
 		*out = (uint64_t)v->v.i;
 		return 0;
 	}
@@ -931,7 +1036,7 @@ static inline CP_INLINE int fast_count(struct fast *f, const struct cp_mval *v, 
 
 static inline CP_INLINE int fast_time(struct fast *f, const struct cp_mval *v, double *out)
 {
-	if (v->type == CP_M_FLOAT && isfinite(v->v.f)) {
+	if (v->type == CP_M_FLOAT && v->v.f >= 0 && v->v.f <= MAX_TIME) {
 		*out = v->v.f;
 		return 0;
 	}
@@ -1169,7 +1274,8 @@ int cp_profile_read(const char *path, struct cp_profile **out, char *err, size_t
 	int fd, r = 0;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		r = -errno;
 	} else if (!S_ISREG(st.st_mode)) {

@@ -56,11 +56,14 @@ int pl_parse_signal(const char *s)
 	}
 	return -EINVAL;
 check:
-	/* signals that cannot be caught, or whose handler would hide a crash */
-	if (n == SIGKILL || n == SIGSTOP || n == SIGSEGV || n == SIGBUS || n == SIGILL ||
-	    n == SIGFPE || n == SIGABRT || n == SIGTRAP || (n >= 32 && n < (unsigned long)SIGRTMIN))
-		return -EINVAL;
-	return (int)n;
+	/* Only signals that neither the kernel, libc nor a terminal sends on their own, and
+	 * that programs do not rely on: USR1, USR2 and the real-time ones. INT would take
+	 * Ctrl-C, CHLD or PIPE would change what the program sees, SEGV would hide a crash. */
+	if (n == 0)
+		return 0;
+	if (n == SIGUSR1 || n == SIGUSR2 || (n >= (unsigned long)SIGRTMIN && n <= (unsigned long)SIGRTMAX))
+		return (int)n;
+	return -EINVAL;
 }
 
 /* The template may hold %p (pid), %n (dump number) and %% only. */
@@ -78,12 +81,16 @@ static int check_template(const char *s)
 	return 0;
 }
 
+/* 1, 01, y, yes, on, true / 0, 00, n, no, off, false (any case). */
 static int parse_bool(const char *s, int *out)
 {
-	if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") ||
-	    !strcasecmp(s, "true"))
+	unsigned long n;
+	if (parse_uint(s, 0, 1, &n) == 0)
+		*out = (int)n;
+	else if (!strcasecmp(s, "y") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") ||
+		 !strcasecmp(s, "true"))
 		*out = 1;
-	else if (!strcmp(s, "0") || !strcasecmp(s, "no") || !strcasecmp(s, "off") ||
+	else if (!strcasecmp(s, "n") || !strcasecmp(s, "no") || !strcasecmp(s, "off") ||
 		 !strcasecmp(s, "false"))
 		*out = 0;
 	else
@@ -147,18 +154,18 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 		int s = pl_parse_signal(v);
 		if (s < 0)
 			return bad(err, errlen, "COPROF_SIGNAL", v,
-				   "a catchable signal (USR2, SIGUSR1, RTMIN+1, 12, none)");
+				   "a signal coprof may use (USR1, USR2, RTMIN+N, RTMAX-N, or none)");
 		cfg->signo = s;
 	}
 	if ((v = get("COPROF_START")) != NULL && parse_bool(v, &cfg->start))
-		return bad(err, errlen, "COPROF_START", v, "1 or 0");
+		return bad(err, errlen, "COPROF_START", v, "1 or 0 (yes or no)");
 	if ((v = get("COPROF_HZ")) != NULL) {
 		if (parse_uint(v, 1, 10000, &n))
 			return bad(err, errlen, "COPROF_HZ", v, "a rate from 1 to 10000");
 		cfg->hz = (unsigned)n;
 	}
 	if ((v = get("COPROF_BUILTINS")) != NULL && parse_bool(v, &cfg->builtins))
-		return bad(err, errlen, "COPROF_BUILTINS", v, "1 or 0");
+		return bad(err, errlen, "COPROF_BUILTINS", v, "1 or 0 (yes or no)");
 	if ((v = get("COPROF_PY_HOOK")) != NULL) {
 		if (!strcmp(v, "auto"))
 			cfg->py_hook = PL_PY_HOOK_AUTO;
@@ -168,6 +175,12 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 			cfg->py_hook = PL_PY_HOOK_MONITORING;
 		else
 			return bad(err, errlen, "COPROF_PY_HOOK", v, "auto, profile or monitoring");
+	}
+	if (!cfg->start && !cfg->signo) {
+		snprintf(err, errlen,
+			 "COPROF_START=0 with COPROF_SIGNAL=none: nothing could ever be recorded; "
+			 "profiling is off");
+		return -EINVAL;
 	}
 	return 0;
 }

@@ -12,8 +12,10 @@
  * *cfg then holds the defaults for what was not parsed yet. 0 when all are good. */
 PL_HIDDEN int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 			      char *err, size_t errlen);
-/* The signal number for "USR2", "SIGUSR2", "12", "RTMIN+3"...; -EINVAL if none.
- * "0" and "none" give 0 (no toggle signal). */
+/* The signal number for "USR2", "SIGUSR2", "12", "RTMIN+3"...; -EINVAL for anything
+ * else, and for every signal but USR1, USR2 and the real-time ones (the program or
+ * libc relies on them). "0" and "none" give 0 (no toggle signal). The one parser of
+ * COPROF_SIGNAL and of coprof's --signal. */
 PL_HIDDEN int pl_parse_signal(const char *s);
 
 /* The path of dump number `n` (from 1) of process `pid` for template `tmpl`: %p is the

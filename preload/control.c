@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "fd.h"
 #include "internal.h"
 #include "symbols.h"
+#include "toggle-state.h"
 
 #define MAX_RUNTIMES 8
 
@@ -38,6 +41,9 @@ static int ever_started;
 static int exiting;
 static struct coprof *parent_prof; /* kept, not freed, in a forked child */
 static int forked;		   /* this process is a forked child */
+static unsigned requests;	   /* toggle requests applied (toggle-state.h) */
+static int made_children;	   /* this process forked: a child may be the one profiled */
+static int last_stop = PL_RUN_OFF; /* what the last stop did: PL_RUN_OFF/EMPTY/FAILED */
 
 /* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
  * start-up, pause_lock guards control_up, control_th and paused. */
@@ -148,6 +154,7 @@ static void stop_dump_locked(void)
 		dumps++;
 	else if (rc != -ENODATA)
 		pl_say("cannot write the profile to %s: %s", path, coprof_strerror(rc));
+	last_stop = rc == 0 ? PL_RUN_OFF : rc == -ENODATA ? PL_RUN_EMPTY : PL_RUN_FAILED;
 	coprof_clear(pl_prof);
 }
 
@@ -158,19 +165,50 @@ void pl_control_start(void)
 	pthread_mutex_unlock(&lock);
 }
 
-static void toggle(void)
+/* The control thread's name says what it did last (toggle-state.h): `coprof toggle`
+ * reads it to know that its request was applied. Called with `lock` held, on the
+ * control thread (PR_SET_NAME names the calling thread, with no fd). */
+static void publish_locked(void)
+{
+	struct pl_toggle_state st = {
+	    .signo = pl_signals_armed(),
+	    .run = exiting ? PL_RUN_EXITING : pl_running ? PL_RUN_ON : last_stop,
+	    .forked = forked,
+	    .seq = requests,
+	    .dumps = dumps,
+	};
+	char name[16];
+	pl_toggle_state_format(&st, name);
+	prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+/* Applies one byte of the control pipe: 't' toggles, 's' only starts, 'p' only stops,
+ * 'a' changes nothing (the state is published again). */
+static void apply(char req)
 {
 	pthread_mutex_lock(&lock);
-	if (!exiting) {
-		if (pl_running)
+	if (!exiting && req != 'a') {
+		if (pl_running && (req == 't' || req == 'p'))
 			stop_dump_locked();
-		else
+		else if (!pl_running && (req == 't' || req == 's'))
 			start_locked();
+		requests++;
 	}
+	publish_locked();
 	pthread_mutex_unlock(&lock);
 }
 
 static void exit_request(void);
+
+void pl_control_republish(void)
+{
+	int fd = pl_fd_get(&pl_toggle_fd);
+	char byte = 'a';
+	if (fd >= 0) {
+		ssize_t n = write(fd, &byte, 1);
+		(void)n;
+	}
+}
 
 /* The control thread: no signal is ever delivered to it, and its guard is always set,
  * so no hook records anything it does. It returns when quit_fd is set, between two
@@ -181,6 +219,9 @@ static void *control_main(void *arg)
 	pl_tls_data.guard = 1;
 	pl_ntls.dead = 1;
 	__atomic_store_n(&control_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	pthread_mutex_lock(&lock);
+	publish_locked();
+	pthread_mutex_unlock(&lock);
 	for (;;) {
 		struct pollfd fds[2] = {{.fd = quit_fd.fd, .events = POLLIN},
 					{.fd = read_fd.fd, .events = POLLIN}};
@@ -211,7 +252,7 @@ static void *control_main(void *arg)
 			if (buf[i] == PL_EXIT_BYTE)
 				exit_request();
 			else
-				toggle();
+				apply(buf[i]);
 		}
 	}
 }
@@ -286,12 +327,27 @@ static int is_launched_process(void)
 	return !v || atol(v) == (long)getpid();
 }
 
+/* At exit, what the user would otherwise wonder about: no profile because profiling
+ * never started, or because the program has no instrumented code. The latter is not
+ * said by a process that forked: a child (say, an instrumented program it runs) may be
+ * what was profiled, and the parent cannot know. */
+static int had_children(void)
+{
+	struct rusage ru;
+	/* vfork and posix_spawn (dash runs commands so) pass no atfork handler; a child
+	 * that was waited for shows in RUSAGE_CHILDREN */
+	return made_children || (getrusage(RUSAGE_CHILDREN, &ru) == 0 && ru.ru_maxrss > 0);
+}
+
 static void exit_locked(void)
 {
 	exiting = 1;
 	stop_dump_locked();
+	if (!ever_started && !pl_cfg.start && !forked && is_launched_process())
+		pl_say("profiling never started (COPROF_START=0, or record --no-start, and no "
+		       "toggle came), so no profile was written");
 	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&
-	    nruntimes == 0 && is_launched_process())
+	    nruntimes == 0 && is_launched_process() && !had_children())
 		pl_say("this program has no -finstrument-functions code, so trace mode saw no "
 		       "function; rebuild it with -finstrument-functions (gcc or clang), or "
 		       "use COPROF_MODE=sample");
@@ -370,6 +426,7 @@ void pl_control_fork_prepare(void)
 void pl_control_fork_parent(void)
 {
 	fork_pauser = 0;
+	made_children = 1;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -433,6 +490,7 @@ void pl_control_fork_child(void)
 	dumps = 0;
 	ever_started = 0;
 	forked = 1;
+	last_stop = PL_RUN_OFF;
 	/* Only what is provably still ours is closed: the program may have closed these
 	 * numbers before the fork and opened its own files on them. */
 	pl_fd_close(&read_fd);

@@ -68,10 +68,15 @@ PL_HIDDEN void pl_runtimes_after_fork_child(void);
 
 /* signal-handler.c (async-signal-safe) */
 extern PL_HIDDEN struct pl_fd pl_toggle_fd; /* the control pipe's write end */
-PL_HIDDEN void pl_on_toggle_signal(int sig);
+PL_HIDDEN void pl_on_toggle_signal(int sig, siginfo_t *si, void *uc);
 
 /* signals.c: the toggle signal, and the program's own handlers winning over it. */
 PL_HIDDEN void pl_signals_install(int signo);
+/* The toggle signal while the shim's handler is installed; 0 once the program took it
+ * over (or never: COPROF_SIGNAL=none). */
+PL_HIDDEN int pl_signals_armed(void);
+/* control.c: the control thread publishes its state again (the signal was lost). */
+PL_HIDDEN void pl_control_republish(void);
 
 /* adapter-ucontext.c */
 PL_HIDDEN int pl_uctx_init(void);

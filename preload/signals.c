@@ -36,13 +36,20 @@ void pl_signals_install(int signo)
 		return;
 	}
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = pl_on_toggle_signal;
-	sa.sa_flags = SA_RESTART; /* the program's system calls go on as if nothing came */
+	sa.sa_sigaction = pl_on_toggle_signal;
+	/* SA_RESTART: the program's system calls go on as if nothing came; SA_SIGINFO: a
+	 * request queued by coprof toggle says start or stop */
+	sa.sa_flags = SA_RESTART | SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	if (pl_real.sigaction(signo, &sa, NULL) != 0)
 		return;
 	prog = old;
 	atomic_store(&owned, 1);
+}
+
+int pl_signals_armed(void)
+{
+	return atomic_load(&owned) ? toggle_signo : 0;
 }
 
 /* The program changes the toggle signal while we own it. Setting SIG_DFL only updates
@@ -68,6 +75,8 @@ static int take_over(const struct sigaction *act, struct sigaction *oact)
 		}
 	}
 	pthread_mutex_unlock(&lock);
+	if (said)
+		pl_control_republish();
 	if (said)
 		pl_say("the program installed its own handler for signal %d (%s); toggling by "
 		       "signal is off",

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -14,6 +15,21 @@ int vw_cli_load(struct vw_model *m, const char *cmd, char *const *paths, int n)
 		return 2;
 	}
 	return 0;
+}
+
+int vw_cli_finish(FILE *f, const char *cmd, const char *name)
+{
+	errno = 0;
+	int bad = fflush(f) != 0 || ferror(f);
+	int err = errno ? errno : EIO; /* ferror alone keeps no errno: say I/O error */
+	if (f != stdout && fclose(f) != 0 && !bad) {
+		bad = 1;
+		err = errno;
+	}
+	if (!bad)
+		return 0;
+	fprintf(stderr, "coprof %s: cannot write %s: %s\n", cmd, name, strerror(err));
+	return 2;
 }
 
 int vw_parse_u64(const char *s, uint64_t *out)

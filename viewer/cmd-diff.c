@@ -81,12 +81,13 @@ static void print_text(const struct row *rows, uint32_t n, const struct vw_model
 {
 	char v[48];
 	verdict(v, sizeof(v), 1, 1, ma->funcs.total_tt, mb->funcs.total_tt);
-	printf("A: %s\nB: %s\nTotal tsub: %.6f s -> %.6f s: %s\n", pa, pb, ma->funcs.total_tt,
+	printf("A: %s\nB: %s\nTotal tsub: %.6f s -> %.6f s: %s\n", vw_shown(pa), vw_shown(pb),
+	       ma->funcs.total_tt,
 	       mb->funcs.total_tt, v);
 	printf("Calls: %" PRIu64 " -> %" PRIu64 "\n\n", ma->funcs.total_nc, mb->funcs.total_nc);
 	int namew = 4;
 	for (uint32_t i = 0; i < n; i++) {
-		int l = (int)strlen(rows[i].key->name);
+		int l = (int)strlen(vw_shown(rows[i].key->name));
 		namew = l > namew ? (l > 40 ? 40 : l) : namew;
 	}
 	printf("%-*s  %9s  %9s  %10s  %9s  %9s  %10s  %9s  %9s  %10s  %-13s  %s\n", namew, "name",
@@ -95,7 +96,7 @@ static void print_text(const struct row *rows, uint32_t n, const struct vw_model
 	for (uint32_t i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
 		char name[256], ta[16], tb[16], dt[16], ca[16], cb[16], dc[16], where[1200];
-		vw_fit(name, sizeof(name), r->key->name, namew, 0);
+		vw_fit(name, sizeof(name), vw_shown(r->key->name), namew, 0);
 		vw_fmt_time(ta, sizeof(ta), r->a.tt, 9);
 		vw_fmt_time(tb, sizeof(tb), r->b.tt, 9);
 		vw_fmt_time(ca, sizeof(ca), r->a.ct, 9);
@@ -233,5 +234,7 @@ int vw_cmd_diff(int argc, char **argv)
 	free(rows);
 	vw_model_free(&ma);
 	vw_model_free(&mb);
+	if (vw_cli_finish(stdout, "diff", "the comparison"))
+		return 2;
 	return differ;
 }

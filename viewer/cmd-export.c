@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "fmt.h"
 #include "model.h"
 
 static void usage(FILE *f)
@@ -39,7 +40,8 @@ static void put_name(FILE *f, const char *what, uint32_t *ids, uint32_t *next, u
 		return;
 	}
 	ids[i] = ++*next;
-	fprintf(f, "%s=(%" PRIu32 ") %s\n", what, ids[i], *name ? name : "???");
+	/* a newline in a name would end the line: control characters are escaped */
+	fprintf(f, "%s=(%" PRIu32 ") %s\n", what, ids[i], *name ? vw_shown(name) : "???");
 }
 
 /* Files are numbered per distinct path, while the table is keyed by function: maps
@@ -84,18 +86,25 @@ static int write_callgrind(FILE *f, const struct vw_model *m)
 		return -ENOMEM;
 	}
 	file_slots(t, slot, tmp);
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < t->nfuncs; i++)
+		if (__builtin_add_overflow(total, ns(t->funcs[i].s.tt), &total)) {
+			free(fnid);
+			free(flid);
+			free(slot);
+			free(tmp);
+			return -ERANGE;
+		}
 	uint32_t nextfn = 0, nextfl = 0;
 	char cmd[1024];
 	vw_model_command(m, cmd, sizeof(cmd));
 	fprintf(f, "# callgrind format\nversion: 1\ncreator: coprof %s\n", COPROF_VERSION);
 	if (*cmd)
-		fprintf(f, "cmd: %s\n", cmd);
+		fprintf(f, "cmd: %s\n", vw_shown(cmd));
 	if (m->pid >= 0)
 		fprintf(f, "pid: %" PRId64 "\n", m->pid);
-	fprintf(f, "desc: clock: %s, mode: %s\npositions: line\nevents: ns\n", m->clock, m->mode);
-	uint64_t total = 0;
-	for (uint32_t i = 0; i < t->nfuncs; i++)
-		total += ns(t->funcs[i].s.tt);
+	fprintf(f, "desc: clock: %s, mode: %s\npositions: line\nevents: ns\n", vw_shown(m->clock),
+		vw_shown(m->mode));
 	fprintf(f, "summary: %" PRIu64 "\n", total);
 	for (uint32_t i = 0; i < t->nfuncs; i++) {
 		const struct vw_func *fn = &t->funcs[i];
@@ -123,12 +132,13 @@ static int write_callgrind(FILE *f, const struct vw_model *m)
 	return 0;
 }
 
-/* A frame name for folded stacks: ';' separates frames and ' ' the count, so both
- * become '_' ("name (file:line)" is too long for most flame graphs; the name is kept). */
+/* A frame name for folded stacks: ';' separates frames, so it becomes '_', and so do
+ * control characters (a newline would end the line). "name (file:line)" is too long
+ * for most flame graphs; the name is kept. */
 static void put_frame(FILE *f, const char *name)
 {
 	for (const char *p = name; *p; p++)
-		fputc(*p == ';' || *p == '\n' ? '_' : *p, f);
+		fputc(*p == ';' || (unsigned char)*p < 0x20 || *p == 0x7f ? '_' : *p, f);
 }
 
 static const char *task_name(const struct cp_extras *ex, int64_t task, char *buf, size_t len)
@@ -270,10 +280,11 @@ int vw_cmd_export(int argc, char **argv)
 	}
 	if (rc == -ENOMEM)
 		fprintf(stderr, "coprof export: out of memory\n");
-	if ((f != stdout && fclose(f)) || (f == stdout && fflush(f))) {
-		fprintf(stderr, "coprof export: %s: %s\n", out, strerror(errno));
+	if (rc == -ERANGE)
+		fprintf(stderr, "coprof export: the times add up to more than callgrind's 64-bit "
+				"costs hold\n");
+	if (vw_cli_finish(f, "export", f == stdout ? "stdout" : out))
 		rc = -EIO;
-	}
 	vw_model_free(&m);
 	return rc ? 2 : 0;
 }

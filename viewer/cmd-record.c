@@ -3,6 +3,7 @@
  * the options into the COPROF_* environment and execs CMD, so CMD keeps this process's
  * pid (for `coprof toggle`) and its exit status is the command's. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "config.h"
 
 #if defined(__x86_64__)
 #define MULTIARCH "x86_64-linux-gnu"
@@ -137,12 +139,21 @@ int vw_cmd_record(int argc, char **argv)
 		fprintf(stderr, "coprof record: mode '%s' is not trace or sample\n", mode);
 		return 2;
 	}
-	if (hz && (atoi(hz) < 1 || strspn(hz, "0123456789") != strlen(hz))) {
-		fprintf(stderr, "coprof record: --hz '%s' is not a positive rate\n", hz);
+	if (hz && (strspn(hz, "0123456789") != strlen(hz) || !*hz || strlen(hz) > 5 ||
+		   atoi(hz) < 1 || atoi(hz) > 10000)) {
+		fprintf(stderr, "coprof record: --hz '%s' is not a rate from 1 to 10000\n", hz);
 		return 2;
 	}
-	if (sig && vw_parse_signal(sig) < 0) {
-		fprintf(stderr, "coprof record: '%s' is not a signal coprof can use\n", sig);
+	if (sig && pl_parse_signal(sig) < 0) {
+		fprintf(stderr,
+			"coprof record: '%s' is not a signal coprof may use (USR1, USR2, RTMIN+N, "
+			"RTMAX-N, none)\n",
+			sig);
+		return 2;
+	}
+	if (sig && no_start && pl_parse_signal(sig) == 0) {
+		fprintf(stderr, "coprof record: --no-start with --signal none: nothing could ever "
+				"be recorded\n");
 		return 2;
 	}
 	char lib[PATH_MAX];
@@ -172,6 +183,8 @@ int vw_cmd_record(int argc, char **argv)
 	    (no_start && setenv_or_die("COPROF_START", "0")))
 		return 2;
 	execvp(argv[optind], argv + optind);
-	fprintf(stderr, "coprof record: cannot run %s: %m\n", argv[optind]);
-	return 127;
+	/* as shells do: 127 when there is no such command, 126 when it cannot be run */
+	int err = errno;
+	fprintf(stderr, "coprof record: cannot run %s: %s\n", argv[optind], strerror(err));
+	return err == ENOENT || err == ENOTDIR ? 127 : 126;
 }

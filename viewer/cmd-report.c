@@ -77,10 +77,10 @@ static void print_header(struct report *r)
 	else
 		printf("No coprof extras (a cProfile or yappi file): no clock, mode, pid, tasks\n");
 	if (*cmd)
-		printf("Command: %s\n", cmd);
+		printf("Command: %s\n", vw_shown(cmd));
 	printf("Files:");
 	for (uint32_t i = 0; i < m->nprofiles; i++)
-		printf(" %s", m->paths[i]);
+		printf(" %s", vw_shown(m->paths[i]));
 	printf("\n%" PRIu64 " function calls (%" PRIu64 " primitive calls) in %.6f seconds\n",
 	       t->total_nc, t->total_cc, t->total_tt);
 	r->sections = 1;
@@ -112,7 +112,7 @@ static void print_row(struct report *r, int first, int namew, const struct cp_ke
 		       k->line, s->nc, s->cc, s->tt, s->ct, vw_tavg(s), pct);
 		return;
 	}
-	vw_fit(name, sizeof(name), k->name, namew, 0);
+	vw_fit(name, sizeof(name), vw_shown(k->name), namew, 0);
 	vw_fmt_time(tsub, sizeof(tsub), s->tt, 9);
 	vw_fmt_time(ttot, sizeof(ttot), s->ct, 9);
 	vw_fmt_time(tavg, sizeof(tavg), vw_tavg(s), 9);
@@ -137,7 +137,7 @@ static int name_width(const struct vw_table *t, const uint32_t *rows, uint32_t n
 {
 	size_t w = 4;
 	for (uint32_t i = 0; i < n; i++) {
-		size_t l = strlen(t->funcs[rows[i]].key.name);
+		size_t l = strlen(vw_shown(t->funcs[rows[i]].key.name));
 		if (l > w)
 			w = l;
 	}
@@ -191,7 +191,7 @@ static void print_tasks(struct report *r)
 		const char *state = t->state ? t->state : "";
 		if (r->fmt == TEXT) {
 			char nm[128], tt[16];
-			vw_fit(nm, sizeof(nm), name, 24, 0);
+			vw_fit(nm, sizeof(nm), vw_shown(name), 24, 0);
 			vw_fmt_time(tt, sizeof(tt), t->ttot, 12);
 			printf("%6" PRIu64 "  %-24s  %-9s  %8" PRIu64 "  %-9s  %8" PRIu64
 			       "  %12s\n",
@@ -237,7 +237,7 @@ static void print_threads(struct report *r)
 		const char *name = t->name ? t->name : "";
 		if (r->fmt == TEXT) {
 			char nm[128], tt[16];
-			vw_fit(nm, sizeof(nm), name, 24, 0);
+			vw_fit(nm, sizeof(nm), vw_shown(name), 24, 0);
 			vw_fmt_time(tt, sizeof(tt), t->ttot, 12);
 			printf("%8" PRIu64 "  %-24s  %10" PRIu64 "  %12s\n", t->tid, nm,
 			       t->switches, tt);
@@ -295,7 +295,7 @@ static int print_edges(struct report *r, const char *name, int callees)
 		vw_fmt_where(where, sizeof(where), &f->key);
 		if (r->fmt == TEXT) {
 			printf("%s%s of %s (%s): %" PRIu32 "\n\n", done ? "\n" : "",
-			       callees ? "Callees" : "Callers", f->key.name, where, n);
+			       callees ? "Callees" : "Callers", vw_shown(f->key.name), where, n);
 		} else if (r->fmt == JSON) {
 			printf("%s\n    {\"name\": ", done ? "," : "");
 			vw_put_json(stdout, f->key.name);
@@ -440,7 +440,7 @@ int vw_cmd_report(int argc, char **argv)
 		const struct vw_table *t = vw_model_task_table(&r.m, ti);
 		char title[256];
 		snprintf(title, sizeof(title), "Functions of task %" PRIu64 " (%s)",
-			 r.m.tasks[ti].t->id, r.m.tasks[ti].t->name ? r.m.tasks[ti].t->name : "");
+			 r.m.tasks[ti].t->id, vw_shown(r.m.tasks[ti].t->name));
 		rc = t ? print_functions(&r, t, title, "task_functions") : -ENOMEM;
 	}
 	if (!rc && callers)
@@ -452,5 +452,7 @@ int vw_cmd_report(int argc, char **argv)
 	vw_model_free(&r.m);
 	if (rc == -ENOMEM)
 		fprintf(stderr, "coprof report: out of memory\n");
+	if (vw_cli_finish(stdout, "report", "the report"))
+		return 2;
 	return rc ? 2 : 0;
 }

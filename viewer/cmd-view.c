@@ -4,9 +4,12 @@
 #include <curses.h>
 #include <getopt.h>
 #include <locale.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <term.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "browse.h"
@@ -19,6 +22,60 @@ static void usage(FILE *f)
 	fprintf(f, "usage: coprof view [--once] FILE...\n"
 		   "Browses one profile, or several merged as pstats.add does. Press ? inside\n"
 		   "for the keys. --once draws the first screen and exits (for benchmarks).\n");
+}
+
+/* What a fatal signal's handler needs to give the terminal back: its modes before
+ * curses took it, and the bytes that leave the alternate screen and show the cursor. */
+static struct termios saved_tty;
+static int have_saved_tty;
+static char restore_seq[256];
+static size_t restore_len;
+
+/* async-signal-safe: puts the terminal back as curses found it (endwin is not safe
+ * here), then dies of the same signal with its default action, so the exit status
+ * (and a core dump for QUIT) stay what the signal means. */
+static void on_fatal_signal(int sig)
+{
+	if (restore_len) {
+		ssize_t w = write(STDOUT_FILENO, restore_seq, restore_len);
+		(void)w;
+	}
+	if (have_saved_tty)
+		tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_tty);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Appends terminfo capability `cap` to the restore sequence, if the terminal has it. */
+static void add_restore(const char *cap)
+{
+	char *s = tigetstr(cap);
+	if (!s || s == (char *)-1)
+		return;
+	size_t n = strlen(s);
+	if (restore_len + n < sizeof(restore_seq)) {
+		memcpy(restore_seq + restore_len, s, n);
+		restore_len += n;
+	}
+}
+
+/* Every signal whose default action ends the process, caught before curses starts (so
+ * curses does not put its own handler on INT and TERM: ours does the same, for all). */
+static void catch_fatal_signals(void)
+{
+	static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP,   SIGABRT,
+				   SIGBUS,  SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2,   SIGPIPE,
+				   SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF,
+				   SIGSYS};
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fatal_signal;
+	sigfillset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old;
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+			sigaction(sigs[i], &sa, NULL);
+	}
 }
 
 /* The filter prompt: reads a line on the bottom row, redrawing as it goes. Returns 1
@@ -167,6 +224,8 @@ int vw_cmd_view(int argc, char **argv)
 		return 2;
 	}
 	setlocale(LC_ALL, "");
+	have_saved_tty = tcgetattr(STDIN_FILENO, &saved_tty) == 0;
+	catch_fatal_signals();
 	SCREEN *scr = newterm(NULL, stdout, stdin);
 	if (!scr) {
 		const char *term = getenv("TERM");
@@ -176,6 +235,10 @@ int vw_cmd_view(int argc, char **argv)
 		vw_model_free(&m);
 		return 2;
 	}
+	add_restore("sgr0");
+	add_restore("cnorm");
+	add_restore("rmkx");
+	add_restore("rmcup");
 	cbreak();
 	noecho();
 	nonl();

@@ -11,8 +11,4 @@ int vw_cmd_report(int argc, char **argv);
 int vw_cmd_export(int argc, char **argv);
 int vw_cmd_diff(int argc, char **argv);
 
-/* A signal coprof can toggle with ("USR2", "SIGUSR1", "RTMIN+2", "12"); -1 if not.
- * In cmd-toggle.c; cmd-record.c checks --signal with it. */
-int vw_parse_signal(const char *s);
-
 #endif

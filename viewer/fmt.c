@@ -34,7 +34,25 @@ void vw_fmt_calls(char *buf, size_t len, const struct cp_stat *s)
 
 void vw_fmt_where(char *buf, size_t len, const struct cp_key *k)
 {
-	snprintf(buf, len, "%s:%" PRIu64, k->file ? k->file : "", k->line);
+	snprintf(buf, len, "%s:%" PRIu64, vw_shown(k->file ? k->file : ""), k->line);
+}
+
+const char *vw_shown(const char *s)
+{
+	static char bufs[8][4096];
+	static unsigned next;
+	char *buf = bufs[next++ % 8];
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (o + 5 >= sizeof(bufs[0]))
+			break;
+		if (*p < 0x20 || *p == 0x7f)
+			o += (size_t)snprintf(buf + o, 5, "\\x%02x", *p);
+		else
+			buf[o++] = (char)*p;
+	}
+	buf[o] = 0;
+	return buf;
 }
 
 /* Length of the UTF-8 sequence starting with byte c (1 for a stray byte). */

@@ -23,6 +23,12 @@ void vw_fmt_where(char *buf, size_t len, const struct cp_key *k);
  * (which keeps a path's tail). Returns the number of characters written. */
 int vw_fit(char *buf, size_t len, const char *s, int width, int left);
 
+/* `s` for a terminal or a line-based format: each control character (below 0x20, and
+ * 0x7f) as "\xHH", so a name can neither move the cursor nor start a new line. The
+ * result is in one of 8 static buffers used in turn (single-threaded callers; up to 8
+ * in one printf), cut at 4 KiB. */
+const char *vw_shown(const char *s);
+
 /* `s` as a JSON string literal, and as a CSV field (quoted only when needed). */
 void vw_put_json(FILE *f, const char *s);
 void vw_put_csv(FILE *f, const char *s);

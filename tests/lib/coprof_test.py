@@ -62,10 +62,15 @@ def base_env(**extra):
     return env
 
 
-def toggle(pid):
-    """`coprof toggle PID`: profiling on if it was off, off (the window's file is written)
-    if it was on."""
-    subprocess.run([os.environ["COPROF_BIN"], "toggle", str(pid)], check=True, timeout=10)
+def toggle(pid, *opts):
+    """`coprof toggle [OPTS] PID`: profiling on if it was off, off (the window's file is
+    written) if it was on. It returns once the program has done it; its report line
+    ("PID: profiling on", "PID: profiling off; wrote FILE") is returned."""
+    p = subprocess.run([os.environ["COPROF_BIN"], "toggle", *opts, str(pid)], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout.startswith(f"{pid}: "),
+          f"coprof toggle {pid}: {p.returncode} {p.stdout!r} {p.stderr!r}")
+    return p.stdout.strip()
 
 
 def toggle_window(pid, tmpl, i, seconds):

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "toggle-state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -41,6 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else if (!memchr(err, 0, sizeof(err)) || strchr(err, '\n'))
 		abort(); /* the message must be one line */
 	pl_parse_signal(buf);
+	struct pl_toggle_state st;
+	char name[16];
+	if (pl_toggle_state_parse(buf, &st) == 0) { /* what parses formats back the same */
+		pl_toggle_state_format(&st, name);
+		if (strncmp(name, buf, 15) != 0)
+			abort();
+	}
 	free(buf);
 	return 0;
 }

@@ -15,7 +15,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
-                         toggle_window, wait_for)
+                         toggle, toggle_window, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -240,9 +240,10 @@ def case_no_instrumentation():
     check(p.stdout == "plain: hello\n", f"output {p.stdout!r}")
     check(len(lines) == 1 and "-finstrument-functions" in lines[0], f"stderr {p.stderr!r}")
     check(not os.path.exists(os.path.join(TMP, "plain.pstat")), "a profile was written")
-    # not profiling (never toggled on): nothing to say
+    # never toggled on: says so, and not that the code lacks instrumentation
     p = run([os.path.join(TESTBIN, "plain")], preload_env(COPROF_START="0"))
-    check(coprof_lines(p.stderr) == [], f"stderr {p.stderr!r}")
+    lines = coprof_lines(p.stderr)
+    check(len(lines) == 1 and "never started" in lines[0], f"stderr {p.stderr!r}")
 
 
 def case_own_signal():
@@ -257,6 +258,218 @@ def case_own_signal():
     # another toggle signal: nothing to say
     p = run([os.path.join(TESTBIN, "ownsig")], preload_env(COPROF_SIGNAL="USR1", COPROF_OUT="o.pstat"))
     check("ownsig: caught 3" in p.stdout and coprof_lines(p.stderr) == [], f"USR1: {p.stdout!r} {p.stderr!r}")
+
+
+# --- coprof toggle: strict pids, checked targets, answers ---------------------------------
+
+SIGNAL_CALLS = "kill,tkill,tgkill,rt_sigqueueinfo,rt_tgsigqueueinfo"
+
+
+def toggle_traced(args, env=None):
+    """`coprof toggle ARGS` under strace, every signal-sending system call failing with
+    EPERM (so nothing can be hurt even if one is made): (process, calls made)."""
+    log = os.path.join(TMP, "strace.log")
+    p = subprocess.run(["strace", "-f", "-qq", "-o", log, "-e", "trace=" + SIGNAL_CALLS,
+                        "-e", "inject=" + SIGNAL_CALLS + ":error=EPERM", BIN, "toggle"] + args,
+                       env=env or base_env(), cwd=TMP, capture_output=True, text=True, timeout=60)
+    with open(log) as f:
+        calls = [l for l in f if re.search(r"\b(" + SIGNAL_CALLS.replace(",", "|") + r")\(", l)]
+    return p, calls
+
+
+def case_toggle_pids():
+    """Anything but a positive decimal that fits pid_t is 'not a pid', status 2, and no
+    signal is sent (2^32-1 used to become kill(-1), 2^32 kill(0))."""
+    bad = ["4294967295", "4294967296", "4294967297", "2147483648", "9223372036854775807",
+           "18446744073709551615", "99999999999999999999", "-1", "0", "00", "-0", "+12", " 12",
+           "12 ", "0x10", "1e3", "12a", "", "1.0"]
+    for arg in bad:
+        p, calls = toggle_traced([arg])
+        check(p.returncode == 2 and f"'{arg}' is not a pid" in p.stderr and p.stderr.count("\n") == 1,
+              f"{arg!r}: {p.returncode} {p.stderr!r}")
+        check(calls == [], f"{arg!r}: signal calls made: {calls}")
+    # one bad pid among good ones: nothing is sent to any
+    p, calls = toggle_traced([str(os.getpid()), "4294967295"])
+    check(p.returncode == 2 and calls == [], f"mixed: {p.returncode} {calls}")
+
+
+def start_resp(env, cmd=None):
+    """The native RESP sample (it waits for clients), under `env`; returns (process, port)
+    once it listens."""
+    p = subprocess.Popen(cmd or [os.path.join(SAMPLES, "resp"), "0"], env=env, cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    m = re.search(r"port (\d+)", line)
+    check(m is not None, f"resp said {line!r}")
+    return p, m.group(1)
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
+def control_seen(pid):
+    return any(open(t).read().startswith("coprof") for t in glob.glob(f"/proc/{pid}/task/*/comm"))
+
+
+def case_toggle_targets():
+    """toggle sends only to a process that runs the shim with that signal armed, and
+    checks every argument before it sends anything; otherwise it says why, status 2."""
+    procs = []
+    try:
+        # not under coprof at all: SIGUSR2 would kill it
+        plain = subprocess.Popen(["sleep", "100"], cwd=TMP)
+        procs.append(plain)
+        # under the shim, but without a toggle: COPROF_SIGNAL=none, a bad variable
+        none, _ = start_resp(preload_env(COPROF_SIGNAL="none"))
+        procs.append(none)
+        badvar, _ = start_resp(preload_env(COPROF_CLOCK="cycles"))
+        procs.append(badvar)
+        # armed on USR1
+        usr1, _ = start_resp(preload_env(COPROF_SIGNAL="USR1", COPROF_START="0",
+                                         COPROF_OUT=os.path.join(TMP, "u1.%n.pstat")))
+        procs.append(usr1)
+        # the program took SIGUSR2 over
+        own = subprocess.Popen(["/usr/bin/python3", "-c",
+                                "import signal, sys, time\n"
+                                "signal.signal(signal.SIGUSR2, lambda *a: print('own', flush=True))\n"
+                                "print('ready', flush=True)\ntime.sleep(100)"],
+                               env=preload_env(COPROF_START="0"), cwd=TMP, stdout=subprocess.PIPE,
+                               text=True)
+        procs.append(own)
+        check(own.stdout.readline() == "ready\n", "python did not start")
+        wait_for(lambda: control_seen(usr1.pid) and control_seen(own.pid), 20, "control threads")
+        for p, args, why in [
+                (plain, [], "does not run under coprof"),
+                (none, [], "toggling is off"),
+                (badvar, [], "toggling is off"),
+                (usr1, ["--signal", "USR2"], "toggles on SIGUSR1, not SIGUSR2"),
+                (own, [], "handles its toggle signal itself"),
+                (usr1, [str(plain.pid)], "does not run under coprof"),  # one bad target
+        ]:
+            r, calls = toggle_traced(args + [str(p.pid)])
+            check(r.returncode == 2 and why in r.stderr and r.stderr.count("\n") == 1,
+                  f"{args} {p.args}: {r.returncode} {r.stderr!r}")
+            check(calls == [], f"{args} {p.args}: signals sent: {calls}")
+        # an option after the pid is not taken for an option after sending
+        r, calls = toggle_traced([str(usr1.pid), "--signal", "USR1"])
+        check(r.returncode == 2 and "not a pid" in r.stderr and calls == [],
+              f"option after pid: {r.returncode} {r.stderr!r} {calls}")
+        for p in procs:
+            check(p.poll() is None, f"{p.args} died")
+        # the armed signal is found by itself, or named rightly in every spelling
+        check(toggle(usr1.pid) == f"{usr1.pid}: profiling on", "USR1 target on")
+        for spelling in (["--signal=USR1"], ["--signal", "SIGUSR1"], ["--signal", "10", "--signal", "10"]):
+            out = toggle(usr1.pid, *spelling)
+            check(out.startswith(f"{usr1.pid}: profiling o"), f"{spelling}: {out}")
+    finally:
+        for p in procs:
+            stop(p)
+
+
+def case_toggle_options():
+    """Bad options and signals: one line, status 2, nothing sent."""
+    for args, why in [(["--signal"], "needs a value"), (["--signal", "INT", "1"], "not a signal coprof may use"),
+                      (["--signal", "CHLD", "1"], "not a signal"), (["--signal", "SEGV", "1"], "not a signal"),
+                      (["--signal", "none", "1"], "cannot be toggled"), (["--signal", "0", "1"], "cannot be toggled"),
+                      (["--signal", "USR1", "--signal", "USR2", "1"], "given twice"),
+                      (["--start", "--stop", "1"], "exclude each other"), (["--timeout", "-1", "1"], "seconds"),
+                      (["--bogus", "1"], "unknown option"), ([], "usage")]:
+        r, calls = toggle_traced(args)
+        check(r.returncode == 2 and why in r.stderr and calls == [], f"{args}: {r.returncode} {r.stderr!r} {calls}")
+    # the same parser for COPROF_SIGNAL: every signal the host relies on is refused
+    for sig in ["INT", "PIPE", "CHLD", "ALRM", "SEGV", "BUS", "FPE", "ILL", "TERM", "HUP", "QUIT",
+                "2", "17", "WINCH", "CONT", "TSTP", "KILL", "STOP"]:
+        p = run([os.path.join(TESTBIN, "plain")], preload_env(COPROF_SIGNAL=sig))
+        lines = coprof_lines(p.stderr)
+        check(p.stdout == "plain: hello\n" and len(lines) == 1 and "COPROF_SIGNAL" in lines[0],
+              f"COPROF_SIGNAL={sig}: {p.stderr!r}")
+        r = record(["--signal", sig], ["true"], check=False)
+        check(r.returncode == 2 and r.stderr.count("\n") == 1, f"record --signal {sig}: {r.stderr!r}")
+    for sig in ["USR1", "SIGUSR2", "12", "RTMIN+1", "rtmax-2", "none", "0"]:
+        p = run([os.path.join(TESTBIN, "plain")], preload_env(COPROF_SIGNAL=sig, COPROF_MODE="sample"))
+        check(coprof_lines(p.stderr) == [], f"COPROF_SIGNAL={sig}: {p.stderr!r}")
+        r = record(["--signal", sig, "--mode", "sample", "-o", "s.pstat"], ["true"], check=False)
+        check(r.returncode == 0, f"record --signal {sig}: {r.returncode} {r.stderr!r}")
+
+
+def case_toggle_answers():
+    """Sequential toggles never merge: each returns once applied and says the state;
+    --start and --stop only ever open or close a window."""
+    tmpl = os.path.join(TMP, "ans.%n.pstat")
+    p, port = start_resp(base_env(), [BIN, "record", "--no-start", "-o", tmpl, "--",
+                                      os.path.join(SAMPLES, "resp"), "0"])
+    try:
+        wait_for(lambda: control_seen(p.pid), 20, "the control thread")
+        pid = p.pid
+        check(toggle(pid, "--stop") == f"{pid}: profiling is already off; nothing sent", "stop when off")
+        check(toggle(pid, "--start") == f"{pid}: profiling on", "start")
+        check(toggle(pid, "--start") == f"{pid}: profiling is already on; nothing sent", "start when on")
+        bench = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
+                                "-n", "200", "-c", "2", "-q"], capture_output=True, timeout=60)
+        check(bench.returncode == 0, "redis-benchmark")
+        check(toggle(pid, "--stop") == f"{pid}: profiling off; wrote {tmpl.replace('%n', '1')}", "stop writes 1")
+        # back to back, no pause: 100 toggles give 50 windows, in order, none inverted
+        bg = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
+                               "-n", "100000000", "-c", "4", "-q", "-l"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        written = 1
+        try:
+            for i in range(50):
+                check(toggle(pid) == f"{pid}: profiling on", f"window {i} opens")
+                out = toggle(pid)
+                # a window too short for any request writes nothing and uses no number
+                if "wrote" in out:
+                    written += 1
+                check(out == f"{pid}: profiling off; wrote {tmpl.replace('%n', str(written))}"
+                      or out == f"{pid}: profiling off; nothing was recorded in that window, so no file",
+                      f"window {i} closes: {out}")
+        finally:
+            bg.kill()
+            bg.wait()
+        check(p.poll() is None, "the server died")
+    finally:
+        stop(p)
+    files = glob.glob(os.path.join(TMP, "ans.*.pstat"))
+    for f in files:
+        load(f)
+    check(len(files) == written and written >= 2, f"{written} reported, files {files}")
+
+
+def case_record_checks():
+    """record refuses up front what would run unprofiled, and exits as a shell would."""
+    for opts, why in [(["--hz", "10001"], "1 to 10000"), (["--hz", "0"], "1 to 10000"),
+                      (["--no-start", "--signal", "none"], "nothing could ever be recorded")]:
+        r = record(opts, ["true"], check=False)
+        check(r.returncode == 2 and why in r.stderr, f"{opts}: {r.returncode} {r.stderr!r}")
+    script = os.path.join(TMP, "noexec.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\necho hi\n")
+    os.chmod(script, 0o644)
+    r = record([], [script], check=False)
+    check(r.returncode == 126 and "Permission denied" in r.stderr, f"not executable: {r.returncode} {r.stderr!r}")
+    r = record([], [os.path.join(TMP, "no-such-program")], check=False)
+    check(r.returncode == 127, f"not found: {r.returncode}")
+    r = record([], ["no-such-program-in-path"], check=False)
+    check(r.returncode == 127, f"not found in PATH: {r.returncode}")
+    # booleans: Y, 01, yes, on, true and their opposites
+    for val, start in [("Y", 1), ("01", 1), ("yes", 1), ("ON", 1), ("n", 0), ("00", 0), ("false", 0)]:
+        out = os.path.join(TMP, f"bool-{val}.pstat")
+        p = run([os.path.join(SAMPLES, "sched"), "1", "1", "1"],
+                preload_env(COPROF_START=val, COPROF_BUILTINS=val, COPROF_OUT=out))
+        lines = coprof_lines(p.stderr)
+        check(os.path.exists(out) == bool(start), f"COPROF_START={val}: file {os.path.exists(out)}")
+        check(lines == ([] if start else [l for l in lines if "never started" in l]) and
+              (start or len(lines) == 1), f"COPROF_START={val}: {p.stderr!r}")
+    p = run([os.path.join(SAMPLES, "sched"), "1", "1", "1"], preload_env(COPROF_START="0", COPROF_SIGNAL="none"))
+    lines = coprof_lines(p.stderr)
+    check(len(lines) == 1 and "nothing could ever be recorded" in lines[0], f"START=0 SIGNAL=none: {p.stderr!r}")
+    # an uninstrumented parent whose instrumented child was profiled: no 'rebuild' note
+    out = os.path.join(TMP, "child.pstat")
+    p = record(["-o", out], ["sh", "-c", f"{os.path.join(SAMPLES, 'sched')} 1 1 1; echo done"])
+    check("-finstrument-functions" not in p.stderr and os.path.exists(out), f"child: {p.stderr!r}")
 
 
 def case_threads():

@@ -2,9 +2,11 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
+#include "toggle-state.h"
 #include "python/adapter.h"
 
 static const char *const *vars; /* NAME, VALUE, NAME, VALUE, ..., NULL */
@@ -86,6 +88,68 @@ Test(config, signal_spellings)
 	cr_expect_lt(pl_parse_signal("RTMIN+999"), 0);
 	cr_expect_lt(pl_parse_signal("-1"), 0);
 	cr_expect_lt(pl_parse_signal(""), 0);
+}
+
+Test(config, signals_the_host_relies_on_are_refused)
+{
+	static const char *const refused[] = {"INT",  "PIPE", "CHLD", "ALRM", "SEGV", "BUS",
+					      "FPE",  "ILL",  "TERM", "HUP",  "QUIT", "WINCH",
+					      "CONT", "TSTP", "TTIN", "URG",  "PROF", "2",
+					      "17",   "SIGINT", "sigchld", "32", "33"};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		cr_expect_lt(pl_parse_signal(refused[i]), 0, "%s", refused[i]);
+	cr_expect_eq(pl_parse_signal("10"), SIGUSR1);
+	cr_expect_eq(pl_parse_signal("RTMIN"), SIGRTMIN);
+	cr_expect_eq(pl_parse_signal("RTMAX"), SIGRTMAX);
+}
+
+Test(config, booleans_take_y_and_01)
+{
+	static const char *const yes[] = {"1", "01", "y", "Y", "yes", "ON", "true"};
+	static const char *const no[] = {"0", "00", "n", "N", "no", "off", "FALSE"};
+	struct pl_config cfg;
+	char err[256];
+	for (size_t i = 0; i < 7; i++) {
+		const char *v[] = {"COPROF_START", no[i], "COPROF_BUILTINS", yes[i], NULL};
+		cr_assert_eq(parse(&cfg, err, v), 0, "%s", err);
+		cr_expect_eq(cfg.start, 0, "%s", no[i]);
+		cr_expect_eq(cfg.builtins, 1, "%s", yes[i]);
+	}
+	const char *bad[] = {"COPROF_START", "2", NULL};
+	cr_expect_lt(parse(&cfg, err, bad), 0);
+}
+
+Test(config, nothing_recordable_is_refused)
+{
+	struct pl_config cfg;
+	char err[256];
+	const char *v[] = {"COPROF_START", "0", "COPROF_SIGNAL", "none", NULL};
+	cr_expect_lt(parse(&cfg, err, v), 0);
+	cr_expect(strstr(err, "nothing could ever be recorded") != NULL, "%s", err);
+}
+
+Test(toggle_state, round_trip_and_rejects)
+{
+	struct pl_toggle_state st = {.signo = 12, .run = PL_RUN_ON, .forked = 1, .seq = 1300,
+				     .dumps = 1679617};
+	char name[16];
+	pl_toggle_state_format(&st, name);
+	cr_expect_eq(strlen(name), 15);
+	struct pl_toggle_state got;
+	cr_assert_eq(pl_toggle_state_parse(name, &got), 0, "%s", name);
+	cr_expect_eq(got.signo, 12);
+	cr_expect_eq(got.run, PL_RUN_ON);
+	cr_expect_eq(got.forked, 1);
+	cr_expect_eq(got.seq, 1300 % PL_TS_SEQ_MOD);
+	cr_expect_eq(got.dumps, 1679617 % PL_TS_DUMPS_MOD);
+	char nl[17];
+	snprintf(nl, sizeof(nl), "%s\n", name);
+	cr_expect_eq(pl_toggle_state_parse(nl, &got), 0);
+	static const char *const bad[] = {"resp", "", "coprof12R000000x", "coprof12R00000",
+					  "coprofx2R000000", "coprof12Q000000", "coprof12R00000!",
+					  "notcop12R000000"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_lt(pl_toggle_state_parse(bad[i], &got), 0, "%s", bad[i]);
 }
 
 Test(config, bad_values_say_which_variable)

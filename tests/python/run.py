@@ -646,6 +646,54 @@ def case_resp_toggled(r):
         check(ttot >= 0.5 * span, "%s: %.3f s recorded of a %.3f s window" % (name, ttot, span))
 
 
+def coprof_toggle(pid, *opts):
+    """`coprof toggle [OPTS] PID` (it returns once the program has applied it): its
+    report line."""
+    p = subprocess.run([os.environ["COPROF_BIN"], "toggle", "--timeout", "60"] + list(opts)
+                       + [str(pid)], capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, "coprof toggle: %d %r %r" % (p.returncode, p.stdout, p.stderr))
+    return p.stdout.strip()
+
+
+def case_resp_toggle_cmd(r):
+    """samples/python/resp_server.py under redis-benchmark, 100 toggles through `coprof
+    toggle`, back to back: each toggle is applied before the next is sent, so none
+    merges; each says the state it left (on, then off with the file it wrote), windows
+    are numbered without a gap and every one is written and readable."""
+    tmpl = os.path.join(r.tmp, "cmd.%n.pstat")
+    bench, port, p = resp_server(r, COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
+    b = None
+    written = 0
+    try:
+        b = subprocess.Popen([bench, "-p", str(port), "-t", "set,get", "-n", "100000000",
+                              "-c", "4", "-q"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        check(coprof_toggle(p.pid, "--stop") == "%d: profiling is already off; nothing sent"
+              % p.pid, "--stop when off")
+        for i in range(50):
+            out = coprof_toggle(p.pid)
+            check(out == "%d: profiling on" % p.pid, "window %d opens: %s" % (i, out))
+            out = coprof_toggle(p.pid)
+            if "wrote" in out:
+                written += 1
+            check(out == "%d: profiling off; wrote %s" % (p.pid, tmpl.replace("%n", str(written)))
+                  or out.endswith("nothing was recorded in that window, so no file"),
+                  "window %d closes: %s" % (i, out))
+        check(b.poll() is None, "redis-benchmark stopped early")
+    finally:
+        if b is not None:
+            reap(b)
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=60)[1]
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+    files = glob.glob(os.path.join(r.tmp, "cmd.*.pstat"))
+    check(len(files) == written and written >= 25,
+          "%d windows said written, %d files" % (written, len(files)))
+    for f in files:
+        Profile(f)
+
+
 def case_yappi(r):
     """The same programs under yappi 1.4 (CPU clock): the same functions, the same call
     counts for coroutines, CPU times within tolerance."""

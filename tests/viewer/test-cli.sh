@@ -197,6 +197,90 @@ for f in missing empty trunc junk random; do
 			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -n "$err"
 	done
 done
+# --- files that are not regular files: refused at once, never waited on -----------------
+mkfifo "$dir/fifo.pstat"
+nodes="fifo"
+# a device node, made only inside the temporary directory (root only; else untested)
+if mknod "$dir/null.pstat" c 1 3 2>/dev/null; then nodes="$nodes null"; else echo "skip device node (mknod needs root)"; fi
+mkdir "$dir/dir.pstat"
+nodes="$nodes dir"
+for f in $nodes; do
+	for cmd in "report" "export --format callgrind -o $dir/x.cg" "diff $dir/cp.pstat" "view --once"; do
+		err=$(timeout 10 "$COPROF" $cmd "$dir/$f.pstat" 2>&1 >/dev/null </dev/null)
+		rc=$?
+		check "$cmd on a $f: status 2, one line 'not a regular file'" \
+			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -z "${err##*not a regular file*}"
+	done
+done
+
+# --- write errors: /dev/full as the output gives one line and status 2 -------------------
+for cmd in "report" "report --format csv" "report --format json" "report --tasks" \
+	"report --threads" "diff $dir/cp.pstat" "export --format callgrind -o -" \
+	"export --format collapsed --from-edges -o -"; do
+	err=$("$COPROF" $cmd "$dir/co.pstat" 2>&1 >/dev/full)
+	rc=$?
+	check "$cmd to /dev/full: status 2, one line" \
+		test "$rc" -eq 2 -a "$(grep -c 'No space left' <<<"$err")" -eq 1
+done
+"$COPROF" export "$dir/co.pstat" --format callgrind -o /dev/full 2>"$dir/err"
+check "export -o /dev/full: status 2" test $? -eq 2 -a "$(wc -l <"$dir/err")" -eq 1
+
+# --- bad numbers: refused with the entry named; never shown, never written ---------------
+badnum() { # badnum NAME CC NC TT CT [EDGE_TT]: a hand-made pstats file
+	$PY - "$dir/$1.pstat" "$2" "$3" "$4" "$5" "${6:-0.25}" <<'EOF'
+import marshal, sys
+cc, nc, tt, ct, et = (eval(a, {"inf": float("inf"), "nan": float("nan")}) for a in sys.argv[2:])
+d = {("w.py", 3, "victim"): (cc, nc, tt, ct, {("w.py", 1, "caller"): (1, 1, et, 0.5)}),
+     ("w.py", 1, "caller"): (1, 1, 0.5, 1.0, {})}
+open(sys.argv[1], "wb").write(marshal.dumps(d))
+EOF
+}
+badnum nan 1 1 nan 1 && badnum inf 1 1 1 inf && badnum ninf 1 1 -inf 1 && badnum neg 1 1 -2.5 1
+badnum huge 1 1 1e308 1e308 && badnum bigcount '2**63-1' '2**63-1' 1 1
+badnum negcount -3 1 1 1 && badnum edgenan 1 1 1 1 nan && badnum count53 '2**53+1' '2**53+1' 1 1
+for f in nan inf ninf neg huge bigcount negcount edgenan count53; do
+	for cmd in "report" "report --format json" "export --format callgrind -o $dir/x.cg" \
+		"diff $dir/cp.pstat" "view --once"; do
+		err=$("$COPROF" $cmd "$dir/$f.pstat" 2>&1 >/dev/null </dev/null)
+		rc=$?
+		check "$cmd on $f: status 2, one line naming the entry" \
+			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -z "${err##*victim*}"
+	done
+done
+"$COPROF" diff "$dir/inf.pstat" "$dir/nan.pstat" >/dev/null 2>&1
+check "diff of an inf file and a NaN file is status 2, not 'same'" test $? -eq 2
+badnum tiny 1 1 -1e-9 1
+out=$("$COPROF" report --format json "$dir/tiny.pstat")
+check "a time a hair below 0 (clock rounding) reads as 0" \
+	$PY -c 'import json,sys; d=json.loads(sys.argv[1]); assert [f["tsub"] for f in d["functions"] if f["name"]=="victim"]==[0]' "$out"
+badnum edge53 '2**52' '2**52' 1e8 1e8
+out=$("$COPROF" report --format json "$dir/edge53.pstat")
+check "counts up to 2^53 and times up to 1e9 s give JSON that json.load reads" \
+	$PY -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["total_calls"]==2**52+1' "$out"
+"$COPROF" export "$dir/edge53.pstat" --format callgrind -o "$dir/e.cg"
+check "... and callgrind with 64-bit costs" grep -qx 'summary: 100000000500000000' "$dir/e.cg"
+
+# --- control characters in names are escaped: text report, callgrind, diff --------------
+$PY - "$dir/ctl.pstat" <<'EOF'
+import marshal, sys
+bad = "evil\x1b[2J\nfn=(9) forged"
+d = {("w\x07.py", 1, bad): (1, 1, 0.5, 1.0, {("w.py", 2, "caller"): (1, 1, 0.5, 1.0)}),
+     ("w.py", 2, "caller"): (1, 1, 0.5, 1.5, {})}
+open(sys.argv[1], "wb").write(marshal.dumps(d))
+EOF
+for cmd in "report" "report --callees caller" "diff $dir/cp.pstat" "export --format callgrind -o -" \
+	"export --format collapsed --from-edges -o -"; do
+	out=$("$COPROF" $cmd "$dir/ctl.pstat" 2>/dev/null)
+	check "$cmd: no control character reaches the output" \
+		test "$(tr -d '\n\t' <<<"$out" | LC_ALL=C tr -cd '\000-\037\177' | wc -c)" -eq 0
+	check "$cmd: the name stays on one line" test -z "$(grep -x 'fn=(9) forged' <<<"$out")"
+done
+check "text report shows \\x1b for ESC" grep -qF 'evil\x1b[2J\x0afn=(9)' <<<"$("$COPROF" report "$dir/ctl.pstat")"
+"$COPROF" export "$dir/ctl.pstat" --format callgrind -o "$dir/ctl.cg"
+if command -v callgrind_annotate >/dev/null; then
+	check "callgrind_annotate reads the escaped file" callgrind_annotate "$dir/ctl.cg" >/dev/null 2>&1
+fi
+
 "$COPROF" report "$dir/cp.pstat" --sort bogus >/dev/null 2>&1
 check "an unknown --sort is status 2" test $? -eq 2
 

@@ -135,6 +135,25 @@ else
 	pass "the viewer's screen is gone after quit"
 fi
 
+# --- a fatal signal restores the terminal too (Ctrl-\ is QUIT; TERM, HUP alike) ---------
+for how in quit term hup; do
+	start 80 24 "ulimit -c 0; TERM=screen $COPROF view $dir/cp.pstat"
+	expect "$how: opens" '^ Functions: [0-9]+ of [0-9]+ +sort: ttot'
+	case $how in
+	quit) keys C-\\ ;;
+	term) kill -TERM "$(T list-panes -t vw -F '#{pane_pid}' | xargs pgrep -P | head -1)" ;;
+	hup) kill -HUP "$(T list-panes -t vw -F '#{pane_pid}' | xargs pgrep -P | head -1)" ;;
+	esac
+	case $how in quit) code=131 ;; term) code=143 ;; hup) code=129 ;; esac
+	expect "$how: the viewer died of the signal" "^EXIT=$code\$"
+	expect "$how: the tty is back in canonical mode with echo" '^icanon echo STTY'
+	if screen | grep -q 'sort: ttot'; then
+		fail "$how: the viewer's screen is gone"
+	else
+		pass "$how: the viewer's screen is gone"
+	fi
+done
+
 # --- coprof extras: header, tasks, a task's functions, threads ------------------------------
 start 80 24 "TERM=screen $COPROF view $dir/co.pstat"
 expect_row "header: clock, mode, duration, pid, command" 1 \
