@@ -225,7 +225,7 @@ static struct vw_model model;
 static struct cp_task tasks[] = {
     {7, "worker", "asyncio", 99, 1.5, 3, "finished", {funcs1, 3}},
 };
-static struct cp_thread threads[] = {{99, "MainThread", 2.0, 5}};
+static struct cp_thread threads[] = {{99, "MainThread", 2.0, 5, NULL, 0}};
 
 static void model_setup(void)
 {
