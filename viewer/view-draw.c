@@ -437,7 +437,9 @@ static void draw_bar(struct vw_browser *b, const struct vw_ui *ui)
 		return;
 	}
 	if (vw_browser_top(b)->kind == VW_SCR_TREE) {
-		put_row(y, " ?:help  Enter:open/close  +:open  -:close/up  Bksp:back  F:functions  q:quit",
+		put_row(y,
+			" ?:help  Enter:open/close  +:open  -:close/up  Bksp:back  F:functions  "
+			"q:quit",
 			attr_head());
 		return;
 	}
