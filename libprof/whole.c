@@ -59,6 +59,17 @@ struct build {
 	uint32_t node0; /* the first edge of the current node */
 };
 
+/* What of `part` (a context's root calls of one function) the rest `rem` still has:
+ * in a file the engine wrote it is all of it; a hand-made or merged file may claim
+ * more root calls in a table than the top-level dict has, and pstats readers expect
+ * a function's callers never to add up to more than its calls. */
+static struct cp_stat clamp(const struct cp_stat *part, const struct cp_stat *rem)
+{
+	uint64_t nc = part->nc < rem->nc ? part->nc : rem->nc;
+	return (struct cp_stat){nc, nc, part->tt < rem->tt ? part->tt : rem->tt,
+				part->ct < rem->ct ? part->ct : rem->ct};
+}
+
 static void sub(struct cp_stat *a, const struct cp_stat *b)
 {
 	a->nc = a->nc > b->nc ? a->nc - b->nc : 0;
@@ -142,6 +153,9 @@ static int add_task_roots(struct build *b, const struct cp_stats *ts)
 			return -ENOMEM;
 		if (g < 0)
 			continue;
+		part = clamp(&part, &b->rem[g]);
+		if (!part.nc && part.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
+			continue;
 		sub(&b->rem[g], &part);
 		if (add_edge(b, (uint32_t)g, &part) < 0)
 			return -ENOMEM;
@@ -157,8 +171,11 @@ static int add_thread_roots(struct build *b, const struct cp_thread *t)
 			return -ENOMEM;
 		if (g < 0)
 			continue;
-		sub(&b->rem[g], &t->roots[i].s);
-		if (add_edge(b, (uint32_t)g, &t->roots[i].s) < 0)
+		struct cp_stat part = clamp(&t->roots[i].s, &b->rem[g]);
+		if (!part.nc && part.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
+			continue;
+		sub(&b->rem[g], &part);
+		if (add_edge(b, (uint32_t)g, &part) < 0)
 			return -ENOMEM;
 	}
 	return 0;
