@@ -57,11 +57,22 @@ struct cp_task {
 	struct cp_stats stats; /* this task's own functions */
 };
 
+/* Calls of a function that no caller in their context made: a context's roots. cc is
+ * nc (a root call is never recursive). */
+struct cp_root {
+	struct cp_key key;
+	struct cp_stat s;
+};
+
 struct cp_thread {
 	uint64_t tid;
 	const char *name;
 	double ttot; /* s, profiled time on this thread's clock */
 	uint64_t switches; /* context switches made on this thread */
+	/* The roots of the thread's own stack (finished tasks folded into it included);
+	 * none when unknown (sample mode, older files). */
+	struct cp_root *roots;
+	uint32_t nroots;
 };
 
 /* A sampled stack (sample mode): frames index the top-level stats' funcs,
@@ -102,6 +113,9 @@ struct cp_extras {
 	uint32_t nthreads;
 	struct cp_stack *stacks;
 	uint32_t nstacks;
+	/* Read from a file: how many synthetic functions (whole.h) the reader took out
+	 * of its pstats dict. */
+	uint32_t nsynthetic;
 };
 
 struct cp_arena;

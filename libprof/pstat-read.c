@@ -36,6 +36,8 @@ struct reader {
 	const char **strtab;
 	uint32_t nstr, capstr;
 	uint64_t budget; /* conversion steps left: shared objects cannot multiply work */
+	uint32_t *synth; /* the extras' 'synthetic' keys, as top-level builder indices */
+	uint32_t nsynth;
 	char *err;
 	size_t errlen;
 };
@@ -576,15 +578,46 @@ static int read_task(struct reader *rd, const struct cp_mval *d, struct cp_task 
 	return r;
 }
 
+/* A thread's 'roots': {(file, line, name): (nc, cc, tt, ct)}. */
+static int read_roots(struct reader *rd, const struct cp_mval *d, struct cp_thread *t)
+{
+	int r;
+
+	if (d->type != CP_M_DICT)
+		return fail(rd, "extras thread roots: expected a dict, found %s",
+			    cp_mtype_name(d));
+	if ((r = spend(rd, d->n)) < 0)
+		return r;
+	if (!(t->roots = cp_arena_alloc(rd->p->arena, ((size_t)d->n + 1) * sizeof(*t->roots))))
+		return oom(rd);
+	for (t->nroots = 0; t->nroots < d->n; t->nroots++) {
+		const struct cp_mval *k = &d->v.items[2 * t->nroots];
+		struct cp_root *o = &t->roots[t->nroots];
+		if (k->type != CP_M_TUPLE || k->n != 3)
+			return fail(rd, "extras thread roots: a key must be a (file, line, name) "
+					"tuple, found %s",
+				    cp_mtype_name(k));
+		if ((r = get_str(rd, &k->v.items[0], &o->key.file, "root file")) < 0 ||
+		    (r = get_count(rd, &k->v.items[1], &o->key.line, "root line")) < 0 ||
+		    (r = get_str(rd, &k->v.items[2], &o->key.name, "root name")) < 0 ||
+		    (r = get_edge(rd, &d->v.items[2 * t->nroots + 1], &o->s)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int read_thread(struct reader *rd, const struct cp_mval *d, struct cp_thread *t)
 {
+	const struct cp_mval *roots;
+
 	if (d->type != CP_M_DICT)
 		return fail(rd, "extras thread: expected a dict, found %s", cp_mtype_name(d));
 	if (field_count(rd, d, "tid", &t->tid) < 0 || field_str(rd, d, "name", &t->name) < 0 ||
 	    field_time(rd, d, "ttot", &t->ttot) < 0 ||
 	    field_count(rd, d, "switches", &t->switches) < 0)
 		return -EINVAL;
-	return 0;
+	roots = dict_get(d, "roots");
+	return roots ? read_roots(rd, roots, t) : 0;
 }
 
 /* A stack's frames index the top-level functions (`top`), added if missing. */
@@ -711,6 +744,62 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 		if ((r = read_stack(rd, top, &items[x->nstacks], &x->stacks[x->nstacks],
 				    x->ntasks)) < 0)
 			return r;
+
+	if ((r = get_list(rd, d, "synthetic", &items, &n)) < 0)
+		return r;
+	if (!(rd->synth = calloc(n + 1, sizeof(*rd->synth))))
+		return oom(rd);
+	for (rd->nsynth = 0; rd->nsynth < n; rd->nsynth++) {
+		int isnew;
+		if ((r = func_index(rd, top, &items[rd->nsynth], &rd->synth[rd->nsynth], &isnew,
+				    "synthetic")) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Takes the synthetic functions (whole.h) out of the top-level stats, and the edges
+ * from them, so that every table shows the profile's own functions. `perm` maps the
+ * builder's indices to the stats'. A sampled stack never names one. */
+static int strip_synthetic(struct reader *rd, const uint32_t *perm)
+{
+	struct cp_stats *st = &rd->p->stats;
+	struct cp_extras *x = &rd->p->ex;
+	uint32_t *to, n = 0;
+
+	if (!rd->nsynth)
+		return 0;
+	if (!(to = calloc(st->nfuncs + 1, sizeof(*to))))
+		return oom(rd);
+	for (uint32_t i = 0; i < rd->nsynth; i++)
+		to[perm[rd->synth[i]]] = UINT32_MAX;
+	for (uint32_t i = 0; i < st->nfuncs; i++)
+		if (to[i] != UINT32_MAX)
+			to[i] = n++;
+	for (uint32_t i = 0; i < st->nfuncs; i++) {
+		struct cp_func f = st->funcs[i];
+		uint32_t k = 0;
+		if (to[i] == UINT32_MAX)
+			continue;
+		for (uint32_t j = 0; j < f.ncallers; j++)
+			if (to[f.callers[j].caller] != UINT32_MAX)
+				f.callers[k++] = (struct cp_edge){to[f.callers[j].caller],
+								  f.callers[j].s};
+		f.ncallers = k;
+		st->funcs[to[i]] = f;
+	}
+	for (uint32_t i = 0; i < x->nstacks; i++)
+		for (uint32_t j = 0; j < x->stacks[i].depth; j++) {
+			uint32_t *fr = &x->stacks[i].frames[j];
+			if (to[*fr] == UINT32_MAX) {
+				free(to);
+				return fail(rd, "extras stack: a frame names a synthetic function");
+			}
+			*fr = to[*fr];
+		}
+	x->nsynthetic = st->nfuncs - n;
+	st->nfuncs = n;
+	free(to);
 	return 0;
 }
 
@@ -1217,7 +1306,12 @@ static int read_all(struct reader *rd, const unsigned char *buf, size_t len, int
 		r = finish_stats(rd, &top, &rd->p->stats, &perm);
 	if (r == 0)
 		renumber_stacks(&rd->p->ex, perm);
+	if (r == 0)
+		r = strip_synthetic(rd, perm);
 	free(perm);
+	free(rd->synth);
+	rd->synth = NULL;
+	rd->nsynth = 0;
 	builder_fini(&top);
 	cp_arena_free(tree);
 	cp_arena_free(tmp);

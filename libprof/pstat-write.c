@@ -4,7 +4,9 @@
  * by tests. Writes a temporary file in the target's directory, fsyncs it and renames
  * it over the target. The file holds two marshal objects, version 4:
  *
- * 1. The pstats dict, exactly as cProfile's dump_stats writes it:
+ * 1. The pstats dict, exactly as cProfile's dump_stats writes it, plus the synthetic
+ *    functions of the whole-program tree (whole.h): one root, "<whole program>", over
+ *    a node per thread and per task whose edges go down to that context's roots:
  *      {(file, line, name): (cc, nc, tt, ct, {caller_key: (nc, cc, tt, ct)})}
  *    Every caller key is also a top-level key. Times are float seconds, never NaN or
  *    infinite (written as 0.0). Counts are ints (marshal 'l' longs above 2^31-1).
@@ -23,9 +25,14 @@
  *      'tasks':    [{'id': int, 'name': str, 'runtime': str, 'thread': int (tid),
  *                    'ttot': float s, 'resumes': int, 'state': str,
  *                    'stats': a pstats dict as in 1., the task's own functions}]
- *      'threads':  [{'tid': int, 'name': str, 'ttot': float s, 'switches': int}]
+ *      'threads':  [{'tid': int, 'name': str, 'ttot': float s, 'switches': int,
+ *                    'roots': {key: (nc, cc, tt, ct)}, the calls no caller made on
+ *                    the thread's own stack (absent when unknown: sample mode)}]
  *      'stacks':   [(task index into 'tasks' or -1, tid, (key, ...) innermost first,
  *                    samples: int, waiting: bool)]
+ *      'synthetic': [key, ...], the functions of 1. that the writer added to join
+ *                    every root under one (whole.h); readers that know this key take
+ *                    them out again, so report and diff numbers stay the profile's.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
  *    do not know, so later versions may add keys; references restart in this object.
  */
@@ -41,6 +48,7 @@
 #include "keymap.h"
 #include "marshal.h"
 #include "profile.h"
+#include "whole.h"
 
 /* What one marshal object has written so far, for back-references. */
 struct refs {
@@ -324,6 +332,19 @@ static void put_thread(struct cp_mw *w, struct refs *r, const struct cp_thread *
 	cp_mw_float(w, t->ttot);
 	put_shared_str(w, r, "switches");
 	cp_mw_uint(w, t->switches);
+	if (t->roots) {
+		put_shared_str(w, r, "roots");
+		cp_mw_dict_begin(w);
+		for (uint32_t i = 0; i < t->nroots; i++) {
+			put_key(w, r, &t->roots[i].key);
+			cp_mw_tuple(w, 4, NULL);
+			cp_mw_uint(w, t->roots[i].s.nc);
+			cp_mw_uint(w, t->roots[i].s.cc);
+			cp_mw_float(w, t->roots[i].s.tt);
+			cp_mw_float(w, t->roots[i].s.ct);
+		}
+		cp_mw_dict_end(w);
+	}
 	cp_mw_dict_end(w);
 }
 
@@ -349,7 +370,7 @@ static int put_stack(struct cp_mw *w, struct refs *r, const struct cp_profile *p
 }
 
 static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *p,
-		      struct cp_arena *scratch)
+		      const struct cp_stats *whole, uint32_t nreal, struct cp_arena *scratch)
 {
 	const struct cp_extras *x = &p->ex;
 	int err;
@@ -400,6 +421,10 @@ static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *
 	for (uint32_t i = 0; x->stacks && i < x->nstacks; i++)
 		if ((err = put_stack(w, r, p, &x->stacks[i])) < 0)
 			return err;
+	put_shared_str(w, r, "synthetic");
+	cp_mw_list(w, whole->nfuncs - nreal);
+	for (uint32_t i = nreal; i < whole->nfuncs; i++)
+		put_key(w, r, &whole->funcs[i].key);
 	cp_mw_dict_end(w);
 	return w->err;
 }
@@ -410,6 +435,7 @@ static int encode(const struct cp_profile *p, struct cp_mw *w)
 {
 	struct cp_arena *scratch = cp_arena_new();
 	const struct cp_stats *s;
+	struct cp_stats whole;
 	struct refs r;
 	int err;
 
@@ -417,16 +443,18 @@ static int encode(const struct cp_profile *p, struct cp_mw *w)
 		return -ENOMEM;
 	refs_init(&r);
 	err = canonical_stats(&p->stats, scratch, &s);
+	if (err == 0)
+		err = cp_whole_program(p, s, scratch, &whole);
 	if (err == 0) {
 		cp_mw_begin_object(w);
-		put_stats(w, &r, s);
+		put_stats(w, &r, &whole);
 		err = w->err;
 	}
 	if (err == 0) {
 		refs_fini(&r);
 		refs_init(&r);
 		cp_mw_begin_object(w);
-		err = put_extras(w, &r, p, scratch);
+		err = put_extras(w, &r, p, &whole, s->nfuncs, scratch);
 	}
 	refs_fini(&r);
 	cp_arena_free(scratch);

@@ -30,6 +30,7 @@ struct erow {
 struct group {
 	uint32_t row0, row1, erow0, erow1;
 	int64_t task;
+	uint32_t thread; /* index into the thread table */
 };
 
 /* uint64 -> uint32, open addressing; a value of 0 marks an empty slot (stored +1). */
@@ -157,6 +158,7 @@ static int copy_ctx(struct snap *s, struct coprof_ctx *c, int64_t task, uint64_t
 		return -ENOMEM;
 	struct group *g = &s->groups[s->ngroups++];
 	g->task = task;
+	g->thread = s->nthreads; /* copy_thread adds its row to the table last */
 	g->row0 = s->nrows;
 	g->erow0 = s->nerows;
 	for (uint32_t i = 0; i < c->recs.cap; i++) {
@@ -425,6 +427,74 @@ out:
 	return rc;
 }
 
+/* The roots of thread `ti`'s own stack (its base context and its folded finished
+ * tasks, the groups of task -1): per row, its numbers minus its callers' edges, as
+ * cp_root_part computes them (whole.h), summed by function. */
+static int thread_roots(struct snap *s, uint32_t ti)
+{
+	struct cp_thread *th = &s->prof->ex.threads[ti];
+	struct acc *part = NULL;
+	uint32_t n = 0;
+	int rc = 0;
+
+	for (uint32_t gi = 0; gi < s->ngroups; gi++) {
+		struct group *g = &s->groups[gi];
+		if (g->task >= 0 || g->thread != ti)
+			continue;
+		uint32_t nr = g->row1 - g->row0;
+		int64_t *nc = calloc(nr + 1, sizeof(*nc)), *tt = calloc(nr + 1, sizeof(*tt));
+		int64_t *ct = calloc(nr + 1, sizeof(*ct));
+		struct acc *np = realloc(part, (n + nr + 1) * sizeof(*part));
+		if (np)
+			part = np;
+		if (!nc || !tt || !ct || !np) {
+			free(nc), free(tt), free(ct);
+			rc = -ENOMEM;
+			break;
+		}
+		for (uint32_t r = 0; r < nr; r++) {
+			nc[r] = (int64_t)s->rows[g->row0 + r].nc;
+			tt[r] = (int64_t)s->rows[g->row0 + r].tt;
+			ct[r] = (int64_t)s->rows[g->row0 + r].ct;
+		}
+		for (uint32_t e = g->erow0; e < g->erow1; e++) {
+			struct erow *w = &s->erows[e];
+			uint32_t c = w->callee - g->row0;
+			nc[c] -= (int64_t)w->nc;
+			tt[c] -= (int64_t)w->tt;
+			if (w->caller != w->callee)
+				ct[c] -= (int64_t)w->ct;
+		}
+		for (uint32_t r = 0; r < nr; r++) {
+			if (nc[r] <= 0 && ct[r] <= 0)
+				continue;
+			uint32_t gf = s->row_g[g->row0 + r];
+			if (s->local[gf] < 0) {
+				s->local[gf] = (int32_t)n;
+				s->touched[n] = gf;
+				part[n++] = (struct acc){0};
+			}
+			acc_add(&part[s->local[gf]], nc[r] > 0 ? (uint64_t)nc[r] : 0,
+				nc[r] > 0 ? (uint64_t)nc[r] : 0, tt[r] > 0 ? (uint64_t)tt[r] : 0,
+				ct[r] > 0 ? (uint64_t)ct[r] : 0);
+		}
+		free(nc), free(tt), free(ct);
+	}
+	if (!rc) {
+		th->roots = cp_arena_alloc(s->prof->arena, (n + 1) * sizeof(*th->roots));
+		if (!th->roots)
+			rc = -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!rc)
+			th->roots[th->nroots++] =
+			    (struct cp_root){s->gkeys[s->touched[i]], to_stat(&part[i])};
+		s->local[s->touched[i]] = -1;
+	}
+	free(part);
+	return rc;
+}
+
 static int build_all(struct snap *s)
 {
 	s->row_g = malloc((s->nrows + 1) * sizeof(*s->row_g));
@@ -447,6 +517,8 @@ static int build_all(struct snap *s)
 			rc = build_stats(s, g->row0, g->row1, g->erow0, g->erow1,
 					 &s->prof->ex.tasks[g->task].stats);
 	}
+	for (uint32_t i = 0; i < s->nthreads && !rc; i++)
+		rc = thread_roots(s, i);
 	return rc;
 }
 

@@ -23,7 +23,9 @@ static struct mark cursor_mark(const struct vw_screen *s)
 	if (!s->nrows)
 		return k;
 	k.valid = 1;
-	if (s->kind != VW_SCR_EDGES) {
+	if (s->kind == VW_SCR_TREE) {
+		k.item = s->cursor; /* tree rows do not move on a sort or filter */
+	} else if (s->kind != VW_SCR_EDGES) {
 		k.item = s->rows[s->cursor];
 	} else if (s->cursor < s->ncallers) {
 		k.item = s->edges[s->cursor].func;
@@ -108,6 +110,10 @@ static int refresh(struct vw_browser *b, struct vw_screen *s)
 		if (list_by_ttot(s, b->m))
 			return -ENOMEM;
 		break;
+	case VW_SCR_TREE:
+		s->nrows = s->tree->n;
+		s->cursor = old < s->nrows ? old : 0;
+		return 0;
 	}
 	s->cursor = find_mark(s, k, old);
 	return 0;
@@ -115,6 +121,10 @@ static int refresh(struct vw_browser *b, struct vw_screen *s)
 
 static void screen_free(struct vw_screen *s)
 {
+	if (s->tree) {
+		vw_tree_free(s->tree);
+		free(s->tree);
+	}
 	free(s->rows);
 	free(s->edges);
 	memset(s, 0, sizeof(*s));
@@ -150,7 +160,15 @@ static int push(struct vw_browser *b, enum vw_screen_kind kind, const struct vw_
 		const struct vw_func *f = &t->funcs[func];
 		s->edges = calloc((size_t)f->ncallers + f->ncallees + 1, sizeof(*s->edges));
 	}
-	if (!s->rows || (kind == VW_SCR_EDGES && !s->edges) || refresh(b, s)) {
+	/* The tree opens on the root and the node of every thread and task. */
+	if (kind == VW_SCR_TREE && (s->tree = calloc(1, sizeof(*s->tree))) &&
+	    vw_tree_init(s->tree, t, func, 2) < 0) {
+		vw_tree_free(s->tree);
+		free(s->tree);
+		s->tree = NULL;
+	}
+	if (!s->rows || (kind == VW_SCR_EDGES && !s->edges) || (kind == VW_SCR_TREE && !s->tree) ||
+	    refresh(b, s)) {
 		screen_free(s);
 		return -ENOMEM;
 	}
@@ -217,7 +235,38 @@ static int enter(struct vw_browser *b, struct vw_screen *s)
 	case VW_SCR_THREADS:
 		b->note = "threads have no function table of their own";
 		return 0;
+	case VW_SCR_TREE: {
+		struct vw_tnode *r = &s->tree->rows[s->cursor];
+		if (r->open)
+			vw_tree_close(s->tree, s->cursor);
+		else if (!s->tree->t->funcs[r->func].ncallees)
+			b->note = " This function calls nothing that was profiled";
+		else if (vw_tree_open(s->tree, s->cursor) < 0)
+			return -ENOMEM;
+		s->nrows = s->tree->n;
+		return 0;
 	}
+	}
+	return 0;
+}
+
+/* The tree's + and -: open the row; close it, or when closed go to its parent. */
+static int tree_key(struct vw_browser *b, struct vw_screen *s, enum vw_action a)
+{
+	if (s->kind != VW_SCR_TREE || !s->nrows) {
+		b->note = " + and - open and close rows of the tree (W)";
+		return 0;
+	}
+	struct vw_tnode *r = &s->tree->rows[s->cursor];
+	if (a == VW_EXPAND) {
+		if (!r->open && vw_tree_open(s->tree, s->cursor) < 0)
+			return -ENOMEM;
+	} else if (r->open) {
+		vw_tree_close(s->tree, s->cursor);
+	} else {
+		s->cursor = vw_tree_parent(s->tree, s->cursor);
+	}
+	s->nrows = s->tree->n;
 	return 0;
 }
 
@@ -264,6 +313,17 @@ int vw_browser_act(struct vw_browser *b, enum vw_action a, uint32_t page)
 	case VW_THREADS:
 		pop_to(b, 1);
 		return push(b, a == VW_TASKS ? VW_SCR_TASKS : VW_SCR_THREADS, NULL, -1, 0);
+	case VW_TREE: {
+		uint32_t root;
+		const struct vw_table *t = vw_model_whole(b->m, &root);
+		if (!t)
+			return -ENOMEM;
+		pop_to(b, 1);
+		return push(b, VW_SCR_TREE, t, -1, root);
+	}
+	case VW_EXPAND:
+	case VW_COLLAPSE:
+		return tree_key(b, s, a);
 	}
 	return 0;
 }

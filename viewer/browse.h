@@ -1,5 +1,6 @@
 /* browse.h: the state of `coprof view`, with no curses in it: a stack of screens
- * (function table, callers/callees of one function, tasks, threads), the cursor on
+ * (function table, callers/callees of one function, tasks, threads, the whole-program
+ * tree), the cursor on
  * each, and the sort and filter every function list shares. The UI (cmd-view.c,
  * view-draw.c) maps keys to actions and draws what this holds. Single-threaded. */
 #ifndef VW_BROWSE_H
@@ -8,12 +9,14 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "tree.h"
 
 enum vw_screen_kind {
 	VW_SCR_FUNCS,	/* a function table: the merged one, or one task's */
 	VW_SCR_EDGES,	/* callers, the function itself, callees */
 	VW_SCR_TASKS,	/* the task table */
 	VW_SCR_THREADS, /* the thread table */
+	VW_SCR_TREE,	/* the whole-program tree (tree.h) */
 };
 
 struct vw_screen {
@@ -25,6 +28,7 @@ struct vw_screen {
 	struct vw_edge *edges;	      /* EDGES: ncallers callers, then ncallees callees */
 	uint32_t ncallers, ncallees;
 	uint32_t nrows; /* EDGES: ncallers + 1 + ncallees, the function in the middle */
+	struct vw_tree *tree; /* TREE: its rows are the screen's rows */
 	uint32_t cursor, top;
 };
 
@@ -41,6 +45,9 @@ enum vw_action {
 	VW_FUNCS,   /* start over on the merged function table */
 	VW_TASKS,   /* start over on the task table */
 	VW_THREADS, /* start over on the thread table */
+	VW_TREE,    /* start over on the whole-program tree */
+	VW_EXPAND,  /* tree: open the row */
+	VW_COLLAPSE, /* tree: close the row, or go to its parent when closed */
 };
 
 struct vw_browser {

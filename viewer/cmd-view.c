@@ -144,6 +144,10 @@ static int on_key(struct vw_browser *b, struct vw_ui *ui, int c)
 	    {'2', VW_TASKS},
 	    {'H', VW_THREADS},
 	    {'3', VW_THREADS},
+	    {'W', VW_TREE},
+	    {'4', VW_TREE},
+	    {'+', VW_EXPAND},
+	    {'-', VW_COLLAPSE},
 	};
 	static const struct {
 		int key;

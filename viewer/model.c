@@ -120,6 +120,12 @@ void vw_model_free(struct vw_model *m)
 	free(m->tasks);
 	free(m->threads);
 	vw_table_free(&m->funcs);
+	if (m->whole) {
+		vw_table_free(m->whole);
+		free(m->whole);
+	}
+	if (m->whole_arena)
+		cp_arena_free(m->whole_arena);
 	for (uint32_t i = 0; i < m->nprofiles; i++)
 		cp_profile_free(m->profiles[i]);
 	free(m->profiles);

@@ -110,6 +110,10 @@ struct vw_model {
 	double duration;	    /* s, summed over the files with extras; 0 if none */
 	int64_t pid;		    /* of the first file with extras; -1 if none */
 	const struct cp_extras *ex; /* the first file with extras, or NULL */
+	/* The whole-program table (tree.h), built on first use. */
+	struct vw_table *whole;
+	uint32_t whole_root;
+	struct cp_arena *whole_arena; /* its synthetic functions */
 };
 
 /* Reads every path and merges them. On error, writes one line naming the file into

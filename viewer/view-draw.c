@@ -162,6 +162,53 @@ static void func_columns(struct line *l, int rel)
 	cell(l, "tsub%", W_PCT, 1, 0);
 }
 
+/* A tree row: its name indented by depth, with "-" when open and "+" when it has
+ * callees to open; a bar of the root's ttot this edge carries (the icicle's width);
+ * then the edge's numbers and that share in percent. */
+#define W_BAR 10
+static void tree_cells(struct line *l, const struct vw_tree *tr, int64_t i)
+{
+	char buf[1200], name[1100];
+	/* No tavg here: the name, indented, needs the room more. */
+	int left = COLS - 2 - (W_BAR + 1) - (W_NCALL + 1) - 2 * (W_TIME + 1) - (W_PCT + 1);
+	if (left < 12)
+		left = 12;
+	int filew = left / 3, namew = left - filew - 1;
+	lead(l);
+	if (i < 0) {
+		cell(l, "name", namew, 0, 0);
+		cell(l, "share", W_BAR, 0, 0);
+		cell(l, "file:line", filew, 0, 0);
+		cell(l, "ncall", W_NCALL, 1, 0);
+		cell(l, "tsub", W_TIME, 1, 0);
+		cell(l, "ttot", W_TIME, 1, 0);
+		cell(l, "ttot%", W_PCT, 1, 0);
+		return;
+	}
+	const struct vw_tnode *r = &tr->rows[i];
+	const struct vw_func *f = &tr->t->funcs[r->func];
+	uint32_t indent = r->depth * 2 < (uint32_t)namew / 2 ? r->depth * 2 : (uint32_t)namew / 2;
+	snprintf(name, sizeof(name), "%*s%s %s", (int)indent, "",
+		 r->open ? "-" : f->ncallees ? "+" : " ", f->key.name ? f->key.name : "");
+	cell(l, name, namew, 0, 0);
+	double share = tr->total > 0 ? r->s.ct / tr->total : 0;
+	int fill = (int)(share * W_BAR + 0.5);
+	for (int k = 0; k < W_BAR; k++)
+		buf[k] = k < fill ? '#' : '.';
+	buf[W_BAR] = 0;
+	cell(l, buf, W_BAR, 0, 0);
+	vw_fmt_where(buf, sizeof(buf), &f->key);
+	cell(l, buf, filew, 0, 1);
+	vw_fmt_calls(buf, sizeof(buf), &r->s);
+	cell(l, buf, W_NCALL, 1, 0);
+	vw_fmt_time(buf, sizeof(buf), r->s.tt, W_TIME);
+	cell(l, buf, W_TIME, 1, 0);
+	vw_fmt_time(buf, sizeof(buf), r->s.ct, W_TIME);
+	cell(l, buf, W_TIME, 1, 0);
+	snprintf(buf, sizeof(buf), "%.1f", 100.0 * share);
+	cell(l, buf, W_PCT, 1, 0);
+}
+
 static void task_cells(struct line *l, const struct cp_task *t)
 {
 	char buf[64];
@@ -277,6 +324,13 @@ static void draw_title(struct vw_browser *b, struct vw_screen *s)
 		snprintf(line, sizeof(line), " Threads: %" PRIu32 " (by ttot)%s", s->nrows,
 			 s->nrows ? "" : "  - this profile has no thread table");
 		break;
+	case VW_SCR_TREE:
+		snprintf(line, sizeof(line),
+			 " Whole-program tree: %" PRIu32 " rows; per call edge, as snakeviz%s",
+			 s->nrows,
+			 b->m->clock && !strcmp(b->m->clock, "wall") ? "; wall: tasks overlap"
+								      : "");
+		break;
 	}
 	put_row(2, line, A_BOLD);
 }
@@ -323,6 +377,9 @@ static attr_t build_row(struct vw_browser *b, struct vw_screen *s, int64_t i, st
 	case VW_SCR_THREADS:
 		thread_cells(l, i < 0 ? NULL : m->threads[s->rows[i]].t, i < 0);
 		return A_NORMAL;
+	case VW_SCR_TREE:
+		tree_cells(l, s->tree, i);
+		return A_NORMAL;
 	}
 	return A_NORMAL;
 }
@@ -340,6 +397,8 @@ static const char *const help_lines[] = {
     "               text (Enter applies, empty clears, Esc cancels)",
     "  F 1          function table     T 2  task table     H 3  thread table",
     "  Tab          next of those three tables",
+    "  W 4          whole-program tree, from the root snakeviz draws: Enter",
+    "               opens or closes a row, + opens, - closes or goes up",
     "  ?            this help          q    quit",
     "",
     "  ncall is nc/cc when some calls were recursive; tsub is own time, ttot",
@@ -375,6 +434,13 @@ static void draw_bar(struct vw_browser *b, const struct vw_ui *ui)
 	curs_set(0);
 	if (b->note) {
 		put_row(y, b->note, A_BOLD);
+		return;
+	}
+	if (vw_browser_top(b)->kind == VW_SCR_TREE) {
+		put_row(y,
+			" ?:help  Enter:open/close  +:open  -:close/up  Bksp:back  F:functions  "
+			"q:quit",
+			attr_head());
 		return;
 	}
 	put_row(y,

@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "whole.h"
 
 static char dir[64];
 static char path[128];
@@ -77,4 +79,98 @@ Test(dump, file_reads_back_with_the_same_numbers)
 	cr_expect_eq(r->ex.threads[0].switches, 2);
 	cp_profile_free(r);
 	cr_expect(coprof_is_running(f.p), "a dump does not stop recording");
+}
+
+/* DESIGN's worked example, A and B coroutines of the thread's base context. */
+static void worked_example(void)
+{
+	struct coprof_ctx *a, *b;
+	cr_assert_eq(coprof_ctx_create(f.t, 1, "A", "ucontext", &a), 0);
+	cr_assert_eq(coprof_ctx_create(f.t, 2, "B", "ucontext", &b), 0);
+	fk_now = 0, coprof_enter(f.t, K("main"));
+	fk_now = 10, coprof_ctx_switch(f.t, a), coprof_enter(f.t, K("a_root"));
+	coprof_enter(f.t, K("a_work"));
+	fk_now = 40, coprof_leave(f.t, K("a_work")), coprof_enter(f.t, K("a_yield"));
+	coprof_ctx_switch(f.t, NULL);
+	fk_now = 50, coprof_ctx_switch(f.t, b), coprof_enter(f.t, K("b_root"));
+	coprof_enter(f.t, K("b_work"));
+	fk_now = 70, coprof_leave(f.t, K("b_work")), coprof_leave(f.t, K("b_root"));
+	coprof_ctx_finish(f.t, b);
+	fk_now = 80, coprof_ctx_switch(f.t, a), coprof_leave(f.t, K("a_yield"));
+	fk_now = 90, coprof_leave(f.t, K("a_root")), coprof_ctx_finish(f.t, a);
+	fk_now = 100, coprof_leave(f.t, K("main"));
+}
+
+/* The synthetic node keyed ("~", 0, name) of a whole-program table, or NULL. */
+static const struct cp_func *node(const struct cp_stats *w, const char *name)
+{
+	for (uint32_t i = 0; i < w->nfuncs; i++)
+		if (!strcmp(w->funcs[i].key.file, "~") && !strcmp(w->funcs[i].key.name, name))
+			return &w->funcs[i];
+	return NULL;
+}
+
+static void expect_whole(enum coprof_clock clock, uint64_t main_ct, uint64_t a_ct)
+{
+	fx_setup(&f, clock);
+	worked_example();
+	cr_assert_eq(coprof_dump(f.p, path), 0);
+	struct cp_profile *r;
+	char err[256] = "";
+	cr_assert_eq(cp_profile_read(path, &r, err, sizeof(err)), 0, "%s", err);
+	/* The reader takes the root, the thread's node and both tasks' out again. */
+	cr_expect_eq(r->ex.nsynthetic, 4);
+	cr_expect_eq(r->stats.nfuncs, 6);
+	cr_assert_eq(r->ex.nthreads, 1);
+	cr_assert_eq(r->ex.threads[0].nroots, 1, "the base context has one root, main");
+	cr_expect_str_eq(r->ex.threads[0].roots[0].key.name, "main");
+	cr_expect_eq(fx_ns(r->ex.threads[0].roots[0].s.ct), main_ct);
+	cr_expect_eq(r->ex.threads[0].roots[0].s.nc, 1);
+
+	struct cp_arena *a = cp_arena_new();
+	struct cp_stats w;
+	cr_assert_eq(cp_whole_program(r, &r->stats, a, &w), 0);
+	cr_assert_eq(w.nfuncs, 10);
+	const struct cp_func *root = &w.funcs[6], *th = node(&w, "<thread test 1234>");
+	const struct cp_func *ta = node(&w, "<task A>"), *tb = node(&w, "<task B>");
+	cr_expect_str_eq(root->key.name, CP_WHOLE_ROOT);
+	cr_expect_eq(root->ncallers, 0);
+	cr_assert_not_null(ta);
+	cr_assert_not_null(tb);
+	if (!th) /* the thread's name and tid are the fixture's */
+		for (uint32_t i = 7; i < 10; i++)
+			if (!strncmp(w.funcs[i].key.name, "<thread ", 8))
+				th = &w.funcs[i];
+	cr_assert_not_null(th);
+	cr_expect_eq(fx_ns(th->s.ct), main_ct);
+	cr_expect_eq(fx_ns(ta->s.ct), a_ct);
+	cr_expect_eq(fx_ns(tb->s.ct), 20);
+	cr_expect_eq(fx_ns(root->s.ct), main_ct + a_ct + 20, "the root sums its contexts");
+	cr_expect_eq(root->s.tt, 0);
+	cr_expect_eq(ta->s.nc, 1);
+	/* Every node hangs from the root; a_root hangs from task A's node only. */
+	for (const struct cp_func *n = th; n; n = n == th ? ta : n == ta ? tb : NULL) {
+		cr_assert_eq(n->ncallers, 1);
+		cr_expect_eq(n->callers[0].caller, 6);
+		cr_expect_eq(n->callers[0].s.ct, n->s.ct);
+	}
+	const struct cp_func *ar = fx_func(&w, "a_root");
+	cr_assert_eq(ar->ncallers, 1);
+	cr_expect_eq(&w.funcs[ar->callers[0].caller], ta);
+	cr_expect_eq(fx_ns(ar->callers[0].s.ct), a_ct);
+	cr_expect_eq(fx_ns(ar->callers[0].s.tt), 10);
+	cp_arena_free(a);
+	cp_profile_free(r);
+}
+
+/* Under wall the contexts overlap: the root's 200 ns is more than the 100 ns run. */
+Test(dump, whole_program_wall_sums_overlapping_contexts)
+{
+	expect_whole(COPROF_CLOCK_WALL, 100, 80);
+}
+
+/* Under cpu the root's ct is the thread's CPU time, the sum of every tt: 100 ns. */
+Test(dump, whole_program_cpu_root_is_the_sum_of_own_times)
+{
+	expect_whole(COPROF_CLOCK_CPU, 40, 40);
 }

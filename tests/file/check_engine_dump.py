@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 
+from whole_check import check_tree, split
+
 MS = 1000000  # ns per tick
 
 # function: (wall tt, wall ct, cpu tt, cpu ct), in ticks (DESIGN.md's table)
@@ -42,29 +44,55 @@ def fail(msg):
     sys.exit(1)
 
 
+# The whole-program tree: node -> (its root callee, the root calls' tt and ct ticks).
+WHOLE = {
+    "wall": {"<task A>": ("a_root", 10, 80), "<task B>": ("b_root", 0, 20),
+             "<thread": ("main", 40, 100)},
+    "cpu": {"<task A>": ("a_root", 10, 40), "<task B>": ("b_root", 0, 20),
+            "<thread": ("main", 40, 40)},
+}
+
+
+def check_whole(stats, ex, clock):
+    nodes = check_tree(stats, ex, fail)
+    if len(nodes) != 3:
+        fail("%s: whole-program nodes %r, expected tasks A, B and the thread" % (clock, list(nodes)))
+    for prefix, (callee, tt, ct) in WHOLE[clock].items():
+        got = [v for n, v in nodes.items() if n == prefix or n.startswith(prefix + " ")]
+        want = {key(callee): (1, 1, sec(tt), sec(ct))}
+        if len(got) != 1 or got[0] != want:
+            fail("%s: node %s calls %r, expected %r" % (clock, prefix, got, want))
+    total = sum(v[2] for v in WHOLE[clock].values())
+    if abs(stats[("~", 0, "<whole program>")][3] - sec(total)) > 1e-12:
+        fail("%s: the root's ct %r, expected %r" % (clock, stats[("~", 0, "<whole program>")][3],
+                                                   sec(total)))
+
+
 def check(path, clock):
     col = 0 if clock == "wall" else 2
     out = io.StringIO()
     st = pstats.Stats(path, stream=out)
+    with open(path, "rb") as f:
+        marshal.load(f)
+        ex = marshal.load(f)
+    check_whole(st.stats, ex, clock)
+    own = split(st.stats, ex)[0]
     want = {}
     for name, row in TABLE.items():
         callers = {}
         if name in CALLER:
             callers[key(CALLER[name])] = (1, 1, sec(row[col]), sec(row[col + 1]))
         want[key(name)] = (1, 1, sec(row[col]), sec(row[col + 1]), callers)
-    if st.stats != want:
-        for k in sorted(set(want) | set(st.stats)):
-            if st.stats.get(k) != want.get(k):
-                sys.stderr.write("  %r: got %r, want %r\n" % (k, st.stats.get(k), want.get(k)))
+    if own != want:
+        for k in sorted(set(want) | set(own)):
+            if own.get(k) != want.get(k):
+                sys.stderr.write("  %r: got %r, want %r\n" % (k, own.get(k), want.get(k)))
         fail("%s: pstats numbers differ from the worked example" % clock)
     st.sort_stats("tottime").print_stats()
     st.print_callers()
     st.print_callees()
-    if "a_yield" not in out.getvalue():
-        fail("%s: print_stats lacks a_yield" % clock)
-    with open(path, "rb") as f:
-        marshal.load(f)
-        ex = marshal.load(f)
+    if "a_yield" not in out.getvalue() or "{whole program}" not in out.getvalue():
+        fail("%s: print_stats lacks a_yield or {whole program}" % clock)
     if ex.get("clock") != clock or ex.get("mode") != "trace":
         fail("%s: extras clock/mode %r/%r" % (clock, ex.get("clock"), ex.get("mode")))
     tasks = {t["name"]: t for t in ex["tasks"]}
@@ -80,7 +108,7 @@ def check(path, clock):
         if names != sorted(n for n in TABLE if n[0] == name.lower()):
             fail("%s: task %s functions %r" % (clock, name, names))
     if clock == "cpu":
-        total = sum(v[2] for v in st.stats.values())
+        total = sum(v[2] for v in own.values())
         if abs(total - sec(100)) > 1e-12:
             fail("cpu: own times sum to %r, not the thread's CPU time" % total)
 

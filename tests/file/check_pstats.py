@@ -12,6 +12,8 @@ import marshal
 import pstats
 import sys
 
+from whole_check import check_tree, root_calls, split, task_node
+
 
 def key(d):
     return (d["file"], d["line"], d["name"])
@@ -71,13 +73,39 @@ def check_extras(ex, exp):
         fail("stacks %r != expected %r" % (stacks, want))
 
 
+def check_whole(stats, extras, exp):
+    """Each task's node calls only that task's roots, no more often than the task made
+    root calls (the sample's task tables claim more than its top-level dict holds)."""
+    nodes = check_tree(stats, extras, fail)
+    for t in exp["extras"]["tasks"]:
+        want = root_calls({key(f): (f["cc"], f["nc"], f["tt"], f["ct"],
+                                    {key(c): (c["nc"], c["cc"], c["tt"], c["ct"])
+                                     for c in f["callers"]}) for f in t["stats"]})
+        found = task_node(nodes, t["name"])
+        if len(found) != 1:
+            fail("whole program: task %r has %d nodes" % (t["name"], len(found)))
+        for k, e in found[0].items():
+            if k not in want or e[0] > want[k][0] or e[3] > want[k][1] + 1e-9:
+                fail("whole program: task %r's node calls %r %r, its roots are %r"
+                     % (t["name"], k, e, want))
+    if len(nodes) != len(exp["extras"]["tasks"]) + len(exp["extras"]["threads"]):
+        fail("whole program: %d nodes for %d tasks and %d threads" % (
+            len(nodes), len(exp["extras"]["tasks"]), len(exp["extras"]["threads"])))
+
+
 def main():
     path, jpath = sys.argv[1], sys.argv[2]
     with io.open(jpath, encoding="utf-8") as f:
         exp = json.load(f)
+    with open(path, "rb") as f:
+        first = marshal.load(f)
+        extras = marshal.load(f)
+        rest = f.read()
     out = io.StringIO()
     st = pstats.Stats(path, stream=out)
-    check_stats(st.stats, exp["stats"], "pstats")
+    # The program's own functions, exactly; then the whole-program tree around them.
+    check_stats(split(st.stats, extras)[0], exp["stats"], "pstats")
+    check_whole(st.stats, extras, exp)
     st.strip_dirs().sort_stats("cumulative").print_stats()
     st.print_callers()
     st.print_callees()
@@ -88,13 +116,9 @@ def main():
     if "function calls" not in text:
         fail("print_stats printed no summary")
 
-    with open(path, "rb") as f:
-        first = marshal.load(f)
-        extras = marshal.load(f)
-        rest = f.read()
     if rest:
         fail("%d bytes after the extras" % len(rest))
-    check_stats(first, exp["stats"], "marshal")
+    check_stats(split(first, extras)[0], exp["stats"], "marshal")
     check_extras(extras, exp["extras"])
     print("ok %s: %d functions" % (sys.version.split()[0], len(first)))
 

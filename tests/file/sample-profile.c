@@ -92,7 +92,8 @@ static int fill_stats(struct cp_arena *a, struct cp_stats *s, const int *which, 
 static const char *argv_[] = {"prog", "--flag", "ärg"};
 static const char *notes_[] = {"note one", "nöte ✓"};
 static struct cp_counter dropped_[] = {{"frames", 7}, {"events", 5000000000ULL}};
-static struct cp_thread threads_[] = {{1234, "main", 3.25, 17}, {1240, "wörker", 0.5, 0}};
+static struct cp_thread threads_[] = {{1234, "main", 3.25, 17, NULL, 0},
+				      {1240, "wörker", 0.5, 0, NULL, 0}};
 static uint32_t stack0[] = {2, 1, 0};
 static uint32_t stack1[] = {7, 0};
 

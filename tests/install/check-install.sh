@@ -62,7 +62,9 @@ LD_LIBRARY_PATH=$libdir "$dest/prog" "$dest/api.pstat" || fail "the API program 
 python3 -c "
 import pstats, sys
 s = pstats.Stats(sys.argv[1]).stats
-assert [v[1] for v in s.values()] == [3], s
+# The program's one function, plus the whole-program tree's root and thread node.
+assert [v[1] for k, v in s.items() if k[1] or not k[2].startswith('<')] == [3], s
+assert s[('~', 0, '<whole program>')][3] > 0, s
 " "$dest/api.pstat" || fail "pstats does not read the API program's dump"
 
 # The installed launcher finds the installed shim beside its own install.

@@ -39,10 +39,16 @@ class Profile:
 
     def __init__(self, path):
         self.path = path
-        self.stats = pstats.Stats(path).stats
+        raw = pstats.Stats(path).stats
         with open(path, "rb") as f:
             marshal.load(f)
             self.extras = marshal.load(f)
+        check_whole_program(raw, self.extras)
+        # The cases assert on the program's own functions: take the whole-program
+        # tree's synthetic ones out, as coprof's reader does.
+        synth = set(self.extras.get("synthetic", []))
+        self.stats = {k: v[:4] + ({c: e for c, e in v[4].items() if c not in synth},)
+                      for k, v in raw.items() if k not in synth}
 
     def funcs(self, name, file_part=None):
         """Entries named `name` (or 'Class.name') in a file of ours, or of file_part."""
@@ -74,6 +80,43 @@ class Profile:
         found = [t for t in self.tasks() if t["name"] == name]
         check(len(found) == 1, "task %s: found %d" % (name, len(found)))
         return found[0]
+
+
+ROOT = ("~", 0, "<whole program>")
+
+
+def check_whole_program(raw, extras):
+    """What snakeviz and gprof2dot draw: one root, '<whole program>', from which every
+    function is reached, over one node per thread and per task; each node's ct the sum
+    of its edges'. Under cpu, in trace mode, the root's ct is the sum of every own time
+    (each context's roots cover that context's own time once)."""
+    synth = extras.get("synthetic", [])
+    check(ROOT in synth and all(k in raw for k in synth),
+          "the synthetic functions are in the dict: %s" % synth[:5])
+    roots = [k for k, v in raw.items() if not v[4]]
+    check(roots == [ROOT], "one caller-less function, the root: %s" % roots[:5])
+    callees = {}
+    for k, v in raw.items():
+        for c in v[4]:
+            callees.setdefault(c, []).append(k)
+    seen, todo = {ROOT}, [ROOT]
+    while todo:
+        for k in callees.get(todo.pop(), []):
+            if k not in seen:
+                seen.add(k)
+                todo.append(k)
+    check(len(seen) == len(raw), "%d of %d functions reached from the root" % (len(seen), len(raw)))
+    ntasks, nthreads = len(extras.get("tasks", [])), len(extras.get("threads", []))
+    check(len(synth) == 1 + nthreads + min(ntasks, 200) + (ntasks > 200),
+          "%d synthetic functions for %d threads and %d tasks" % (len(synth), nthreads, ntasks))
+    for k in synth:
+        edges = [raw[c][4][k][3] for c in callees.get(k, [])]
+        check(abs(raw[k][3] - sum(edges)) <= 1e-9 + 1e-9 * raw[k][3],
+              "%s: ct %.9f is the sum of its edges' %.9f" % (k[2], raw[k][3], sum(edges)))
+    if extras.get("clock") == "cpu" and extras.get("mode") == "trace":
+        own = sum(v[2] for k, v in raw.items())
+        check(abs(raw[ROOT][3] - own) <= 0.01 * own + 1e-6,
+              "cpu: the root's ct %.6f is the sum of own times %.6f" % (raw[ROOT][3], own))
 
 
 def near(value, expected, rel, what):

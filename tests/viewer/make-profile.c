@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 
 	ex->threads = alloc(p, sizeof(*ex->threads));
 	ex->nthreads = 1;
-	ex->threads[0] = (struct cp_thread){4243, str(p, "sched-main"), 0.100 * scale, 4};
+	ex->threads[0] = (struct cp_thread){4243, str(p, "sched-main"), 0.100 * scale, 4, NULL, 0};
 
 	if (sample) {
 		static const int s_main[] = {MAIN}, s_awork[] = {A_WORK, A_ROOT},

@@ -225,7 +225,7 @@ static struct vw_model model;
 static struct cp_task tasks[] = {
     {7, "worker", "asyncio", 99, 1.5, 3, "finished", {funcs1, 3}},
 };
-static struct cp_thread threads[] = {{99, "MainThread", 2.0, 5}};
+static struct cp_thread threads[] = {{99, "MainThread", 2.0, 5, NULL, 0}};
 
 static void model_setup(void)
 {
@@ -364,4 +364,48 @@ Test(model, scrolling_keeps_the_cursor_visible)
 	s.cursor = 99;
 	vw_screen_scroll(&s, 200);
 	cr_assert_eq(s.top, 0);
+}
+
+/* W: the whole-program tree starts at the writer's root, open two levels deep (the
+ * root, then a node per thread and task, or, for a file without tables, its roots);
+ * Enter, + and - open and close rows, and - on a closed row goes up. */
+Test(model, tree_starts_at_the_whole_program_root)
+{
+	struct vw_browser b;
+	cr_assert_eq(vw_browser_init(&b, &model), 0);
+	cr_assert_eq(vw_browser_act(&b, VW_TREE, 10), 0);
+	struct vw_screen *s = vw_browser_top(&b);
+	cr_assert_eq(s->kind, VW_SCR_TREE);
+	const struct vw_tree *tr = s->tree;
+	cr_assert_str_eq(tr->t->funcs[tr->rows[0].func].key.name, "<whole program>");
+	cr_assert(tr->rows[0].open);
+	cr_assert_eq(s->nrows, tr->n);
+	uint32_t nodes = 0;
+	double sum = 0;
+	for (uint32_t i = 1; i < tr->n; i++)
+		if (tr->rows[i].depth == 1) {
+			nodes++;
+			sum += tr->rows[i].s.ct;
+			cr_assert(i == 1 || tr->rows[i].s.ct <= tr->rows[i - 1].s.ct ||
+				      tr->rows[i - 1].depth > 1,
+				  "children come largest first");
+		}
+	cr_assert_geq(nodes, 3, "the thread's and the task's nodes, and file one's roots");
+	cr_assert_float_eq(sum, tr->total, 1e-9, "the root is the sum of its children");
+	/* Close the root, reopen it with +, close a child and go up with -. */
+	cr_assert_eq(vw_browser_act(&b, VW_COLLAPSE, 10), 0);
+	cr_assert_eq(s->nrows, 1);
+	cr_assert_eq(vw_browser_act(&b, VW_EXPAND, 10), 0);
+	cr_assert_eq(s->nrows, 1 + nodes);
+	cr_assert_eq(vw_browser_act(&b, VW_DOWN, 10), 0);
+	cr_assert_eq(vw_browser_act(&b, VW_ENTER, 10), 0);
+	cr_assert_gt(s->nrows, 1 + nodes, "Enter opened the first child");
+	cr_assert_eq(vw_browser_act(&b, VW_DOWN, 10), 0);
+	cr_assert_eq(vw_browser_act(&b, VW_COLLAPSE, 10), 0);
+	cr_assert_eq(s->cursor, 1, "- on a closed row goes to its parent");
+	cr_assert_eq(vw_browser_act(&b, VW_COLLAPSE, 10), 0);
+	cr_assert_eq(s->nrows, 1 + nodes);
+	cr_assert_eq(vw_browser_act(&b, VW_BACK, 10), 0);
+	cr_assert_eq(vw_browser_top(&b)->kind, VW_SCR_FUNCS);
+	vw_browser_free(&b);
 }

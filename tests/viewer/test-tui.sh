@@ -193,6 +193,46 @@ fi
 keys q
 expect "NO_COLOR: quit" '^EXIT=0$'
 
+# --- the whole-program tree (W): the root snakeviz draws, threads and tasks under it --
+start 80 24 "TERM=screen $COPROF view $dir/co.pstat"
+expect "the functions do not show the tree's synthetic nodes" '^ Functions: 6 of 6'
+keys W
+expect "W opens the whole-program tree" '^ Whole-program tree: 7 rows; per call edge, as snakeviz; wall: tasks overlap'
+expect_row "tree columns" 4 '^ name +share +file:line +ncall +tsub +ttot ttot%$'
+expect_row "the root, open, sums the contexts (wall)" 5 '^ - <whole program> +#{10} ~:0 +1 0\.000000 0\.200000 100\.0$'
+expect_row "the thread's node first (largest)" 6 '^   - <thread sched-ma~ #####\.{5} ~:0 +1 0\.000000 0\.100000  50\.0$'
+expect_row "under it, main" 7 '^       main +#####\.{5} sched\.c:10 +1 0\.040000 0\.100000  50\.0$'
+expect_row "task-a's node" 8 '^   - <task task-a> +####\.{6} ~:0 +1 0\.000000 0\.080000  40\.0$'
+expect_row "its root coroutine, closed" 9 '^     \+ a_root +####\.{6} sched\.c:20 +1 0\.010000 0\.080000  40\.0$'
+expect_row "task-b's node and root" 11 '^     \+ b_root +#\.{9} sched\.c:50 +1 0\.000000 0\.020000  10\.0$'
+expect_row "the tree's key bar" 24 'Enter:open/close +\+:open +-:close/up'
+keys Down Down Down Down Enter
+expect "Enter opens a_root: its callees, largest first" '^ Whole-program tree: 9 rows'
+expect_row "a_root open" 9 '^     - a_root '
+expect_row "a_yield first (0.04)" 10 '^         a_yield +##\.{8} sched\.c:40 +1 0\.040000 0\.040000  20\.0$'
+expect_row "then a_work (0.03)" 11 '^         a_work +##\.{8} sched\.c:30 +1 0\.030000 0\.030000  15\.0$'
+keys Down Enter
+expect_row "Enter on a leaf says so" 24 'calls nothing that was profiled'
+keys - -
+expect "- on a leaf goes up to a_root, - again closes it" '^ Whole-program tree: 7 rows'
+keys Home -
+expect "- on the root closes the whole tree" '^ Whole-program tree: 1 rows'
+keys +
+expect "+ opens it again" '^ Whole-program tree: 4 rows'
+keys BSpace
+expect "back to the functions" '^ Functions: 6 of 6'
+keys q
+expect "quit after the tree" '^EXIT=0$'
+# A cProfile file has no tables: its roots hang from the root itself.
+start 80 24 "TERM=screen $COPROF view $dir/cp.pstat"
+expect "cProfile file: opens" '^ Functions: [0-9]+ of [0-9]+'
+keys 4
+expect "4 opens the tree too" '^ Whole-program tree: [0-9]+ rows; per call edge, as snakeviz$'
+expect_row "cProfile's root under <whole program>, open" 6 '^   - <built-in method~ +#{10} ~:0 '
+expect_row "and below it the module" 7 '^     \+ <module> +#{10} ~/work\.py:1 '
+keys q
+expect "quit after the cProfile tree" '^EXIT=0$'
+
 # --- several files merge ----------------------------------------------------------------
 start 80 24 "TERM=screen $COPROF view $dir/cp.pstat $dir/cp.pstat"
 expect "two files merge: fib counts double" '^ fib +[^ ]*work\.py:7 +930/2 '

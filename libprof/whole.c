@@ -1,0 +1,378 @@
+/* whole.c: joins a profile's roots under one synthetic root (whole.h), for the writer
+ * (what snakeviz and gprof2dot draw) and the viewer's tree view. Plain computation on
+ * a struct cp_profile, in the caller's thread; everything it builds is in the
+ * caller's arena. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grow.h"
+#include "keymap.h"
+#include "whole.h"
+
+/* Below this a remainder is rounding: trace times are whole ns turned into seconds. */
+#define EPS 1e-10
+
+struct cp_stat cp_root_part(const struct cp_stats *s, uint32_t i)
+{
+	const struct cp_func *f = &s->funcs[i];
+	uint64_t nc = f->s.nc;
+	double tt = f->s.tt, ct = f->s.ct;
+
+	for (uint32_t j = 0; j < f->ncallers; j++) {
+		const struct cp_edge *e = &f->callers[j];
+		nc = nc > e->s.nc ? nc - e->s.nc : 0;
+		tt -= e->s.tt;
+		if (e->caller != i)
+			ct -= e->s.ct;
+	}
+	if (tt < EPS)
+		tt = 0;
+	if (ct < EPS)
+		ct = 0;
+	return (struct cp_stat){nc, nc, tt, ct};
+}
+
+int cp_is_root(const struct cp_stats *s, uint32_t i, const struct cp_stat *part)
+{
+	return s->funcs[i].ncallers == 0 || part->nc > 0 || part->ct > EPS;
+}
+
+/* An edge from a synthetic node (index into the output) to a function. */
+struct sedge {
+	uint32_t from, to;
+	struct cp_stat s;
+};
+
+struct build {
+	const struct cp_stats *s;
+	struct cp_arena *a;
+	struct cp_keymap keys;	/* every key of the output -> its index */
+	struct cp_stat *rem;	/* per function of s: root calls not yet placed */
+	struct cp_key *nodes;	/* synthetic keys; nodes[0] is the root */
+	uint32_t nnodes, cnodes;
+	struct sedge *edges;
+	uint32_t nedges, cedges;
+	uint32_t *slot; /* per output function: its edge from the current node + 1 */
+	uint32_t node0; /* the first edge of the current node */
+};
+
+/* What of `part` (a context's root calls of one function) the rest `rem` still has:
+ * in a file the engine wrote it is all of it; a hand-made or merged file may claim
+ * more root calls in a table than the top-level dict has, and pstats readers expect
+ * a function's callers never to add up to more than its calls. */
+static struct cp_stat clamp(const struct cp_stat *part, const struct cp_stat *rem)
+{
+	uint64_t nc = part->nc < rem->nc ? part->nc : rem->nc;
+	return (struct cp_stat){nc, nc, part->tt < rem->tt ? part->tt : rem->tt,
+				part->ct < rem->ct ? part->ct : rem->ct};
+}
+
+static void sub(struct cp_stat *a, const struct cp_stat *b)
+{
+	a->nc = a->nc > b->nc ? a->nc - b->nc : 0;
+	a->cc = a->nc;
+	a->tt = a->tt > b->tt ? a->tt - b->tt : 0;
+	a->ct = a->ct > b->ct ? a->ct - b->ct : 0;
+}
+
+/* Adds synthetic key ("~", 0, "<what>"), made unique with a number ("<what 2>") if a
+ * function of the profile, or an earlier node, already has it. */
+static int add_node(struct build *b, const char *what)
+{
+	char n[600];
+	uint32_t idx = b->s->nfuncs + b->nnodes;
+	int found = 1;
+
+	snprintf(n, sizeof(n), "<%s>", what);
+	for (unsigned k = 2; found; k++) {
+		uint32_t v = idx;
+		if (cp_keymap_get_or_put(&b->keys, "~", 1, 0, n, strlen(n), &v, &found) < 0)
+			return -ENOMEM;
+		if (found)
+			snprintf(n, sizeof(n), "<%s %u>", what, k);
+	}
+	if (cp_grow(&b->nodes, &b->cnodes, b->nnodes + 1, sizeof(*b->nodes), 16) < 0)
+		return -ENOMEM;
+	const char *copy = cp_arena_strdup(b->a, n, strlen(n));
+	if (!copy)
+		return -ENOMEM;
+	b->nodes[b->nnodes++] = (struct cp_key){"~", 0, copy};
+	b->node0 = b->nedges;
+	return 0;
+}
+
+/* An edge from the newest node to output function `to`; equal targets are summed. */
+static int add_edge(struct build *b, uint32_t to, const struct cp_stat *st)
+{
+	uint32_t from = b->s->nfuncs + b->nnodes - 1;
+	uint32_t k = b->slot[to];
+
+	if (k > b->node0 && k <= b->nedges && b->edges[k - 1].to == to &&
+	    b->edges[k - 1].from == from) {
+		struct cp_stat *e = &b->edges[k - 1].s;
+		e->nc += st->nc;
+		e->cc += st->cc;
+		e->tt += st->tt;
+		e->ct += st->ct;
+		return 0;
+	}
+	if (cp_grow(&b->edges, &b->cedges, b->nedges + 1, sizeof(*b->edges), 64) < 0)
+		return -ENOMEM;
+	b->edges[b->nedges++] = (struct sedge){from, to, *st};
+	b->slot[to] = b->nedges;
+	return 0;
+}
+
+/* The index in s of key k, or -1. */
+static int64_t find(struct build *b, const struct cp_key *k)
+{
+	const char *file = k->file ? k->file : "", *name = k->name ? k->name : "";
+	uint32_t v = UINT32_MAX;
+	int found;
+
+	if (cp_keymap_get_or_put(&b->keys, file, strlen(file), k->line, name, strlen(name), &v,
+				 &found) < 0)
+		return -2;
+	return found && v < b->s->nfuncs ? (int64_t)v : -1;
+}
+
+/* Hangs the roots of `ts` (a task's own stats) from the newest node. */
+static int add_task_roots(struct build *b, const struct cp_stats *ts)
+{
+	for (uint32_t i = 0; i < ts->nfuncs; i++) {
+		if (ts->funcs[i].ncallers && !ts->funcs[i].callers)
+			continue;
+		struct cp_stat part = cp_root_part(ts, i);
+		if (!cp_is_root(ts, i, &part))
+			continue;
+		int64_t g = find(b, &ts->funcs[i].key);
+		if (g == -2)
+			return -ENOMEM;
+		if (g < 0)
+			continue;
+		part = clamp(&part, &b->rem[g]);
+		if (!part.nc && part.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
+			continue;
+		sub(&b->rem[g], &part);
+		if (add_edge(b, (uint32_t)g, &part) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int add_thread_roots(struct build *b, const struct cp_thread *t)
+{
+	for (uint32_t i = 0; i < t->nroots; i++) {
+		int64_t g = find(b, &t->roots[i].key);
+		if (g == -2)
+			return -ENOMEM;
+		if (g < 0)
+			continue;
+		struct cp_stat part = clamp(&t->roots[i].s, &b->rem[g]);
+		if (!part.nc && part.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
+			continue;
+		sub(&b->rem[g], &part);
+		if (add_edge(b, (uint32_t)g, &part) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The ct a task's roots add up to, for choosing the largest tasks. */
+static double task_weight(const struct cp_stats *ts)
+{
+	double w = 0;
+	for (uint32_t i = 0; i < ts->nfuncs; i++) {
+		if (ts->funcs[i].ncallers && !ts->funcs[i].callers)
+			continue;
+		struct cp_stat part = cp_root_part(ts, i);
+		if (cp_is_root(ts, i, &part))
+			w += part.ct;
+	}
+	return w;
+}
+
+struct ranked {
+	double w;
+	uint32_t i;
+};
+
+static int by_weight(const void *x, const void *y)
+{
+	const struct ranked *a = x, *b = y;
+	if (a->w != b->w)
+		return a->w > b->w ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int add_tasks(struct build *b, const struct cp_extras *x)
+{
+	struct ranked *r = calloc(x->ntasks + 1, sizeof(*r));
+	char name[512];
+	int err = 0;
+
+	if (!r)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < x->ntasks; i++)
+		r[i] = (struct ranked){task_weight(&x->tasks[i].stats), i};
+	qsort(r, x->ntasks, sizeof(*r), by_weight);
+	for (uint32_t k = 0; k < x->ntasks && !err; k++) {
+		const struct cp_task *t = &x->tasks[r[k].i];
+		if (k < CP_WHOLE_MAX_TASKS) {
+			snprintf(name, sizeof(name), "task %s",
+				 t->name && *t->name ? t->name : "?");
+			err = add_node(b, name);
+		} else if (k == CP_WHOLE_MAX_TASKS) {
+			snprintf(name, sizeof(name), "%u more tasks",
+				 x->ntasks - CP_WHOLE_MAX_TASKS);
+			err = add_node(b, name);
+		}
+		if (!err)
+			err = add_task_roots(b, &t->stats);
+	}
+	free(r);
+	return err;
+}
+
+static int add_threads(struct build *b, const struct cp_extras *x, uint32_t *only)
+{
+	char name[512];
+	int err = 0;
+
+	*only = 0;
+	for (uint32_t i = 0; i < x->nthreads && !err; i++) {
+		const struct cp_thread *t = &x->threads[i];
+		if (t->name && *t->name)
+			snprintf(name, sizeof(name), "thread %s %llu", t->name,
+				 (unsigned long long)t->tid);
+		else
+			snprintf(name, sizeof(name), "thread %llu", (unsigned long long)t->tid);
+		err = add_node(b, name);
+		if (!err)
+			err = add_thread_roots(b, t);
+		if (x->nthreads == 1)
+			*only = b->nnodes - 1; /* the newest node, as add_edge needs */
+	}
+	return err;
+}
+
+/* Moves the edges into `out`'s caller lists and gives each node its numbers. */
+static int assemble(struct build *b, struct cp_stats *out)
+{
+	const struct cp_stats *s = b->s;
+	uint32_t n = s->nfuncs + b->nnodes, *extra = calloc(n + 1, sizeof(*extra));
+	struct cp_func *f = cp_arena_alloc(b->a, (size_t)(n + 1) * sizeof(*f));
+
+	if (!extra || !f) {
+		free(extra);
+		return -ENOMEM;
+	}
+	for (uint32_t e = 0; e < b->nedges; e++)
+		extra[b->edges[e].to]++;
+	/* Every node but the root has one caller, the root; sums go bottom-up, since
+	 * edges only go from nodes to functions or from the root to nodes. */
+	for (uint32_t k = 1; k < b->nnodes; k++)
+		extra[s->nfuncs + k]++;
+	for (uint32_t i = 0; i < n; i++) {
+		if (i < s->nfuncs) {
+			f[i] = s->funcs[i];
+		} else {
+			f[i].key = b->nodes[i - s->nfuncs];
+			f[i].s = (struct cp_stat){1, 1, 0, 0};
+			f[i].ncallers = 0;
+		}
+		if (!extra[i])
+			continue;
+		struct cp_edge *c =
+		    cp_arena_alloc(b->a, (size_t)(f[i].ncallers + extra[i]) * sizeof(*c));
+		if (!c) {
+			free(extra);
+			return -ENOMEM;
+		}
+		if (f[i].ncallers)
+			memcpy(c, f[i].callers, f[i].ncallers * sizeof(*c));
+		f[i].callers = c;
+	}
+	free(extra);
+	double *node_ct = calloc(b->nnodes + 1, sizeof(*node_ct));
+	if (!node_ct)
+		return -ENOMEM;
+	for (uint32_t e = 0; e < b->nedges; e++) {
+		const struct sedge *se = &b->edges[e];
+		f[se->to].callers[f[se->to].ncallers++] = (struct cp_edge){se->from, se->s};
+		node_ct[se->from - s->nfuncs] += se->s.ct;
+	}
+	uint32_t root = s->nfuncs;
+	for (uint32_t k = 1; k < b->nnodes; k++) {
+		struct cp_func *nf = &f[root + k];
+		nf->s.ct = node_ct[k];
+		nf->callers[nf->ncallers++] = (struct cp_edge){root, {1, 1, 0, node_ct[k]}};
+		node_ct[0] += node_ct[k];
+	}
+	f[root].s.ct = node_ct[0];
+	free(node_ct);
+	out->funcs = f;
+	out->nfuncs = n;
+	return 0;
+}
+
+int cp_whole_program(const struct cp_profile *p, const struct cp_stats *s, struct cp_arena *a,
+		     struct cp_stats *out)
+{
+	struct build b = {.s = s, .a = a};
+	const struct cp_extras *x = &p->ex;
+	uint32_t only = 0;
+	int err = -ENOMEM;
+
+	cp_keymap_init(&b.keys);
+	b.rem = calloc(s->nfuncs + 1, sizeof(*b.rem));
+	/* Room for a slot per output function: nodes are at most tasks + threads + 2. */
+	b.slot = calloc((size_t)s->nfuncs + 1, sizeof(*b.slot)); /* edges end at functions */
+	if (!b.rem || !b.slot)
+		goto out;
+	for (uint32_t i = 0; i < s->nfuncs; i++) {
+		const struct cp_key *k = &s->funcs[i].key;
+		const char *file = k->file ? k->file : "", *name = k->name ? k->name : "";
+		uint32_t v = i;
+		int found;
+		if (cp_keymap_get_or_put(&b.keys, file, strlen(file), k->line, name, strlen(name),
+					 &v, &found) < 0)
+			goto out;
+		b.rem[i] = cp_root_part(s, i);
+		if (!cp_is_root(s, i, &b.rem[i]))
+			b.rem[i] = (struct cp_stat){0};
+	}
+	/* Tasks before threads, so that the only thread's node is the newest when the
+	 * rest is hung from it (add_edge merges equal targets of the newest node). */
+	if ((err = add_node(&b, CP_WHOLE_ROOT_WHAT)) < 0 || (err = add_tasks(&b, x)) < 0 ||
+	    (err = add_threads(&b, x, &only)) < 0)
+		goto out;
+	/* What no table placed (and functions nobody calls nor placed): under the only
+	 * thread, else under the root, which has no other edges in b.edges. */
+	for (uint32_t i = 0; i < s->nfuncs && !err; i++) {
+		const struct cp_stat *r = &b.rem[i];
+		if (!r->nc && r->ct < EPS && (s->funcs[i].ncallers || b.slot[i]))
+			continue;
+		if (only) {
+			err = add_edge(&b, i, r);
+		} else if (cp_grow(&b.edges, &b.cedges, b.nedges + 1, sizeof(*b.edges), 64) < 0) {
+			err = -ENOMEM;
+		} else {
+			b.edges[b.nedges++] = (struct sedge){s->nfuncs, i, *r};
+			b.slot[i] = b.nedges;
+		}
+	}
+	if (err)
+		goto out;
+	err = assemble(&b, out);
+out:
+	cp_keymap_fini(&b.keys);
+	free(b.rem);
+	free(b.slot);
+	free(b.nodes);
+	free(b.edges);
+	return err;
+}

@@ -1,0 +1,81 @@
+"""The whole-program tree in a coprof file's pstats dict, as snakeviz and gprof2dot see
+it (libprof/whole.h): shared by check_pstats.py and check_engine_dump.py, on every
+Python 3 (3.6+).
+
+split() gives the program's own functions back (what coprof's reader keeps), so the
+exact checks stay exact; check_tree() checks the synthetic part: one root nobody calls,
+every function reached from it, one node per thread and task hanging from the root,
+each node's ct the sum of its edges', and every call of every function either made by
+a real caller or hung from exactly one node.
+"""
+ROOT = ("~", 0, "<whole program>")
+EPS = 1e-9
+
+
+def split(stats, extras):
+    synth = set(extras.get("synthetic", []))
+    own = {k: v[:4] + ({c: e for c, e in v[4].items() if c not in synth},)
+           for k, v in stats.items() if k not in synth}
+    return own, synth
+
+
+def root_calls(stats):
+    """{key: (nc, ct)} of the calls no caller in `stats` made (the C's cp_root_part)."""
+    out = {}
+    for k, (cc, nc, tt, ct, callers) in stats.items():
+        rnc = nc - sum(e[0] for e in callers.values())
+        rct = ct - sum(e[3] for c, e in callers.items() if c != k)
+        if not callers or rnc > 0 or rct > 1e-10:
+            out[k] = (max(rnc, 0), max(rct, 0.0))
+    return out
+
+
+def check_tree(stats, extras, fail):
+    """Returns {node name: {callee key: edge}} for the synthetic nodes under the root."""
+    synth = list(extras.get("synthetic", []))
+    if ROOT not in synth or any(k not in stats for k in synth):
+        fail("whole program: synthetic keys %r not all in the dict" % synth[:4])
+    if len(set(synth)) != len(synth) or any(k[0] != "~" or k[1] != 0 for k in synth):
+        fail("whole program: synthetic keys must be distinct ('~', 0, name): %r" % synth)
+    roots = [k for k, v in stats.items() if not v[4]]
+    if roots != [ROOT]:
+        fail("whole program: functions nobody calls %r, expected only the root" % roots[:4])
+    callees = {}
+    for k, v in stats.items():
+        for c, e in v[4].items():
+            callees.setdefault(c, {})[k] = e
+    seen, todo = {ROOT}, [ROOT]
+    while todo:
+        for k in callees.get(todo.pop(), {}):
+            if k not in seen:
+                seen.add(k)
+                todo.append(k)
+    if len(seen) != len(stats):
+        fail("whole program: %d of %d functions reached from the root" % (len(seen), len(stats)))
+    nodes = {}
+    for k in synth:
+        cc, nc, tt, ct, callers = stats[k]
+        below = callees.get(k, {})
+        if abs(ct - sum(e[3] for e in below.values())) > EPS:
+            fail("whole program: %r ct %r is not the sum of its edges'" % (k[2], ct))
+        if (cc, nc, tt) != (1, 1, 0.0):
+            fail("whole program: %r counts %r, expected one call and no own time" % (k[2], stats[k][:3]))
+        if k == ROOT:
+            continue
+        if callers != {ROOT: (1, 1, 0.0, ct)}:
+            fail("whole program: %r hangs from %r, expected the root" % (k[2], callers))
+        nodes[k[2]] = below
+    real = set(stats) - set(synth)
+    for k in real:
+        cc, nc, tt, ct, callers = stats[k]
+        made = sum(e[0] for c, e in callers.items() if c in real)
+        hung = sum(e[0] for c, e in callers.items() if c not in real)
+        if hung != max(nc - made, 0):
+            fail("whole program: %r: %d calls hung from nodes, expected %d" % (k, hung, nc - made))
+    return nodes
+
+
+def task_node(nodes, name):
+    """The node of the task called `name` ("<task NAME>", or "<task NAME 2>"...)."""
+    return [v for n, v in sorted(nodes.items())
+            if n == "<task %s>" % name or (n.startswith("<task %s " % name) and n[-2].isdigit())]
