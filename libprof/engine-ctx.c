@@ -401,7 +401,7 @@ int coprof_task_finish(uint64_t task_id)
 		return 0;
 	struct coprof_ctx *c = ids_find(t, task_id);
 	if (!c)
-		return -ENOENT;
+		return COPROF_ENOTASK;
 	coprof_ctx_finish(t, c);
 	return 0;
 }

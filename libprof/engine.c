@@ -293,7 +293,7 @@ int coprof_dump(struct coprof *p, const char *path)
 	if (!p || !path)
 		return -EINVAL;
 	if (!atomic_load(&p->recorded))
-		return -ENODATA;
+		return COPROF_ENODATA;
 	struct cp_profile *prof;
 	int rc = cp_snapshot(p, &prof);
 	if (rc)
@@ -310,7 +310,7 @@ int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg)
 	int rc = 0;
 	pthread_mutex_lock(&p->lock);
 	if (p->nresolvers == CP_MAX_RESOLVERS)
-		rc = -ENOSPC;
+		rc = COPROF_ETOOMANY;
 	else
 		p->resolvers[p->nresolvers++] = (struct cp_resolver){fn, arg};
 	pthread_mutex_unlock(&p->lock);
@@ -401,27 +401,20 @@ void cp_key_unknown(uintptr_t key, char *buf, size_t len)
 	snprintf(buf, len, "0x%" PRIxPTR, key);
 }
 
-#define CP_ERRORS(X)                                                                               \
-	X(EINVAL, "invalid argument")                                                              \
-	X(ENOMEM, "out of memory (or the memory limit was reached)")                               \
-	X(ENODATA, "no event was recorded")                                                        \
-	X(ENOSPC, "too many resolvers")                                                            \
-	X(ENOENT, "no such task or function")                                                      \
-	X(ENOSYS, "not implemented")                                                               \
-	X(EACCES, "permission denied")                                                             \
-	X(EIO, "input/output error")
-
+/* Codes of the API's own read from the table in coprof.h; any other code is an errno,
+ * said as the OS says it, so that ENOSPC reads "No space left on device" wherever it
+ * came from. */
 const char *coprof_strerror(int err)
 {
-	switch (-err) {
+	switch (err) {
 	case 0:
 		return "success";
-#define CP_ERR_CASE(code, text)                                                                    \
-	case code:                                                                                 \
+#define CP_ERR_CASE(name, value, text)                                                             \
+	case name:                                                                                 \
 		return text;
-		CP_ERRORS(CP_ERR_CASE)
+		COPROF_ERRORS(CP_ERR_CASE)
 #undef CP_ERR_CASE
 	default:
-		return strerror(-err);
+		return err < 0 && err > -4096 ? strerror(-err) : "unknown error";
 	}
 }

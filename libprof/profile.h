@@ -142,7 +142,8 @@ int cp_profile_new(struct cp_profile **out);
 void cp_profile_free(struct cp_profile *p);
 
 /* Writes `p` to `path` via a temporary name in the same directory and rename(2), so
- * a crash never leaves half a file. 0 or -errno. */
+ * a crash never leaves half a file. 0, -errno, or a COPROF_E* code when what stands at
+ * `path` is not a regular file (coprof_dump in coprof.h says which are replaced). */
 int cp_profile_write(const struct cp_profile *p, const char *path);
 
 /* The bytes cp_profile_write would write, in a malloc'ed buffer the caller frees (for

@@ -66,10 +66,13 @@ check:
 	return -EINVAL;
 }
 
+/* The longest COPROF_OUT: a path with room for a pid and a dump number added. */
+#define PL_OUT_MAX (PATH_MAX - 32)
+
 /* The template may hold %p (pid), %n (dump number) and %% only. */
 static int check_template(const char *s)
 {
-	if (!s[0] || strlen(s) >= PATH_MAX - 32)
+	if (!s[0] || strlen(s) >= PL_OUT_MAX)
 		return -EINVAL;
 	for (const char *p = s; *p; p++) {
 		if (*p != '%')
@@ -129,6 +132,15 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 		err[0] = 0;
 
 	if ((v = get("COPROF_OUT")) != NULL) {
+		if (strlen(v) >= PL_OUT_MAX) {
+			snprintf(err, errlen,
+				 "COPROF_OUT is too long (%zu bytes; at most %d); profiling is off",
+				 strlen(v), PL_OUT_MAX - 1);
+			return -EINVAL;
+		}
+		if (v[0] && v[strlen(v) - 1] == '/')
+			return bad(err, errlen, "COPROF_OUT", v,
+				   "a file: it ends in '/', so it names a directory");
 		if (check_template(v))
 			return bad(err, errlen, "COPROF_OUT", v,
 				   "a path (with %p for the pid, %n for the dump number)");

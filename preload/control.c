@@ -134,6 +134,18 @@ static void start_locked(void)
 	__atomic_store_n(&pl_tracing, pl_cfg.mode == COPROF_MODE_TRACE, __ATOMIC_RELEASE);
 }
 
+/* Says why dump `path` was not written, as the OS (or coprof_dump) says it. A shell
+ * leaves "~" in COPROF_OUT=~/x as it is, which the OS reads as a directory named "~". */
+static void say_dump_error(int rc, const char *path)
+{
+	if (rc == -ENOENT && path[0] == '~')
+		pl_say("cannot write the profile to %s: %s (a leading ~ is not expanded; "
+		       "use $HOME)",
+		       path, coprof_strerror(rc));
+	else
+		pl_say("cannot write the profile to %s: %s", path, coprof_strerror(rc));
+}
+
 /* Stops, writes dump number dumps+1 and clears, so the next window starts empty. A
  * window in which nothing was recorded writes no file and uses no number. */
 static void stop_dump_locked(void)
@@ -148,13 +160,14 @@ static void stop_dump_locked(void)
 	coprof_stop(pl_prof);
 	char path[PATH_MAX];
 	int rc = pl_out_path(pl_cfg.out, (long)getpid(), dumps + 1, forked, path, sizeof(path));
-	if (rc == 0)
-		rc = coprof_dump(pl_prof, path);
-	if (rc == 0)
+	if (rc != 0) /* the path itself is too long to make */
+		pl_say("cannot write the profile to COPROF_OUT=%s: %s", pl_cfg.out,
+		       coprof_strerror(rc));
+	else if ((rc = coprof_dump(pl_prof, path)) == 0)
 		dumps++;
-	else if (rc != -ENODATA)
-		pl_say("cannot write the profile to %s: %s", path, coprof_strerror(rc));
-	last_stop = rc == 0 ? PL_RUN_OFF : rc == -ENODATA ? PL_RUN_EMPTY : PL_RUN_FAILED;
+	else if (rc != COPROF_ENODATA)
+		say_dump_error(rc, path);
+	last_stop = rc == 0 ? PL_RUN_OFF : rc == COPROF_ENODATA ? PL_RUN_EMPTY : PL_RUN_FAILED;
 	coprof_clear(pl_prof);
 }
 

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,9 +60,12 @@ struct coprof_thread *pl_thread(void)
 	return th;
 }
 
+/* One line on stderr in a single write. The buffer holds a whole path (PATH_MAX) and
+ * the OS's reason after it; a line longer still ends in "..." rather than losing its
+ * end silently. */
 void pl_say(const char *fmt, ...)
 {
-	char buf[512];
+	char buf[PATH_MAX + 512];
 	va_list ap;
 	int n = snprintf(buf, sizeof(buf), "coprof: ");
 	va_start(ap, fmt);
@@ -70,8 +74,10 @@ void pl_say(const char *fmt, ...)
 	if (m < 0)
 		m = 0;
 	n += m;
-	if (n > (int)sizeof(buf) - 2)
+	if (n > (int)sizeof(buf) - 2) {
 		n = (int)sizeof(buf) - 2;
+		memcpy(buf + n - 3, "...", 3);
+	}
 	buf[n++] = '\n';
 	ssize_t w = write(2, buf, (size_t)n);
 	(void)w;

@@ -70,7 +70,7 @@ static int rig_open(struct rig *r, const struct impl *im, enum shape shape)
 }
 
 /* Ends a measurement. For pairs, dumps the profile too: coprof_dump refuses with
- * -ENODATA when nothing was recorded, which would make the figure meaningless. */
+ * COPROF_ENODATA when nothing was recorded, which would make the figure meaningless. */
 static int rig_close(struct rig *r, enum shape shape)
 {
 	if (shape == SHAPE_READ) {

@@ -3,6 +3,9 @@
  * The engine only accounts. Adapters (the LD_PRELOAD shim, the CPython adapter, or a
  * program of yours) translate their runtime's events into the calls below. Every call
  * that can fail returns 0 or a negative errno; results come through out-parameters.
+ * Conditions of the API itself (nothing recorded, a table full, an output path that
+ * is not a regular file) have codes of their own, COPROF_E*, far below any errno, so
+ * that an errno always keeps the OS's meaning. coprof_strerror reads both.
  * Event calls (enter, leave, switch) return nothing: errors there become sticky flags
  * reported once on stderr and in the file's extras. See libcoprof(3). */
 #ifndef COPROF_H
@@ -15,13 +18,30 @@
 extern "C" {
 #endif
 
+/* The API's own error codes: name, value, message. Errnos stop at 4095 on Linux. */
+#define COPROF_ERRORS(X)                                                                           \
+	X(COPROF_ENODATA, -10001, "no event was recorded")                                         \
+	X(COPROF_ETOOMANY, -10002, "too many resolvers")                                           \
+	X(COPROF_ENOTASK, -10003, "no such task")                                                  \
+	X(COPROF_EDEVICE, -10004, "it is a device, not a regular file; nothing was written")       \
+	X(COPROF_EFIFO, -10005, "it is a FIFO, not a regular file; nothing was written")           \
+	X(COPROF_ESOCKET, -10006, "it is a socket, not a regular file; nothing was written")       \
+	X(COPROF_ELINK, -10007,                                                                    \
+	  "it is a symbolic link to something other than a regular file; nothing was written")
+
+enum coprof_error {
+#define COPROF_ERROR_ENUM(name, value, text) name = value,
+	COPROF_ERRORS(COPROF_ERROR_ENUM)
+#undef COPROF_ERROR_ENUM
+};
+
 #if defined(__GNUC__)
 #define COPROF_API __attribute__((visibility("default")))
 #else
 #define COPROF_API
 #endif
 
-struct coprof;        /* one profiler: configuration, threads, the profile */
+struct coprof;	      /* one profiler: configuration, threads, the profile */
 struct coprof_thread; /* one OS thread registered with a profiler */
 struct coprof_ctx;    /* one context other than a thread's own: a coroutine, a task */
 
@@ -31,7 +51,7 @@ enum coprof_clock {
 };
 
 enum coprof_mode {
-	COPROF_MODE_TRACE = 0,  /* every call seen (enter/leave events) */
+	COPROF_MODE_TRACE = 0,	/* every call seen (enter/leave events) */
 	COPROF_MODE_SAMPLE = 1, /* stacks sampled by a timer (coprof_sample) */
 };
 
@@ -42,8 +62,8 @@ typedef uint64_t (*coprof_clock_fn)(void *arg);
 struct coprof_options {
 	enum coprof_clock clock;
 	enum coprof_mode mode;
-	size_t memory_limit;      /* bytes for all recorded data; 0: 256 MiB */
-	unsigned hz;              /* sampling rate, recorded in the extras */
+	size_t memory_limit;	    /* bytes for all recorded data; 0: 256 MiB */
+	unsigned hz;		    /* sampling rate, recorded in the extras */
 	coprof_clock_fn fake_clock; /* NULL: the real clock chosen by `clock` */
 	void *fake_clock_arg;
 };
@@ -73,10 +93,16 @@ COPROF_API int coprof_stop(struct coprof *p);
 COPROF_API int coprof_is_running(const struct coprof *p);
 /* Forgets all recorded data (functions, tasks, stacks); keeps threads registered. */
 COPROF_API int coprof_clear(struct coprof *p);
-/* Writes the profile to `path` (a temporary name, then rename). Works while running:
- * open frames are counted as closed at the dump instant, and recording goes on.
- * Returns -ENODATA, and writes nothing, when no event was ever recorded. */
+/* Writes the profile to `path` (a temporary name in the same directory, then rename).
+ * Works while running: open frames are counted as closed at the dump instant, and
+ * recording goes on. Returns COPROF_ENODATA, and writes nothing, when no event was ever
+ * recorded. Only a regular file (or nothing) at `path` is replaced: a device, FIFO or
+ * socket gives COPROF_EDEVICE/EFIFO/ESOCKET and a directory -EISDIR, writing nothing.
+ * A symbolic link to a regular file is written through: the file it names is
+ * replaced and the link stays (COPROF_ELINK for a link to anything else). OS errors
+ * come back as -errno. No temporary file is left behind on any error. */
 COPROF_API int coprof_dump(struct coprof *p, const char *path);
+/* Resolvers are tried in the order added; COPROF_ETOOMANY past the table's size. */
 COPROF_API int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg);
 /* Metadata for the extras. The command line defaults to /proc/self/cmdline. */
 COPROF_API int coprof_set_note(struct coprof *p, const char *note);
@@ -127,9 +153,8 @@ COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
  * where a suspended coroutine waits (wall clock), 0 when it was running. Called by
  * one thread at a time per profiler (the shim's control thread), never from a signal
  * handler. */
-COPROF_API void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c,
-			      const uintptr_t *pcs, unsigned depth, uint64_t period_ns,
-			      int waiting);
+COPROF_API void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
+			      unsigned depth, uint64_t period_ns, int waiting);
 
 /* --- the process-wide default profiler, for code that annotates its own switches -- */
 
@@ -140,11 +165,13 @@ COPROF_API struct coprof *coprof_default(void);
 COPROF_API struct coprof_thread *coprof_thread_self(void);
 /* For runtimes with their own switch code: switch the calling thread to the task
  * `task_id` (0: the thread's own context), creating it, named `name`, on first sight.
- * coprof_task_finish marks it finished. Both are no-ops without a default profiler. */
+ * coprof_task_finish marks it finished (COPROF_ENOTASK for a task never seen). Both
+ * are no-ops without a default profiler. */
 COPROF_API int coprof_task_switch(uint64_t task_id, const char *name);
 COPROF_API int coprof_task_finish(uint64_t task_id);
 
-/* The message for a negative errno returned by this API. */
+/* The message for a code returned by this API: COPROF_E* codes have their own, and
+ * a negative errno reads as strerror says it. */
 COPROF_API const char *coprof_strerror(int err);
 
 #ifdef __cplusplus

@@ -3,11 +3,19 @@ GET, SET, PING, DEL, EXISTS and the CONFIG GET that redis-benchmark sends first.
 
 Each connection is one asyncio task. Usage: resp_server.py [PORT] (default 6390); then
 e.g. redis-benchmark -p 6390 -t get,set -n 20000 -c 20 -q
+
+SIGINT and SIGTERM stop it gracefully, as real servers stop: the loop's own signal
+handlers set an event, the server stops listening, open connections are closed, and
+the program exits 0 after printing "resp_server: stopped". (A KeyboardInterrupt raised
+inside the loop, asyncio's default, can strand a task on Python 3.10 so that
+asyncio.run never returns.)
 """
 import asyncio
+import signal
 import sys
 
 store = {}
+clients = set()  # the writers of open connections, closed at shutdown
 
 
 async def read_command(reader):
@@ -50,6 +58,7 @@ def execute(args):
 
 
 async def serve_client(reader, writer):
+    clients.add(writer)
     try:
         while True:
             args = await read_command(reader)
@@ -60,18 +69,25 @@ async def serve_client(reader, writer):
     except (ConnectionError, asyncio.IncompleteReadError, ValueError):
         pass
     finally:
+        clients.discard(writer)
         writer.close()
 
 
 async def main(port):
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     server = await asyncio.start_server(serve_client, "127.0.0.1", port)
     print("listening on 127.0.0.1:%d" % port, flush=True)
-    async with server:
-        await server.serve_forever()
+    await stop.wait()
+    server.close()
+    for writer in list(clients):
+        writer.close()  # its reader sees the end of stream; its task returns
+    # since 3.12 wait_closed also waits for the connections, which are closing now
+    await asyncio.wait_for(server.wait_closed(), 10)
+    print("resp_server: stopped", flush=True)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 6390))
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 6390))

@@ -241,7 +241,7 @@ Test(contexts, task_ids_switch_through_the_default_profiler)
 	cr_assert_eq(coprof_task_switch(5, "ignored"), 0);
 	at(35), coprof_leave(self, K("t5_root"));
 	cr_assert_eq(coprof_task_finish(5), 0);
-	cr_expect_eq(coprof_task_finish(5), -ENOENT);
+	cr_expect_eq(coprof_task_finish(5), COPROF_ENOTASK);
 	at(40);
 	cr_assert_eq(coprof_task_switch(5, "t5 again"), 0, "an id reused after finish");
 	cr_assert_eq(coprof_task_switch(0, NULL), 0);

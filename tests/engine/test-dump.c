@@ -33,13 +33,13 @@ TestSuite(dump, .init = setup, .fini = teardown);
 Test(dump, nothing_recorded_writes_no_file)
 {
 	fx_setup(&f, COPROF_CLOCK_WALL);
-	cr_expect_eq(coprof_dump(f.p, path), -ENODATA);
+	cr_expect_eq(coprof_dump(f.p, path), COPROF_ENODATA);
 	struct coprof_ctx *c;
 	cr_assert_eq(coprof_ctx_create(f.t, 1, "c", "x", &c), 0);
 	coprof_ctx_switch(f.t, c);
 	coprof_leave(f.t, K("never_entered")); /* no call seen: still nothing */
 	coprof_ctx_switch(f.t, NULL);
-	cr_expect_eq(coprof_dump(f.p, path), -ENODATA);
+	cr_expect_eq(coprof_dump(f.p, path), COPROF_ENODATA);
 	struct stat st;
 	cr_expect_neq(stat(path, &st), 0);
 }

@@ -21,7 +21,7 @@ Test(sampling, samples_reach_the_profile_with_their_task)
 	cr_assert_eq(coprof_ctx_create(f.t, 0x5, "co", "ucontext", &c), 0);
 	uintptr_t pcs[] = {K("leaf"), K("root")};
 	coprof_sample(f.t, NULL, pcs, 2, 1000000, 0); /* stopped: not counted */
-	cr_expect_eq(coprof_dump(f.p, "/nonexistent/x"), -ENODATA);
+	cr_expect_eq(coprof_dump(f.p, "/nonexistent/x"), COPROF_ENODATA);
 	cr_assert_eq(coprof_start(f.p), 0);
 	for (int i = 0; i < 3; i++)
 		coprof_sample(f.t, NULL, pcs, 2, 1000000, 0);

@@ -4,10 +4,14 @@
 Runs a sample (or a test program) under `coprof record` or LD_PRELOAD, reads the
 profile back with pstats and the coprof extras (the file's second marshal object),
 and asserts on them. Paths come from the environment meson sets (COPROF_*)."""
+import errno
 import glob
 import os
 import re
+import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -534,6 +538,133 @@ def case_resp_toggles():
         stats, ex = load(tmpl.replace("%n", str(i)))
         check(nc(stats, "cmd_get") >= 300 and nc(stats, "cmd_set") >= 300, f"window {i}: get/set counts")
         check(any(t["name"] == "serve" for t in ex["tasks"]), f"window {i}: no serve task")
+
+
+def need_root(what):
+    """Mounts, mknod and another user need root; without it the case is skipped (77)."""
+    if os.geteuid() != 0:
+        print(f"SKIP: {what} needs root")
+        sys.exit(77)
+
+
+def public_dir(name):
+    """A fresh directory under TMP that an unprivileged user may enter (TMP is 0700)."""
+    os.chmod(TMP, 0o755)
+    d = os.path.join(TMP, name)
+    os.mkdir(d)
+    os.chmod(d, 0o755)
+    return d
+
+
+def listing(d):
+    """What a directory holds: names with their types, to see that nothing was left."""
+    return sorted((n, stat.S_IFMT(os.lstat(os.path.join(d, n)).st_mode)) for n in os.listdir(d))
+
+
+def check_refused(out, reason, cwd, prefix=(), watch=None):
+    """Runs jumper under the shim with COPROF_OUT=out (as `prefix`, e.g. another user):
+    its exit status and output must be those of a run without coprof, stderr one coprof
+    line naming the path and `reason`, and `watch` (the directory the profile would go
+    to) must hold what it held before: no partial or temporary file."""
+    cmd = list(prefix) + [os.path.join(TESTBIN, "jumper"), "3"]
+    plain = subprocess.run(cmd, env=base_env(), cwd=cwd, capture_output=True, text=True, timeout=60)
+    before = listing(watch) if watch else None
+    # the shim goes in after the prefix: setpriv sets capabilities on its own thread
+    # only, so with the shim's control thread in it its setresgid aborts (glibc's setxid)
+    preload = ["env", "LD_PRELOAD=" + preload_env()["LD_PRELOAD"], "COPROF_OUT=" + out]
+    p = subprocess.run(list(prefix) + preload + cmd[len(prefix):], env=base_env(), cwd=cwd,
+                       capture_output=True, text=True, timeout=60)
+    check((p.returncode, p.stdout) == (plain.returncode, plain.stdout),
+          f"{out}: the host's status or output changed: {p.returncode} {p.stdout!r}, "
+          f"alone {plain.returncode} {plain.stdout!r}; stderr {p.stderr!r}")
+    lines = coprof_lines(p.stderr)
+    want = f"coprof: cannot write the profile to {out}: {reason}"
+    check(len(lines) == 1 and lines[0].startswith(want), f"{out}: stderr {p.stderr!r}, expected {want!r}")
+    if watch:
+        check(listing(watch) == before, f"{out}: {watch} held {before}, now {listing(watch)}")
+
+
+def case_out_os_errors():
+    need_root("mounting a full and a read-only filesystem, running as nobody")
+    base = public_dir("oserr")
+    # a missing directory; the same through "~", which no shell expanded
+    check_refused(os.path.join(base, "missing", "x.pstat"), os.strerror(errno.ENOENT), base, watch=base)
+    check_refused("~/x.pstat", os.strerror(errno.ENOENT) + " (a leading ~ is not expanded", base,
+                  watch=base)
+    # a name too long for the filesystem: the whole path and the reason, not cut
+    check_refused(os.path.join(base, "n" * 300 + ".pstat"), os.strerror(errno.ENAMETOOLONG), base,
+                  watch=base)
+    # a directory the user may not write to (root may write anywhere: run as nobody)
+    ro = os.path.join(base, "ro")
+    os.mkdir(ro)
+    os.chmod(ro, 0o555)
+    check_refused(os.path.join(ro, "x.pstat"), os.strerror(errno.EACCES), base,
+                  prefix=["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"], watch=ro)
+    # a full disk and a read-only filesystem: small tmpfs mounts, unmounted after
+    full, rofs = os.path.join(base, "full"), os.path.join(base, "rofs")
+    os.mkdir(full)
+    os.mkdir(rofs)
+    mounted = []
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "coprof-test", full], check=True)
+        mounted.append(full)
+        fd = os.open(os.path.join(full, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b"x" * 4096) > 0:
+                pass
+        except OSError as e:
+            check(e.errno == errno.ENOSPC, f"filling the tmpfs: {e}")
+        finally:
+            os.close(fd)
+        check_refused(os.path.join(full, "x.pstat"), os.strerror(errno.ENOSPC), base, watch=full)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "coprof-test", rofs], check=True)
+        mounted.append(rofs)
+        check_refused(os.path.join(rofs, "x.pstat"), os.strerror(errno.EROFS), base, watch=rofs)
+    finally:
+        for m in mounted:
+            subprocess.run(["umount", m], check=False)
+
+
+def case_out_not_regular():
+    need_root("mknod")
+    d = os.path.join(TMP, "targets")
+    os.mkdir(d)
+    dev = os.path.join(d, "null")
+    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null, never in /dev
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    sock_path = os.path.join(d, "sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(sock_path)
+    sub = os.path.join(d, "dir")
+    os.mkdir(sub)
+    os.symlink(dev, os.path.join(d, "to-dev"))
+    os.symlink(os.path.join(d, "nothing"), os.path.join(d, "dangling"))
+    try:
+        device = "it is a device, not a regular file; nothing was written"
+        link = "it is a symbolic link to something other than a regular file"
+        for name, reason in [("null", device), ("fifo", "it is a FIFO, not a regular file"),
+                             ("sock", "it is a socket, not a regular file"),
+                             ("dir", os.strerror(errno.EISDIR)), ("to-dev", link), ("dangling", link)]:
+            before = os.lstat(os.path.join(d, name))
+            check_refused(os.path.join(d, name), reason, TMP, watch=d)
+            after = os.lstat(os.path.join(d, name))
+            check((after.st_ino, after.st_mode, after.st_rdev) == (before.st_ino, before.st_mode, before.st_rdev),
+                  f"{name} was replaced")
+        check(os.listdir(sub) == [], f"something was written in the directory: {os.listdir(sub)}")
+        # a link to a regular file is written through: the file changes, the link stays
+        real = os.path.join(d, "real.pstat")
+        with open(real, "w") as f:
+            f.write("old")
+        os.symlink(real, os.path.join(d, "to-real"))
+        run([os.path.join(TESTBIN, "jumper"), "3"], preload_env(COPROF_OUT=os.path.join(d, "to-real")))
+        check(os.path.islink(os.path.join(d, "to-real")), "the link was replaced")
+        stats, _ = load(real)
+        check(nc(stats, "outer") == 3, "the profile written through the link")
+        check(not [n for n in os.listdir(d) if ".tmp." in n], f"temporary files left: {os.listdir(d)}")
+    finally:
+        sock.close()
+        shutil.rmtree(d)
 
 
 if __name__ == "__main__":

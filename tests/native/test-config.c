@@ -1,6 +1,7 @@
 /* test-config.c: the COPROF_* environment parser (preload/config.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -155,17 +156,10 @@ Test(toggle_state, round_trip_and_rejects)
 Test(config, bad_values_say_which_variable)
 {
 	static const char *const bad[][2] = {
-	    {"COPROF_CLOCK", "cycles"},
-	    {"COPROF_MODE", "trac"},
-	    {"COPROF_SIGNAL", "KILL"},
-	    {"COPROF_START", "maybe"},
-	    {"COPROF_HZ", "0"},
-	    {"COPROF_HZ", "12x"},
-	    {"COPROF_HZ", "-5"},
-	    {"COPROF_OUT", "a%qb"},
-	    {"COPROF_OUT", ""},
-	    {"COPROF_BUILTINS", "2"},
-	    {"COPROF_PY_HOOK", "setprofile"},
+	    {"COPROF_CLOCK", "cycles"}, {"COPROF_MODE", "trac"},  {"COPROF_SIGNAL", "KILL"},
+	    {"COPROF_START", "maybe"},	{"COPROF_HZ", "0"},	  {"COPROF_HZ", "12x"},
+	    {"COPROF_HZ", "-5"},	{"COPROF_OUT", "a%qb"},	  {"COPROF_OUT", ""},
+	    {"COPROF_OUT", "/tmp/"},	{"COPROF_BUILTINS", "2"}, {"COPROF_PY_HOOK", "setprofile"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct pl_config cfg;
@@ -197,6 +191,24 @@ Test(config, out_path_template)
 	cr_assert_eq(pl_out_path("out.%p.pstat", 77, 1, 1, buf, sizeof(buf)), 0);
 	cr_expect_str_eq(buf, "out.77.pstat");
 	cr_expect_eq(pl_out_path("a-long-name-%p", 1234567, 1, 0, buf, 10), -ENAMETOOLONG);
+}
+
+Test(config, out_path_problems_say_what_they_are)
+{
+	struct pl_config cfg;
+	char err[256];
+	const char *const dir[] = {"COPROF_OUT", "out/", NULL};
+	cr_assert_eq(parse(&cfg, err, dir), -EINVAL);
+	cr_expect(strstr(err, "directory") != NULL, "%s", err);
+	/* a template too long says so, whatever it holds (the value is not quoted whole) */
+	static char longer[PATH_MAX + 8];
+	memset(longer, 'a', sizeof(longer) - 1);
+	const char *const too_long[] = {"COPROF_OUT", longer, NULL};
+	cr_assert_eq(parse(&cfg, err, too_long), -EINVAL);
+	cr_expect(strstr(err, "COPROF_OUT is too long") != NULL, "%s", err);
+	/* the longest accepted one is accepted */
+	longer[PATH_MAX - 33] = 0;
+	cr_expect_eq(parse(&cfg, err, too_long), 0, "%s", err);
 }
 
 Test(config, message_stays_one_line)

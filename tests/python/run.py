@@ -632,7 +632,8 @@ def resp_server(r, **env):
 
 
 def case_resp(r):
-    """samples/python/resp_server.py under redis-benchmark, stopped with SIGINT."""
+    """samples/python/resp_server.py under redis-benchmark, stopped with SIGTERM (the
+    toggled case stops it with SIGINT): a graceful stop, exit 0."""
     out = os.path.join(r.tmp, "resp.pstat")
     bench, port, p = resp_server(r, COPROF_CLOCK="cpu", COPROF_OUT=out)
     try:
@@ -640,8 +641,10 @@ def case_resp(r):
                             "-q"], capture_output=True, text=True, timeout=120)
         check(b.returncode == 0, "redis-benchmark failed: " + b.stderr[-1000:])
     finally:
-        p.send_signal(signal.SIGINT)
-        err = p.communicate(timeout=60)[1]
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "resp_server: stopped" in rest,
+          "exit %d: %s %s" % (p.returncode, rest[-500:], err[-2000:]))
     check("coprof:" not in err, "the shim complained: " + err[-2000:])
     prof = Profile(out)
     check(prof.nc("execute") >= 4000, "execute nc %d" % prof.nc("execute"))
@@ -673,9 +676,10 @@ def case_resp_toggled(r):
     finally:
         if b is not None:
             reap(b)
-        p.send_signal(signal.SIGINT)
-        err = p.communicate(timeout=60)[1]
-    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+        p.send_signal(signal.SIGINT)  # connections may still be open: they are closed
+        rest, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "resp_server: stopped" in rest,
+          "exit %d: %s %s" % (p.returncode, rest[-500:], err[-2000:]))
     check("coprof:" not in err, "the shim complained: " + err[-2000:])
     files = sorted(glob.glob(os.path.join(r.tmp, "resp.*.pstat")))
     check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
