@@ -26,6 +26,9 @@
  *      'threads':  [{'tid': int, 'name': str, 'ttot': float s, 'switches': int}]
  *      'stacks':   [(task index into 'tasks' or -1, tid, (key, ...) innermost first,
  *                    samples: int, waiting: bool)]
+ *      'stack_ns': [int, ...], one per entry of 'stacks': the ns its samples were
+ *                    charged (under cpu a tick weighs the CPU time since the last
+ *                    one, so this is not samples x period). Absent in older files.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
  *    do not know, so later versions may add keys; references restart in this object.
  */
@@ -400,6 +403,10 @@ static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *
 	for (uint32_t i = 0; x->stacks && i < x->nstacks; i++)
 		if ((err = put_stack(w, r, p, &x->stacks[i])) < 0)
 			return err;
+	put_shared_str(w, r, "stack_ns");
+	cp_mw_list(w, x->stacks ? x->nstacks : 0);
+	for (uint32_t i = 0; x->stacks && i < x->nstacks; i++)
+		cp_mw_uint(w, x->stacks[i].weight);
 	cp_mw_dict_end(w);
 	return w->err;
 }
