@@ -83,6 +83,7 @@ struct cp_stack {
 	uint32_t *frames;
 	uint32_t depth;
 	uint64_t count; /* samples */
+	uint64_t weight; /* ns, the samples' summed periods; 0 if the file had none */
 	uint8_t waiting; /* 1: charged while the context was suspended (wall) */
 };
 

@@ -755,6 +755,14 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 				    "synthetic")) < 0)
 			return r;
 	}
+	/* Optional (newer files): each stack's weight in ns, in the order of 'stacks'. */
+	if ((r = get_list(rd, d, "stack_ns", &items, &n)) < 0)
+		return r;
+	if (n && n != x->nstacks)
+		return fail(rd, "extras 'stack_ns': %u entries for %u stacks", n, x->nstacks);
+	for (uint32_t i = 0; i < n; i++)
+		if ((r = get_count(rd, &items[i], &x->stacks[i].weight, "stack_ns")) < 0)
+			return r;
 	return 0;
 }
 

@@ -34,6 +34,9 @@
  *      'synthetic': [key, ...], the functions of 1. that the writer added to join
  *                    every root under one (whole.h); readers that know this key take
  *                    them out again, so report and diff numbers stay the profile's.
+ *      'stack_ns': [int, ...], one per entry of 'stacks': the ns its samples were
+ *                    charged (under cpu a tick weighs the CPU time since the last
+ *                    one, so this is not samples x period). Absent in older files.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
  *    do not know, so later versions may add keys; references restart in this object.
  */
@@ -429,6 +432,10 @@ static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *
 	cp_mw_list(w, whole->nfuncs - nreal);
 	for (uint32_t i = nreal; i < whole->nfuncs; i++)
 		put_key(w, r, &whole->funcs[i].key);
+	put_shared_str(w, r, "stack_ns");
+	cp_mw_list(w, x->stacks ? x->nstacks : 0);
+	for (uint32_t i = 0; x->stacks && i < x->nstacks; i++)
+		cp_mw_uint(w, x->stacks[i].weight);
 	cp_mw_dict_end(w);
 	return w->err;
 }

@@ -511,6 +511,7 @@ struct row {
 	int64_t task;
 	uint64_t tid;
 	uint64_t count;
+	uint64_t weight; /* ns */
 	uint32_t depth;
 	uint8_t waiting;
 	uint32_t *keys; /* key indexes, innermost first */
@@ -563,6 +564,7 @@ static int build_rows(struct build *b, struct row **rowsp, uint32_t *nrowsp)
 				    memcmp(r->keys, b->scratch, st->depth * sizeof(uint32_t)) ==
 					0) {
 					r->count += st->count;
+					r->weight += st->weight;
 					found = 1;
 					break;
 				}
@@ -573,6 +575,7 @@ static int build_rows(struct build *b, struct row **rowsp, uint32_t *nrowsp)
 			r->task = task;
 			r->tid = st->tid;
 			r->count = st->count;
+			r->weight = st->weight;
 			r->depth = st->depth;
 			r->waiting = st->waiting;
 			r->keys = malloc(st->depth * sizeof(uint32_t));
@@ -621,6 +624,7 @@ static int write_stacks(struct build *b, const struct row *rows, uint32_t nrows,
 		o->task = rows[i].task;
 		o->thread = rows[i].tid;
 		o->count = rows[i].count;
+		o->weight = rows[i].weight;
 		o->waiting = rows[i].waiting;
 		o->depth = rows[i].depth;
 		o->frames = cp_arena_alloc(b->prof->arena, rows[i].depth * sizeof(uint32_t));

@@ -11,6 +11,7 @@ pkgs=(
 	uftrace google-perftools libgoogle-perftools-dev
 	redis-tools valgrind tmux hyperfine afl++ procps
 	chromium chromium-driver python3-venv
+	zlib1g-dev golang-go clang-format
 )
 
 missing=()

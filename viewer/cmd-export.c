@@ -12,16 +12,21 @@
 #include "cli.h"
 #include "cmds.h"
 #include "fmt.h"
+#include "export-pprof.h"
 #include "model.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: coprof export FILE... --format callgrind|collapsed [--from-edges] -o OUT\n"
+		"       coprof export FILE... --format pprof -o OUT.pb.gz\n"
 		"  callgrind: costs in ns (event \"ns\"); calls lines carry inclusive cost.\n"
 		"  collapsed: folded stacks from a sampled profile (one line per stack,\n"
 		"             count = samples); --from-edges derives caller;callee pairs from\n"
 		"             a traced profile instead (tsub in us per edge, not true stacks).\n"
+		"  pprof:     gzipped profile.proto (go tool pprof, Pyroscope, Parca): sampled\n"
+		"             stacks labelled thread and task; from a traced profile,\n"
+		"             caller;callee pairs and own times.\n"
 		"  OUT \"-\" is stdout.\n");
 }
 
@@ -239,9 +244,10 @@ int vw_cmd_export(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	int callgrind = !strcmp(format, "callgrind");
-	if (!callgrind && strcmp(format, "collapsed")) {
-		fprintf(stderr, "coprof export: unknown format '%s' (callgrind or collapsed)\n",
+	int callgrind = !strcmp(format, "callgrind"), pprof = !strcmp(format, "pprof");
+	if (!callgrind && !pprof && strcmp(format, "collapsed")) {
+		fprintf(stderr,
+			"coprof export: unknown format '%s' (callgrind, collapsed or pprof)\n",
 			format);
 		return 2;
 	}
@@ -251,7 +257,7 @@ int vw_cmd_export(int argc, char **argv)
 	uint32_t nstacks = 0;
 	for (uint32_t i = 0; i < m.nprofiles; i++)
 		nstacks += m.profiles[i]->ex.nstacks;
-	if (!callgrind && !nstacks && !edges) {
+	if (!callgrind && !pprof && !nstacks && !edges) {
 		fprintf(stderr,
 			"coprof export: %s has no sampled stacks: folded stacks need a sampled "
 			"profile (COPROF_MODE=sample). A traced or pstats file only has "
@@ -270,6 +276,8 @@ int vw_cmd_export(int argc, char **argv)
 	int rc = 0;
 	if (callgrind)
 		rc = write_callgrind(f, &m);
+	else if (pprof)
+		rc = vw_export_pprof(f, &m);
 	else if (nstacks && !edges)
 		for (uint32_t i = 0; i < m.nprofiles; i++)
 			write_stacks(f, m.profiles[i]);

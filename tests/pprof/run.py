@@ -1,0 +1,333 @@
+"""tests/pprof/run.py CASE: `coprof export --format pprof` read back by Go's own reader,
+`go tool pprof` (Debian's golang-go): its -top totals and per-function flat/cum times
+equal `coprof report`'s, its -traces stacks and labels equal `export --format
+collapsed`'s, and traced files give caller;callee pairs with a note. A missing `go`
+fails the test. Runs real programs under `coprof record`; files go to a temp dir."""
+import collections
+import json
+import marshal
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from coprof_test import base_env, check, run_cases  # noqa: E402
+
+BIN = os.environ["COPROF_BIN"]
+CPU = os.environ["COPROF_CPU_SAMPLES"]
+NATIVE = os.environ["COPROF_SAMPLES"]
+GOHOME = os.environ["COPROF_GOHOME"]
+TMP = tempfile.mkdtemp(prefix="coprof-pprof-")
+
+
+def go():
+    g = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
+                                    if os.path.exists(p)), None)
+    check(g is not None, "no `go` found: the pprof tests need golang-go (scripts/setup.sh)")
+    return g
+
+
+def pprof(args, path):
+    """`go tool pprof ARGS PATH`'s stdout, with HOME and GOCACHE in the build dir."""
+    os.makedirs(os.path.join(GOHOME, "cache"), exist_ok=True)
+    env = dict(base_env(), HOME=GOHOME, GOCACHE=os.path.join(GOHOME, "cache"),
+               PPROF_TMPDIR=GOHOME, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    p = subprocess.run([go(), "tool", "pprof"] + args + [path], env=env, capture_output=True,
+                       text=True, timeout=120)
+    check(p.returncode == 0, f"go tool pprof {' '.join(args)} {path}: exit {p.returncode}\n"
+          f"{p.stderr}")
+    return p.stdout
+
+
+def coprof(*args, ok=True):
+    p = subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=120)
+    if ok:
+        check(p.returncode == 0, f"coprof {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+    return p
+
+
+def record(name, opts, cmd):
+    out = os.path.join(TMP, name)
+    p = subprocess.run([BIN, "record"] + opts + ["-o", out, "--"] + cmd, env=base_env(),
+                       cwd=TMP, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stderr}")
+    return out
+
+
+def export(paths, name):
+    out = os.path.join(TMP, name)
+    p = coprof("export", *paths, "--format", "pprof", "-o", out)
+    with open(out, "rb") as f:
+        check(f.read(2) == b"\x1f\x8b", f"{out} is not gzip")
+    return out, p.stderr
+
+
+def report(paths):
+    return json.loads(coprof("report", *paths, "--format", "json", "--limit", "0").stdout)
+
+
+NS = re.compile(r"^(-?[0-9.]+)(ns)?$")
+
+
+def ns(tok):
+    m = NS.match(tok)
+    check(m is not None, f"expected a value in ns, found {tok!r}")
+    return float(m.group(1))
+
+
+def top(path):
+    """(total ns, {name: [flat ns, cum ns]}) from `pprof -top` with nothing dropped."""
+    out = pprof(["-top", "-unit=ns", "-nodecount=1000000", "-nodefraction=0",
+                 "-edgefraction=0"], path)
+    m = re.search(r"of (\S+) total", out)
+    check(m is not None, f"no total in pprof -top:\n{out}")
+    total = ns(m.group(1))
+    rows, seen = {}, collections.Counter()
+    body = out.split("flat  flat%   sum%        cum   cum%", 1)
+    check(len(body) == 2, f"no table in pprof -top:\n{out}")
+    for line in body[1].splitlines():
+        f = line.split(None, 5)
+        if len(f) < 6:
+            continue
+        seen[f[5]] += 1
+        rows[f[5]] = [ns(f[0]), ns(f[3])]
+    return total, {k: v for k, v in rows.items() if seen[k] == 1}
+
+
+def traces(path, index):
+    """pprof -traces as a list of (labels {key: value}, frames innermost first, value)."""
+    out = pprof(["-traces", "-unit=ns", f"-sample_index={index}"], path)
+    blocks = out.split("-----------+-------------------------------------------------------")
+    res = []
+    for b in blocks[1:]:
+        labels, frames, value = {}, [], None
+        if not b.strip():
+            continue
+        for line in b.splitlines():
+            if not line.strip():
+                continue
+            lm = re.match(r"^\s*([A-Za-z_]+):  (.*)$", line)
+            if value is None and lm:
+                labels[lm.group(1)] = lm.group(2).strip()
+            elif value is None:
+                tok, _, rest = line.strip().partition(" ")
+                value = ns(tok)
+                frames.append(rest.strip())
+            else:
+                frames.append(line.strip())
+        check(value is not None and frames, f"unreadable trace block:\n{b}")
+        res.append((labels, frames, value))
+    check(res, f"pprof -traces printed no samples:\n{out}")
+    return res
+
+
+def folded_name(s):
+    return s.replace(";", "_").replace("\n", "_")
+
+
+def check_top(paths, pb):
+    """-top's total, and each function's flat and cum, equal report's tsub and ttot
+    (ns; report prints 9 significant digits)."""
+    rep = report(paths)
+    total, rows = top(pb)
+    want = rep["total_tt"] * 1e9
+    check(abs(total - want) <= 1e-7 * want + 1000,
+          f"pprof total {total:.0f} ns, report {want:.0f} ns")
+    names = collections.Counter(f["name"] for f in rep["functions"])
+    checked = 0
+    for f in rep["functions"]:
+        if names[f["name"]] != 1 or f["ttot"] == 0:
+            continue
+        check(f["name"] in rows, f"{f['name']} (ttot {f['ttot']}) missing from pprof -top")
+        flat, cum = rows[f["name"]]
+        for what, got, exp in (("flat", flat, f["tsub"] * 1e9), ("cum", cum, f["ttot"] * 1e9)):
+            check(abs(got - exp) <= 1e-7 * exp + 1000,
+                  f"{f['name']}: pprof {what} {got:.0f} ns, report {exp:.0f} ns")
+        checked += 1
+    check(checked >= 3, f"only {checked} functions compared")
+    return rep
+
+
+def check_stacks(paths, pb):
+    """-traces (by samples) equal `export --format collapsed`: the same stacks, each
+    with the same thread, task and waiting, the same counts. Every sample carries the
+    labels thread and task. Returns the traces."""
+    tr = traces(pb, "samples")
+    got = collections.Counter()
+    for labels, frames, value in tr:
+        check("thread" in labels and "task" in labels, f"labels {labels} lack thread/task")
+        task = labels["task"]
+        if task != "[thread]":
+            tid = labels.get("task_id")
+            check(tid is not None, f"task label without task_id: {labels}")
+            name = "" if task == f"task {tid}" else " " + task
+            task = f"[task {tid}{name}]"
+        key = [f"[tid {labels['thread']}]", folded_name(task)]
+        key += [folded_name(f) for f in reversed(frames)]
+        if labels.get("waiting") == "true":
+            key.append("[waiting]")
+        got[";".join(key)] += int(value)
+    want = collections.Counter()
+    for line in coprof("export", *paths, "--format", "collapsed", "-o", "-").stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        want[stack] += int(n)
+    check(got == want, "pprof -traces and collapsed differ:\n only in pprof: "
+          f"{dict(got - want)}\n only in collapsed: {dict(want - got)}")
+    check(len(want) >= 2, f"only {len(want)} stacks")
+    return tr
+
+
+def sampled(name, opts, cmd):
+    path = record(name + ".pstat", ["--mode", "sample"] + opts, cmd)
+    pb, err = export([path], name + ".pb.gz")
+    check(err == "", f"export of a sampled file said: {err}")
+    return path, pb
+
+
+def case_sampled_cpu():
+    """Three threads of cpu-split under the CPU clock: per-thread labels."""
+    path, pb = sampled("cpu", ["-c", "cpu"], [os.path.join(CPU, "cpu-split"), "1", "3"])
+    check_top([path], pb)
+    tr = check_stacks([path], pb)
+    check(len({lab["thread"] for lab, _, _ in tr}) == 3, "expected 3 thread labels")
+    out = pprof(["-top", "-sample_index=cpu"], pb)
+    check("Type: cpu" in out, f"sample type cpu missing:\n{out[:400]}")
+    raw = pprof(["-raw"], pb)
+    check("PeriodType: cpu nanoseconds" in raw and "Period: 1003009" in raw,
+          f"period type/period (997 Hz) missing:\n{raw[:600]}")
+    check(re.search(r"Duration: [1-9]", raw) is not None, f"no duration:\n{raw[:600]}")
+    # file names and start lines of the functions (cpu-split has debug info)
+    lst = pprof(["-list", "^heavy$"], pb)
+    check("split.c" in lst, f"heavy's file not in pprof -list:\n{lst[:600]}")
+    check(re.search(r"heavy .*split\.c:\d+", pprof(["-traces", "-lines"], pb)) or
+          re.search(r"split\.c:[1-9]\d*", pprof(["-top", "-lines"], pb)),
+          "no split.c line numbers")
+
+
+def case_sampled_wall():
+    """sched's coroutines under the wall clock: task labels, waiting stacks."""
+    path, pb = sampled("wall", ["-c", "wall", "--hz", "1999"], [os.path.join(NATIVE, "sched")])
+    check_top([path], pb)
+    tr = check_stacks([path], pb)
+    tasks = {lab["task"] for lab, _, _ in tr}
+    check({"crunch", "sleeper", "[thread]"} <= tasks, f"task labels {tasks}")
+    check(any(lab.get("waiting") == "true" for lab, _, _ in tr), "no waiting sample")
+    check("Type: wall" in pprof(["-top"], pb), "sample type wall missing")
+    # a fleet store filters by coroutine: -tagfocus keeps one task's samples
+    only = pprof(["-top", "-unit=ns", "-tagfocus=task=sleeper", "-nodefraction=0"], pb)
+    check("burn_cpu" in only and "crunch_work" not in only,
+          f"-tagfocus=task=sleeper did not select the sleeper task:\n{only}")
+
+
+def case_merged():
+    """Two sampled files export as `report` merges them."""
+    a = record("m1.pstat", ["--mode", "sample", "-c", "cpu"], [os.path.join(CPU, "cpu-split"), "0.5"])
+    b = record("m2.pstat", ["--mode", "sample", "-c", "cpu"], [os.path.join(CPU, "cpu-split"), "0.5", "2"])
+    pb, err = export([a, b], "merged.pb.gz")
+    check(err == "", f"export said: {err}")
+    check_top([a, b], pb)
+    tr = check_stacks([a, b], pb)
+    check(len({lab["thread"] for lab, _, _ in tr}) == 3, "expected 3 threads over 2 files")
+
+
+def case_old_file():
+    """A file from before per-stack times: own times are split by sample count, with a
+    note; totals and flat times still equal report's."""
+    path = record("old.pstat", ["--mode", "sample", "-c", "cpu"], [os.path.join(CPU, "cpu-split"), "1"])
+    with open(path, "rb") as f:
+        stats, extras = marshal.load(f), marshal.load(f)
+    check("stack_ns" in extras, "the engine wrote no stack_ns")
+    del extras["stack_ns"]
+    old = os.path.join(TMP, "old-stripped.pstat")
+    with open(old, "wb") as f:
+        marshal.dump(stats, f)
+        marshal.dump(extras, f)
+    pb, err = export([old], "old.pb.gz")
+    check("no per-stack times" in err, f"no note on stderr: {err!r}")
+    rep = report([old])
+    total, rows = top(pb)
+    check(abs(total - rep["total_tt"] * 1e9) <= 1e-7 * total + 1000, "total differs")
+    for f in rep["functions"]:
+        if f["tsub"] > 0:
+            check(abs(rows[f["name"]][0] - f["tsub"] * 1e9) <= 1e-7 * total + 1000,
+                  f"{f['name']}: flat {rows[f['name']][0]} vs tsub {f['tsub']}")
+    check_stacks([old], pb)
+
+
+def check_edges(paths, pb, err):
+    """A traced profile: note on stderr and in the comments; flat times equal tsub and
+    the total equals report's; each --from-edges pair is a two-frame trace with the
+    same own time (us)."""
+    check("not stacks" in err, f"no note on stderr: {err!r}")
+    check("traced profile: samples are caller;callee pairs" in pprof(["-comments"], pb),
+          "no note in the profile's comments")
+    check("Type: calls" in pprof(["-top", "-sample_index=calls"], pb), "no calls type")
+    rep = report(paths)
+    total, rows = top(pb)
+    want = rep["total_tt"] * 1e9
+    check(abs(total - want) <= 1e-7 * want + 1000 + len(rows), f"total {total} vs {want}")
+    names = collections.Counter(f["name"] for f in rep["functions"])
+    for f in rep["functions"]:
+        if names[f["name"]] == 1 and f["tsub"] * 1e9 >= 1000:
+            check(abs(rows[f["name"]][0] - f["tsub"] * 1e9) <= 1e-7 * want + 1000,
+                  f"{f['name']}: flat {rows[f['name']][0]} vs tsub {f['tsub']}")
+    got = collections.Counter()
+    for labels, frames, value in traces(pb, "1"):
+        check(len(frames) <= 2, f"a traced export has a {len(frames)}-frame stack")
+        got[";".join(folded_name(x) for x in reversed(frames))] += value
+    edges = coprof("export", *paths, "--format", "collapsed", "--from-edges", "-o", "-").stdout
+    n = 0
+    for line in edges.splitlines():
+        stack, _, us = line.rpartition(" ")
+        check(stack in got and int(got[stack] // 1000) == int(us),
+              f"--from-edges {line!r}: pprof has {got.get(stack)} ns")
+        n += 1
+    check(n >= 3, f"only {n} edges")
+
+
+def case_traced():
+    path = record("traced.pstat", ["-c", "wall"], [os.path.join(NATIVE, "sched")])
+    pb, err = export([path], "traced.pb.gz")
+    check_edges([path], pb, err)
+
+
+def case_cprofile():
+    """A file cProfile wrote (no extras) exports like a traced one."""
+    src = os.path.join(TMP, "prog.py")
+    with open(src, "w") as f:
+        f.write("def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+                "def work():\n    return sum(fib(18) for _ in range(5))\n"
+                "def main():\n    work()\n    sorted(range(100000), key=lambda x: -x)\n"
+                "main()\n")
+    out = os.path.join(TMP, "cprof.pstat")
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", out, src], check=True, timeout=120)
+    pb, err = export([out], "cprof.pb.gz")
+    check_edges([out], pb, err)
+
+
+def case_bad_input():
+    """Mixed sampled and traced files, and an output that cannot be written: one line
+    on stderr, status 2, no file."""
+    s = record("bad-s.pstat", ["--mode", "sample"], [os.path.join(CPU, "cpu-split"), "0.3"])
+    t = record("bad-t.pstat", [], [os.path.join(NATIVE, "sched")])
+    out = os.path.join(TMP, "mixed.pb.gz")
+    p = coprof("export", s, t, "--format", "pprof", "-o", out, ok=False)
+    check(p.returncode == 2 and "all sampled or all traced" in p.stderr,
+          f"mixed: exit {p.returncode}: {p.stderr}")
+    p = coprof("export", s, "--format", "pprof", "-o", os.path.join(TMP, "no", "x.pb.gz"),
+               ok=False)
+    check(p.returncode == 2 and "No such file or directory" in p.stderr,
+          f"unwritable: exit {p.returncode}: {p.stderr}")
+    p = coprof("export", os.path.join(TMP, "missing.pstat"), "--format", "pprof", "-o", out,
+               ok=False)
+    check(p.returncode == 2 and p.stderr.count("\n") == 1, f"missing: {p.stderr}")
+
+
+if __name__ == "__main__":
+    try:
+        run_cases(globals())
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
