@@ -599,8 +599,10 @@ static int read_roots(struct reader *rd, const struct cp_mval *d, struct cp_thre
 				    cp_mtype_name(k));
 		if ((r = get_str(rd, &k->v.items[0], &o->key.file, "root file")) < 0 ||
 		    (r = get_count(rd, &k->v.items[1], &o->key.line, "root line")) < 0 ||
-		    (r = get_str(rd, &k->v.items[2], &o->key.name, "root name")) < 0 ||
-		    (r = get_edge(rd, &d->v.items[2 * t->nroots + 1], &o->s)) < 0)
+		    (r = get_str(rd, &k->v.items[2], &o->key.name, "root name")) < 0)
+			return r;
+		struct cp_func named = {.key = o->key}; /* names the root in a message */
+		if ((r = get_edge(rd, &d->v.items[2 * t->nroots + 1], &o->s, &named, NULL)) < 0)
 			return r;
 	}
 	return 0;
