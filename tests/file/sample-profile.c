@@ -141,7 +141,7 @@ int sample_profile(struct cp_profile **out)
 	x->nstacks = 2;
 	x->stacks[0] = (struct cp_stack){-1, 1234, stack0, N(stack0), 40, 40000000, 0};
 	x->stacks[1] =
-	    (struct cp_stack){1, 1240, stack1, N(stack1), 3000000000ULL, 3000000000000000000ULL, 1};
+	    (struct cp_stack){1, 1240, stack1, N(stack1), 3000000000ULL, 3000000000000ULL, 1};
 	*out = p;
 	return 0;
 }
