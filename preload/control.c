@@ -166,7 +166,9 @@ static void publish_locked(void)
 {
 	struct pl_toggle_state st = {
 	    .signo = pl_signals_armed(),
-	    .run = exiting ? PL_RUN_EXITING : pl_running ? PL_RUN_ON : last_stop,
+	    .run = exiting	? PL_RUN_EXITING
+		   : pl_running ? PL_RUN_ON
+				: last_stop,
 	    .forked = forked,
 	    .seq = requests,
 	    .dumps = dumps,
