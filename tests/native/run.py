@@ -269,9 +269,11 @@ def toggle_traced(args, env=None):
     """`coprof toggle ARGS` under strace, every signal-sending system call failing with
     EPERM (so nothing can be hurt even if one is made): (process, calls made)."""
     log = os.path.join(TMP, "strace.log")
+    # LeakSanitizer stops the world with ptrace and signals: not under strace
+    env = dict(env or base_env(), ASAN_OPTIONS="detect_leaks=0")
     p = subprocess.run(["strace", "-f", "-qq", "-o", log, "-e", "trace=" + SIGNAL_CALLS,
                         "-e", "inject=" + SIGNAL_CALLS + ":error=EPERM", BIN, "toggle"] + args,
-                       env=env or base_env(), cwd=TMP, capture_output=True, text=True, timeout=60)
+                       env=env, cwd=TMP, capture_output=True, text=True, timeout=60)
     with open(log) as f:
         calls = [l for l in f if re.search(r"\b(" + SIGNAL_CALLS.replace(",", "|") + r")\(", l)]
     return p, calls
