@@ -302,6 +302,15 @@ static int is_launched_process(void)
 	return !v || atol(v) == (long)getpid();
 }
 
+/* Launched by `coprof record` itself (not only preloaded): a COPROF_START=0 process
+ * that was never toggled says so only then, since with a bare LD_PRELOAD every
+ * process of a script would. */
+static int is_recorded_process(void)
+{
+	const char *v = getenv("COPROF_PID");
+	return v && atol(v) == (long)getpid();
+}
+
 /* At exit, what the user would otherwise wonder about: no profile because profiling
  * never started, or because the program has no instrumented code. The latter is not
  * said by a process that forked: a child (say, an instrumented program it runs) may be
@@ -318,7 +327,7 @@ static void exit_locked(void)
 {
 	exiting = 1;
 	stop_dump_locked();
-	if (!ever_started && !pl_cfg.start && !forked && is_launched_process())
+	if (!ever_started && !pl_cfg.start && !forked && is_recorded_process())
 		pl_say("profiling never started (COPROF_START=0, or record --no-start, and no "
 		       "toggle came), so no profile was written");
 	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&
