@@ -443,6 +443,32 @@ def case_toggle_answers():
     check(len(files) == written and written >= 2, f"{written} reported, files {files}")
 
 
+def case_toggle_fork_child():
+    """A forked child gets its own control thread: coprof toggle finds it, and names the
+    file the child writes (its pid inserted, the template having no %p)."""
+    tmpl = os.path.join(TMP, "sub.%n.pstat")
+    # bash's ( ... ) is a fork without exec: the child runs the shim's fork path
+    p = subprocess.Popen(["bash", "-c", "( while :; do :; done ) & echo $!; wait"],
+                         env=preload_env(COPROF_START="0", COPROF_MODE="sample", COPROF_OUT=tmpl),
+                         cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kid = int(p.stdout.readline())
+    try:
+        wait_for(lambda: control_seen(kid), 20, "the child's control thread")
+        check(toggle(kid) == f"{kid}: profiling on", "child on")
+        time.sleep(0.5)
+        out = toggle(kid)
+        want = os.path.join(TMP, f"sub.1.{kid}.pstat")
+        check(out == f"{kid}: profiling off; wrote {want}", f"child off: {out}")
+        stats, ex = load(want)
+        check(ex["pid"] == kid, f"the file is the child's: {ex['pid']}")
+        check(toggle(p.pid, "--stop") == f"{p.pid}: profiling is already off; nothing sent",
+              "the parent is still off")
+    finally:
+        if os.path.exists(f"/proc/{kid}"):
+            os.kill(kid, signal.SIGKILL)
+        stop(p)
+
+
 def case_record_checks():
     """record refuses up front what would run unprofiled, and exits as a shell would."""
     for opts, why in [(["--hz", "10001"], "1 to 10000"), (["--hz", "0"], "1 to 10000"),
