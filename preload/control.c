@@ -311,10 +311,7 @@ static int is_recorded_process(void)
 	return v && atol(v) == (long)getpid();
 }
 
-/* At exit, what the user would otherwise wonder about: no profile because profiling
- * never started, or because the program has no instrumented code. The latter is not
- * said by a process that forked: a child (say, an instrumented program it runs) may be
- * what was profiled, and the parent cannot know. */
+/* This process made children (so a child may be the program that was profiled). */
 static int had_children(void)
 {
 	struct rusage ru;
@@ -323,6 +320,10 @@ static int had_children(void)
 	return made_children || (getrusage(RUSAGE_CHILDREN, &ru) == 0 && ru.ru_maxrss > 0);
 }
 
+/* At exit, what the user would otherwise wonder about: no profile because profiling
+ * never started, or because the program has no instrumented code. The latter is not
+ * said by a process that forked: a child (say, an instrumented program it runs) may be
+ * what was profiled, and the parent cannot know. */
 static void exit_locked(void)
 {
 	exiting = 1;
