@@ -588,6 +588,19 @@ def resp_server(r, **env):
     return bench, port, p
 
 
+def stop_resp_server(p, bench):
+    """Stops redis-benchmark (if started), then the server with SIGINT: its stderr."""
+    if bench is not None:
+        reap(bench)
+    p.send_signal(signal.SIGINT)
+    return p.communicate(timeout=60)[1]
+
+
+def check_clean_exit(p, err):
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+
+
 def case_resp(r):
     """samples/python/resp_server.py under redis-benchmark, stopped with SIGINT."""
     out = os.path.join(r.tmp, "resp.pstat")
@@ -628,12 +641,8 @@ def case_resp_toggled(r):
             time.sleep(0.3)
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
-        if b is not None:
-            reap(b)
-        p.send_signal(signal.SIGINT)
-        err = p.communicate(timeout=60)[1]
-    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
-    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+        err = stop_resp_server(p, b)
+    check_clean_exit(p, err)
     files = sorted(glob.glob(os.path.join(r.tmp, "resp.*.pstat")))
     check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
     for f, span in zip(files, spans):
@@ -681,12 +690,8 @@ def case_resp_toggle_cmd(r):
                   "window %d closes: %s" % (i, out))
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
-        if b is not None:
-            reap(b)
-        p.send_signal(signal.SIGINT)
-        err = p.communicate(timeout=60)[1]
-    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
-    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+        err = stop_resp_server(p, b)
+    check_clean_exit(p, err)
     files = glob.glob(os.path.join(r.tmp, "cmd.*.pstat"))
     check(len(files) == written and written >= 25,
           "%d windows said written, %d files" % (written, len(files)))
