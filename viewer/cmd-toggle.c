@@ -285,7 +285,7 @@ int vw_cmd_toggle(int argc, char **argv)
 		}
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S':
 		case 'P':

@@ -358,10 +358,13 @@ def case_toggle_targets():
             check(r.returncode == 2 and why in r.stderr and r.stderr.count("\n") == 1,
                   f"{args} {p.args}: {r.returncode} {r.stderr!r}")
             check(calls == [], f"{args} {p.args}: signals sent: {calls}")
-        # an option after the pid is not taken for an option after sending
-        r, calls = toggle_traced([str(usr1.pid), "--signal", "USR1"])
-        check(r.returncode == 2 and "not a pid" in r.stderr and calls == [],
+        # an option after the pid is checked too, before anything is sent
+        r, calls = toggle_traced([str(usr1.pid), "--signal", "USR2"])
+        check(r.returncode == 2 and "not SIGUSR2" in r.stderr and calls == [],
               f"option after pid: {r.returncode} {r.stderr!r} {calls}")
+        r, calls = toggle_traced([str(usr1.pid), "--signal", "INT"])
+        check(r.returncode == 2 and "not a signal" in r.stderr and calls == [],
+              f"bad option after pid: {r.returncode} {r.stderr!r} {calls}")
         for p in procs:
             check(p.poll() is None, f"{p.args} died")
         # the armed signal is found by itself, or named rightly in every spelling
