@@ -247,6 +247,11 @@ static int send_and_wait(struct target *t, int req, double timeout)
 		printf("%d: profiling on\n", pid);
 		return 0;
 	case PL_RUN_OFF:
+		if (t->st.dumps == before.dumps && before.run != PL_RUN_ON) {
+			/* asked to start, and still off: coprof_start failed there */
+			printf("%d: profiling off: it could not start (see its stderr)\n", pid);
+			return 1;
+		}
 		if (t->st.dumps == before.dumps) {
 			printf("%d: profiling off\n", pid);
 			return 0;
