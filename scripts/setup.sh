@@ -10,6 +10,7 @@ pkgs=(
 	python3 python3-yappi
 	uftrace google-perftools libgoogle-perftools-dev
 	redis-tools valgrind tmux hyperfine afl++ procps
+	strace # tests/native toggle-*: no signal is sent for a refused pid
 )
 
 missing=()
