@@ -153,7 +153,8 @@ static int get_count(struct reader *rd, const struct cp_mval *v, uint64_t *out, 
 		return fail(rd, "%s: expected a count, found %s", what, cp_mtype_name(v));
 	}
 	if (*out > MAX_COUNT)
-		return fail(rd, "%s is too large (%llu; at most 2^53)", what, (unsigned long long)*out);
+		return fail(rd, "%s is too large (%llu; at most 2^53)", what,
+			    (unsigned long long)*out);
 	return 0;
 }
 
@@ -364,7 +365,8 @@ static int get_edge(struct reader *rd, const struct cp_mval *v, struct cp_stat *
 
 	if (v->type == CP_M_INT || v->type == CP_M_UINT) {
 		if ((r = get_count(rd, v, &s->nc, "nc")) < 0)
-			return get_count(rd, v, &s->nc, func_what(w, sizeof(w), caller, callee, "nc"));
+			return get_count(rd, v, &s->nc,
+					 func_what(w, sizeof(w), caller, callee, "nc"));
 		s->cc = s->nc;
 		return 0;
 	}
@@ -416,7 +418,7 @@ static int put_entry(struct builder *b, const struct cp_mval *key, const struct 
 		if ((r = func_index(rd, b, &cd->v.items[2 * j], &edges[j].caller, &isnew,
 				    "caller key")) < 0 ||
 		    (r = get_edge(rd, &cd->v.items[2 * j + 1], &edges[j].s,
-				      &b->funcs[edges[j].caller], &b->funcs[idx])) < 0)
+				  &b->funcs[edges[j].caller], &b->funcs[idx])) < 0)
 			return r;
 	}
 	b->funcs[idx].s = s;

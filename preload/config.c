@@ -61,7 +61,8 @@ check:
 	 * Ctrl-C, CHLD or PIPE would change what the program sees, SEGV would hide a crash. */
 	if (n == 0)
 		return 0;
-	if (n == SIGUSR1 || n == SIGUSR2 || (n >= (unsigned long)SIGRTMIN && n <= (unsigned long)SIGRTMAX))
+	if (n == SIGUSR1 || n == SIGUSR2 ||
+	    (n >= (unsigned long)SIGRTMIN && n <= (unsigned long)SIGRTMAX))
 		return (int)n;
 	return -EINVAL;
 }
@@ -165,8 +166,9 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	if ((v = get("COPROF_SIGNAL")) != NULL) {
 		int s = pl_parse_signal(v);
 		if (s < 0)
-			return bad(err, errlen, "COPROF_SIGNAL", v,
-				   "a signal coprof may use (USR1, USR2, RTMIN+N, RTMAX-N, or none)");
+			return bad(
+			    err, errlen, "COPROF_SIGNAL", v,
+			    "a signal coprof may use (USR1, USR2, RTMIN+N, RTMAX-N, or none)");
 		cfg->signo = s;
 	}
 	if ((v = get("COPROF_START")) != NULL && parse_bool(v, &cfg->start))

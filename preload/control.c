@@ -185,7 +185,9 @@ static void publish_locked(void)
 {
 	struct pl_toggle_state st = {
 	    .signo = pl_signals_armed(),
-	    .run = exiting ? PL_RUN_EXITING : pl_running ? PL_RUN_ON : last_stop,
+	    .run = exiting	? PL_RUN_EXITING
+		   : pl_running ? PL_RUN_ON
+				: last_stop,
 	    .forked = forked,
 	    .seq = requests,
 	    .dumps = dumps,
@@ -340,10 +342,16 @@ static int is_launched_process(void)
 	return !v || atol(v) == (long)getpid();
 }
 
-/* At exit, what the user would otherwise wonder about: no profile because profiling
- * never started, or because the program has no instrumented code. The latter is not
- * said by a process that forked: a child (say, an instrumented program it runs) may be
- * what was profiled, and the parent cannot know. */
+/* Launched by `coprof record` itself (not only preloaded): a COPROF_START=0 process
+ * that was never toggled says so only then, since with a bare LD_PRELOAD every
+ * process of a script would. */
+static int is_recorded_process(void)
+{
+	const char *v = getenv("COPROF_PID");
+	return v && atol(v) == (long)getpid();
+}
+
+/* This process made children (so a child may be the program that was profiled). */
 static int had_children(void)
 {
 	struct rusage ru;
@@ -352,11 +360,15 @@ static int had_children(void)
 	return made_children || (getrusage(RUSAGE_CHILDREN, &ru) == 0 && ru.ru_maxrss > 0);
 }
 
+/* At exit, what the user would otherwise wonder about: no profile because profiling
+ * never started, or because the program has no instrumented code. The latter is not
+ * said by a process that forked: a child (say, an instrumented program it runs) may be
+ * what was profiled, and the parent cannot know. */
 static void exit_locked(void)
 {
 	exiting = 1;
 	stop_dump_locked();
-	if (!ever_started && !pl_cfg.start && !forked && is_launched_process())
+	if (!ever_started && !pl_cfg.start && !forked && is_recorded_process())
 		pl_say("profiling never started (COPROF_START=0, or record --no-start, and no "
 		       "toggle came), so no profile was written");
 	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&

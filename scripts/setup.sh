@@ -12,6 +12,7 @@ pkgs=(
 	redis-tools valgrind tmux hyperfine afl++ procps
 	chromium chromium-driver python3-venv
 	zlib1g-dev golang-go clang-format
+	strace # tests/native toggle-*: no signal is sent for a refused pid
 )
 
 missing=()

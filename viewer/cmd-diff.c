@@ -82,8 +82,7 @@ static void print_text(const struct row *rows, uint32_t n, const struct vw_model
 	char v[48];
 	verdict(v, sizeof(v), 1, 1, ma->funcs.total_tt, mb->funcs.total_tt);
 	printf("A: %s\nB: %s\nTotal tsub: %.6f s -> %.6f s: %s\n", vw_shown(pa), vw_shown(pb),
-	       ma->funcs.total_tt,
-	       mb->funcs.total_tt, v);
+	       ma->funcs.total_tt, mb->funcs.total_tt, v);
 	printf("Calls: %" PRIu64 " -> %" PRIu64 "\n\n", ma->funcs.total_nc, mb->funcs.total_nc);
 	int namew = 4;
 	for (uint32_t i = 0; i < n; i++) {

@@ -32,15 +32,15 @@ struct target {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: coprof toggle [--start | --stop] [--signal SIG] [--timeout SEC] PID...\n"
-		"Starts or stops profiling in each PID (run under coprof record or the preload\n"
-		"library), waits until the program has done it, and says what it did; each stop\n"
-		"writes the next numbered profile.\n"
-		"  --start        only start: nothing is sent to a process already profiling\n"
-		"  --stop         only stop (and write): nothing is sent to a stopped process\n"
-		"  --signal SIG   the toggle signal the process must have armed (default: its own)\n"
-		"  --timeout SEC  how long to wait for each process to answer (default 10)\n");
+	fprintf(
+	    f, "usage: coprof toggle [--start | --stop] [--signal SIG] [--timeout SEC] PID...\n"
+	       "Starts or stops profiling in each PID (run under coprof record or the preload\n"
+	       "library), waits until the program has done it, and says what it did; each stop\n"
+	       "writes the next numbered profile.\n"
+	       "  --start        only start: nothing is sent to a process already profiling\n"
+	       "  --stop         only stop (and write): nothing is sent to a stopped process\n"
+	       "  --signal SIG   the toggle signal the process must have armed (default: its own)\n"
+	       "  --timeout SEC  how long to wait for each process to answer (default 10)\n");
 }
 
 /* A pid: a positive decimal that fits pid_t, nothing else (no sign, no spaces, no
@@ -166,7 +166,8 @@ static int check_target(struct target *t, int want)
 	}
 	if (want > 0 && t->st.signo != want) {
 		fprintf(stderr, "coprof toggle: %d toggles on %s, not %s; nothing sent\n",
-			(int)t->pid, signame(t->st.signo, a, sizeof(a)), signame(want, b, sizeof(b)));
+			(int)t->pid, signame(t->st.signo, a, sizeof(a)),
+			signame(want, b, sizeof(b)));
 		return -1;
 	}
 	return 0;
@@ -219,8 +220,9 @@ static int send_and_wait(struct target *t, int req, double timeout)
 		if (rc == -ENOENT || rc == -ESRCH) /* the control thread was restarted */
 			rc = find_control(t);
 		if (rc == 0 && t->st.run == PL_RUN_EXITING) {
-			fprintf(stderr, "coprof toggle: %d is exiting; its last window is written "
-					"at exit\n",
+			fprintf(stderr,
+				"coprof toggle: %d is exiting; its last window is written "
+				"at exit\n",
 				pid);
 			return 1;
 		}
@@ -231,10 +233,11 @@ static int send_and_wait(struct target *t, int req, double timeout)
 			return 1;
 		}
 		if (now() > end) {
-			fprintf(stderr,
-				"coprof toggle: %d did not answer within %g s; the request may still "
-				"be applied later\n",
-				pid, timeout);
+			fprintf(
+			    stderr,
+			    "coprof toggle: %d did not answer within %g s; the request may still "
+			    "be applied later\n",
+			    pid, timeout);
 			return 1;
 		}
 		nanosleep(&pause, NULL);
@@ -244,6 +247,11 @@ static int send_and_wait(struct target *t, int req, double timeout)
 		printf("%d: profiling on\n", pid);
 		return 0;
 	case PL_RUN_OFF:
+		if (t->st.dumps == before.dumps && before.run != PL_RUN_ON) {
+			/* asked to start, and still off: coprof_start failed there */
+			printf("%d: profiling off: it could not start (see its stderr)\n", pid);
+			return 1;
+		}
 		if (t->st.dumps == before.dumps) {
 			printf("%d: profiling off\n", pid);
 			return 0;
@@ -264,9 +272,9 @@ static int send_and_wait(struct target *t, int req, double timeout)
 int vw_cmd_toggle(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"start", no_argument, NULL, 'S'},	  {"stop", no_argument, NULL, 'P'},
+	    {"start", no_argument, NULL, 'S'},	      {"stop", no_argument, NULL, 'P'},
 	    {"signal", required_argument, NULL, 's'}, {"timeout", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0},
+	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0},
 	};
 	int sig = -1, req = PL_REQ_TOGGLE, c, status = 0;
 	double timeout = 10;
@@ -282,19 +290,22 @@ int vw_cmd_toggle(int argc, char **argv)
 		}
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'S':
 		case 'P':
-			if (req != PL_REQ_TOGGLE && req != (c == 'S' ? PL_REQ_START : PL_REQ_STOP)) {
-				fprintf(stderr, "coprof toggle: --start and --stop exclude each other\n");
+			if (req != PL_REQ_TOGGLE &&
+			    req != (c == 'S' ? PL_REQ_START : PL_REQ_STOP)) {
+				fprintf(stderr,
+					"coprof toggle: --start and --stop exclude each other\n");
 				return 2;
 			}
 			req = c == 'S' ? PL_REQ_START : PL_REQ_STOP;
 			break;
 		case 's':
 			if (sig_arg && strcmp(sig_arg, optarg)) {
-				fprintf(stderr, "coprof toggle: --signal given twice ('%s', '%s')\n",
+				fprintf(stderr,
+					"coprof toggle: --signal given twice ('%s', '%s')\n",
 					sig_arg, optarg);
 				return 2;
 			}
@@ -308,9 +319,11 @@ int vw_cmd_toggle(int argc, char **argv)
 			return 0;
 		default:
 			if (optopt == 's' || optopt == 't')
-				fprintf(stderr, "coprof toggle: %s needs a value\n", argv[optind - 1]);
+				fprintf(stderr, "coprof toggle: %s needs a value\n",
+					argv[optind - 1]);
 			else
-				fprintf(stderr, "coprof toggle: unknown option '%s'\n", argv[optind - 1]);
+				fprintf(stderr, "coprof toggle: unknown option '%s'\n",
+					argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}
@@ -336,7 +349,8 @@ int vw_cmd_toggle(int argc, char **argv)
 		timeout = strtod(timeout_arg, &end);
 		if (errno || *end || end == timeout_arg || !(timeout > 0 && timeout <= 3600)) {
 			fprintf(stderr,
-				"coprof toggle: --timeout '%s' is not a number of seconds (0 to 3600)\n",
+				"coprof toggle: --timeout '%s' is not a number of seconds (0 to "
+				"3600)\n",
 				timeout_arg);
 			return 2;
 		}

@@ -63,10 +63,9 @@ static void add_restore(const char *cap)
  * curses does not put its own handler on INT and TERM: ours does the same, for all). */
 static void catch_fatal_signals(void)
 {
-	static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP,   SIGABRT,
-				   SIGBUS,  SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2,   SIGPIPE,
-				   SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF,
-				   SIGSYS};
+	static const int sigs[] = {SIGHUP,  SIGINT,  SIGQUIT,	SIGILL,	 SIGTRAP, SIGABRT, SIGBUS,
+				   SIGFPE,  SIGUSR1, SIGSEGV,	SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+				   SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_fatal_signal;

@@ -15,7 +15,9 @@ and opens and closes --windows windows back to back:
   and the state the program is left in.
 
 usage: python3 bench/toggle/storm.py [--build build] [--windows 500] [--how toggle|kill]
-       [--gap 5] [--python PY]... [--no-native]
+       [--gap 5] [--hold 0] [--python PY]... [--no-native]
+--hold keeps each window open that many ms: on a loaded machine a window open only
+between two toggles may see no request at all (then no file: the toggle says so).
 Prints one line per target; the figures go in bench/RESULTS.md."""
 import argparse
 import glob
@@ -50,7 +52,7 @@ def state(pid):
     return None
 
 
-def storm(coprof, cmd, port_of, stop_sig, windows, how, gap, tmp):
+def storm(coprof, cmd, port_of, stop_sig, windows, how, gap, hold, tmp):
     tmpl = os.path.join(tmp, "w.%n.pstat")
     p = subprocess.Popen([coprof, "record", "--no-start", "-c", "wall", "-o", tmpl, "--"] + cmd,
                          cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -81,6 +83,8 @@ def storm(coprof, cmd, port_of, stop_sig, windows, how, gap, tmp):
                 out = r.stdout.strip()
                 if r.returncode != 0 or not out.startswith(f"{p.pid}: profiling {want}"):
                     inversions += 1
+                if want == "on" and hold:
+                    time.sleep(hold / 1000)
                 if want == "off" and "wrote" in out:
                     said_written += 1
                 if want == "off" and "nothing was recorded" in out:
@@ -115,6 +119,8 @@ def main():
     ap.add_argument("--windows", type=int, default=500)
     ap.add_argument("--how", choices=("toggle", "kill"), default="toggle")
     ap.add_argument("--gap", type=float, default=5.0, help="ms between kills (--how kill)")
+    ap.add_argument("--hold", type=float, default=0.0,
+                    help="ms each window stays open (--how toggle; 0: back to back)")
     ap.add_argument("--python", action="append", default=[])
     ap.add_argument("--no-native", action="store_true")
     a = ap.parse_args()
@@ -131,7 +137,7 @@ def main():
         port = free_port()
         with tempfile.TemporaryDirectory(prefix="coprof-storm-") as tmp:
             res = storm(coprof, mk(port), port_of or (lambda line, port=port: port), stop_sig,
-                        a.windows, a.how, a.gap, tmp)
+                        a.windows, a.how, a.gap, a.hold, tmp)
         print(f"{name}: {a.how}: " + ", ".join(
             f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in res.items()), flush=True)
 

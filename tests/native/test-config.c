@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "config.h"
-#include "toggle-state.h"
 #include "python/adapter.h"
+#include "toggle-state.h"
 
 static const char *const *vars; /* NAME, VALUE, NAME, VALUE, ..., NULL */
 
@@ -93,10 +93,10 @@ Test(config, signal_spellings)
 
 Test(config, signals_the_host_relies_on_are_refused)
 {
-	static const char *const refused[] = {"INT",  "PIPE", "CHLD", "ALRM", "SEGV", "BUS",
-					      "FPE",  "ILL",  "TERM", "HUP",  "QUIT", "WINCH",
-					      "CONT", "TSTP", "TTIN", "URG",  "PROF", "2",
-					      "17",   "SIGINT", "sigchld", "32", "33"};
+	static const char *const refused[] = {"INT",  "PIPE",	"CHLD",	   "ALRM", "SEGV", "BUS",
+					      "FPE",  "ILL",	"TERM",	   "HUP",  "QUIT", "WINCH",
+					      "CONT", "TSTP",	"TTIN",	   "URG",  "PROF", "2",
+					      "17",   "SIGINT", "sigchld", "32",   "33"};
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		cr_expect_lt(pl_parse_signal(refused[i]), 0, "%s", refused[i]);
 	cr_expect_eq(pl_parse_signal("10"), SIGUSR1);
@@ -131,8 +131,8 @@ Test(config, nothing_recordable_is_refused)
 
 Test(toggle_state, round_trip_and_rejects)
 {
-	struct pl_toggle_state st = {.signo = 12, .run = PL_RUN_ON, .forked = 1, .seq = 1300,
-				     .dumps = 1679617};
+	struct pl_toggle_state st = {
+	    .signo = 12, .run = PL_RUN_ON, .forked = 1, .seq = 1300, .dumps = 1679617};
 	char name[16];
 	pl_toggle_state_format(&st, name);
 	cr_expect_eq(strlen(name), 15);
@@ -146,8 +146,13 @@ Test(toggle_state, round_trip_and_rejects)
 	char nl[17];
 	snprintf(nl, sizeof(nl), "%s\n", name);
 	cr_expect_eq(pl_toggle_state_parse(nl, &got), 0);
-	static const char *const bad[] = {"resp", "", "coprof12R000000x", "coprof12R00000",
-					  "coprofx2R000000", "coprof12Q000000", "coprof12R00000!",
+	static const char *const bad[] = {"resp",
+					  "",
+					  "coprof12R000000x",
+					  "coprof12R00000",
+					  "coprofx2R000000",
+					  "coprof12Q000000",
+					  "coprof12R00000!",
 					  "notcop12R000000"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_expect_lt(pl_toggle_state_parse(bad[i], &got), 0, "%s", bad[i]);

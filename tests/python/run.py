@@ -631,6 +631,19 @@ def resp_server(r, **env):
     return bench, port, p
 
 
+def stop_resp_server(p, bench):
+    """Stops redis-benchmark (if started), then the server with SIGINT: its stderr."""
+    if bench is not None:
+        reap(bench)
+    p.send_signal(signal.SIGINT)
+    return p.communicate(timeout=60)[1]
+
+
+def check_clean_exit(p, err):
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+
+
 def case_resp(r):
     """samples/python/resp_server.py under redis-benchmark, stopped with SIGTERM (the
     toggled case stops it with SIGINT): a graceful stop, exit 0."""
@@ -728,17 +741,59 @@ def case_resp_toggle_cmd(r):
                   "window %d closes: %s" % (i, out))
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
-        if b is not None:
-            reap(b)
-        p.send_signal(signal.SIGINT)
-        err = p.communicate(timeout=60)[1]
-    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
-    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+        err = stop_resp_server(p, b)
+    check_clean_exit(p, err)
     files = glob.glob(os.path.join(r.tmp, "cmd.*.pstat"))
     check(len(files) == written and written >= 25,
           "%d windows said written, %d files" % (written, len(files)))
     for f in files:
         Profile(f)
+
+
+FORK_PROG = """
+import os, sys, time
+def work():
+    return sum(range(20000))
+pid = os.fork()
+if pid == 0:
+    print(os.getpid(), flush=True)
+    end = time.time() + 30
+    while time.time() < end and not os.path.exists(sys.argv[1]):
+        work()
+        time.sleep(0.005)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def case_forked_toggle_cmd(r):
+    """coprof toggle on a child made by os.fork: its control thread is started again
+    after the fork (by the adapter's after-fork callback), answers, and the file it
+    names is the child's."""
+    tmpl = os.path.join(r.tmp, "fk.%n.pstat")
+    done = os.path.join(r.tmp, "done")
+    p = subprocess.Popen([r.python, "-c", FORK_PROG, done],
+                         env=r.env(COPROF_START=0, COPROF_OUT=tmpl), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        kid = int(p.stdout.readline())
+        end = time.time() + 20
+        while time.time() < end and not any(
+                open(t).read().startswith("coprof") for t in glob.glob("/proc/%d/task/*/comm" % kid)):
+            time.sleep(0.02)
+        check(coprof_toggle(kid) == "%d: profiling on" % kid, "child on")
+        time.sleep(0.3)
+        out = coprof_toggle(kid)
+        want = os.path.join(r.tmp, "fk.1.%d.pstat" % kid)
+        check(out == "%d: profiling off; wrote %s" % (kid, want), "child off: " + out)
+        check(Profile(want).nc("work", "<string>") >= 1, "the child's window has its work")
+        check(coprof_toggle(p.pid, "--stop") == "%d: profiling is already off; nothing sent"
+              % p.pid, "the parent is still off")
+    finally:
+        open(done, "w").close()
+        err = p.communicate(timeout=60)[1]
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
 
 
 def case_yappi(r):

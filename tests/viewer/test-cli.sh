@@ -189,13 +189,20 @@ assert rows["main"]["ncall_b"] == "0" and rows["main"]["ncall_delta"] == "-1"
 head -c 100 "$dir/cp.pstat" >"$dir/trunc.pstat"
 printf 'this is not a profile\n' >"$dir/junk.pstat"
 head -c 3000 /dev/urandom >"$dir/random.pstat"
-for f in missing empty trunc junk random; do
-	for cmd in "report" "export --format callgrind -o $dir/x.cg" "diff $dir/cp.pstat" "view --once"; do
-		err=$("$COPROF" $cmd "$dir/$f.pstat" 2>&1 >/dev/null </dev/null)
+# refused FILE [WORD]: every reading command on FILE gives status 2 and one line on
+# stderr (holding WORD), at once (a command that waits is killed after 10 s)
+refused() {
+	local f=$1 word=${2:-} cmd err rc
+	for cmd in "report" "report --format json" "export --format callgrind -o $dir/x.cg" \
+		"diff $dir/cp.pstat" "view --once"; do
+		err=$(timeout 10 "$COPROF" $cmd "$f" 2>&1 >/dev/null </dev/null)
 		rc=$?
-		check "$cmd on a $f file: status 2, one line" \
-			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -n "$err"
+		check "$cmd on $(basename "$f"): status 2, one line${word:+ with '$word'}" \
+			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -n "$err" -a -z "${err##*"$word"*}"
 	done
+}
+for f in missing empty trunc junk random; do
+	refused "$dir/$f.pstat"
 done
 # --- files that are not regular files: refused at once, never waited on -----------------
 mkfifo "$dir/fifo.pstat"
@@ -205,12 +212,7 @@ if mknod "$dir/null.pstat" c 1 3 2>/dev/null; then nodes="$nodes null"; else ech
 mkdir "$dir/dir.pstat"
 nodes="$nodes dir"
 for f in $nodes; do
-	for cmd in "report" "export --format callgrind -o $dir/x.cg" "diff $dir/cp.pstat" "view --once"; do
-		err=$(timeout 10 "$COPROF" $cmd "$dir/$f.pstat" 2>&1 >/dev/null </dev/null)
-		rc=$?
-		check "$cmd on a $f: status 2, one line 'not a regular file'" \
-			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -z "${err##*not a regular file*}"
-	done
+	refused "$dir/$f.pstat" "not a regular file"
 done
 
 # --- write errors: /dev/full as the output gives one line and status 2 -------------------
@@ -239,13 +241,7 @@ badnum nan 1 1 nan 1 && badnum inf 1 1 1 inf && badnum ninf 1 1 -inf 1 && badnum
 badnum huge 1 1 1e308 1e308 && badnum bigcount '2**63-1' '2**63-1' 1 1
 badnum negcount -3 1 1 1 && badnum edgenan 1 1 1 1 nan && badnum count53 '2**53+1' '2**53+1' 1 1
 for f in nan inf ninf neg huge bigcount negcount edgenan count53; do
-	for cmd in "report" "report --format json" "export --format callgrind -o $dir/x.cg" \
-		"diff $dir/cp.pstat" "view --once"; do
-		err=$("$COPROF" $cmd "$dir/$f.pstat" 2>&1 >/dev/null </dev/null)
-		rc=$?
-		check "$cmd on $f: status 2, one line naming the entry" \
-			test "$rc" -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -z "${err##*victim*}"
-	done
+	refused "$dir/$f.pstat" victim # the entry is named
 done
 "$COPROF" diff "$dir/inf.pstat" "$dir/nan.pstat" >/dev/null 2>&1
 check "diff of an inf file and a NaN file is status 2, not 'same'" test $? -eq 2
