@@ -237,12 +237,76 @@ static int add_tasks(struct build *b, const struct cp_extras *x)
 	return err;
 }
 
-static int add_threads(struct build *b, const struct cp_extras *x, uint32_t *only)
+/* The function of `s` a sampled stack of the thread's own stack starts at, or -1. */
+static int64_t stack_root(struct build *b, const struct cp_profile *p, const struct cp_stack *st)
 {
+	if (st->task != -1 || !st->depth || !st->frames ||
+	    st->frames[st->depth - 1] >= p->stats.nfuncs)
+		return -1;
+	return find(b, &p->stats.funcs[st->frames[st->depth - 1]].key);
+}
+
+/* A sampled profile has no thread roots: its stacks say which thread's own stack
+ * started at which function, so the root calls still unplaced (`rem`, after the
+ * tasks) are shared among threads in proportion to their samples there. */
+static int add_sampled_roots(struct build *b, const struct cp_profile *p, uint64_t tid,
+			     const uint64_t *total, const struct cp_stat *rem0, uint64_t *mine)
+{
+	const struct cp_extras *x = &p->ex;
+	for (uint32_t i = 0; i < x->nstacks; i++) {
+		int64_t g = stack_root(b, p, &x->stacks[i]);
+		if (g == -2)
+			return -ENOMEM;
+		if (g >= 0 && x->stacks[i].thread == tid)
+			mine[g] += x->stacks[i].count;
+	}
+	for (uint32_t g = 0; g < b->s->nfuncs; g++) {
+		if (!mine[g] || !total[g])
+			continue;
+		double share = (double)mine[g] / (double)total[g];
+		struct cp_stat part = {.nc = (uint64_t)((double)rem0[g].nc * share + 0.5),
+				       .tt = rem0[g].tt * share,
+				       .ct = rem0[g].ct * share};
+		mine[g] = 0;
+		part = clamp(&part, &b->rem[g]);
+		if (!part.nc && part.ct < EPS)
+			continue;
+		sub(&b->rem[g], &part);
+		if (add_edge(b, g, &part) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int add_threads(struct build *b, const struct cp_profile *p, uint32_t *only)
+{
+	const struct cp_extras *x = &p->ex;
+	uint64_t *total = NULL, *mine = NULL;
+	struct cp_stat *rem0 = NULL;
 	char name[512];
 	int err = 0;
 
 	*only = 0;
+	if (x->nstacks) {
+		size_t n = (size_t)b->s->nfuncs + 1;
+		total = calloc(n, sizeof(*total));
+		mine = calloc(n, sizeof(*mine));
+		rem0 = malloc(n * sizeof(*rem0));
+		if (!total || !mine || !rem0) {
+			err = -ENOMEM;
+			goto out;
+		}
+		memcpy(rem0, b->rem, b->s->nfuncs * sizeof(*rem0));
+		for (uint32_t i = 0; i < x->nstacks; i++) {
+			int64_t g = stack_root(b, p, &x->stacks[i]);
+			if (g == -2) {
+				err = -ENOMEM;
+				goto out;
+			}
+			if (g >= 0)
+				total[g] += x->stacks[i].count;
+		}
+	}
 	for (uint32_t i = 0; i < x->nthreads && !err; i++) {
 		const struct cp_thread *t = &x->threads[i];
 		if (t->name && *t->name)
@@ -251,11 +315,17 @@ static int add_threads(struct build *b, const struct cp_extras *x, uint32_t *onl
 		else
 			snprintf(name, sizeof(name), "thread %llu", (unsigned long long)t->tid);
 		err = add_node(b, name);
-		if (!err)
+		if (!err && t->nroots)
 			err = add_thread_roots(b, t);
+		else if (!err && total) /* sample mode: the engine's roots are empty */
+			err = add_sampled_roots(b, p, t->tid, total, rem0, mine);
 		if (x->nthreads == 1)
 			*only = b->nnodes - 1; /* the newest node, as add_edge needs */
 	}
+out:
+	free(total);
+	free(mine);
+	free(rem0);
 	return err;
 }
 
@@ -348,7 +418,7 @@ int cp_whole_program(const struct cp_profile *p, const struct cp_stats *s, struc
 	/* Tasks before threads, so that the only thread's node is the newest when the
 	 * rest is hung from it (add_edge merges equal targets of the newest node). */
 	if ((err = add_node(&b, CP_WHOLE_ROOT_WHAT)) < 0 || (err = add_tasks(&b, x)) < 0 ||
-	    (err = add_threads(&b, x, &only)) < 0)
+	    (err = add_threads(&b, p, &only)) < 0)
 		goto out;
 	/* What no table placed (and functions nobody calls nor placed): under the only
 	 * thread, else under the root, which has no other edges in b.edges. */

@@ -29,14 +29,15 @@ int cp_is_root(const struct cp_stats *s, uint32_t i, const struct cp_stat *part)
 /* Builds into `out` (allocated in `a`) a copy of `s` (p's top-level stats with unique
  * keys; p gives the task and thread tables) followed by synthetic functions:
  * out->funcs[s->nfuncs] is the root, "<whole program>", the one function of `out`
- * nobody calls; then one node per thread, with edges to its own stack's roots
- * (cp_thread.roots), and one per task (the largest CP_WHOLE_MAX_TASKS), with edges to
- * the task's roots. Root calls no node accounts for (a file without the tables, or a
- * thread without roots) hang from the only thread's node, else from the root. A node's
- * ct is the sum of its edges' ct; its tt is 0 and it counts one call, so the total of
- * tt (pstats' "in X seconds") is unchanged. Under wall, tasks overlap each other and
- * their thread, so the root's ct is a sum of overlapping times, larger than the run.
- * 0 or -ENOMEM. */
+ * nobody calls; then one node per task (the largest CP_WHOLE_MAX_TASKS, the rest
+ * sharing one), with edges to the task's roots, and one per thread, with edges to its
+ * own stack's roots (cp_thread.roots). Root calls no node accounts for (a file without
+ * the tables, a thread without roots) hang from the only thread's node, else from the
+ * root. A table never places more root calls than `s` leaves (a hand-made file may
+ * claim more). A node's ct is the sum of its edges' ct; its tt is 0 and it counts one
+ * call, so the total of tt (pstats' "in X seconds") is unchanged. Under wall, tasks
+ * overlap each other and their thread, so the root's ct is a sum of overlapping
+ * times, larger than the run. 0 or -ENOMEM. */
 int cp_whole_program(const struct cp_profile *p, const struct cp_stats *s, struct cp_arena *a,
 		     struct cp_stats *out);
 

@@ -12,6 +12,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "file"))
+from whole_check import check_tree, split  # noqa: E402
+
 ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
 
 
@@ -41,13 +44,19 @@ def catches(pid, signo):
     return False
 
 
-def load(path):
-    """(pstats dict, extras dict) of a coprof file."""
+def load(path, nodes=None):
+    """(pstats dict, extras dict) of a coprof file. The whole-program tree snakeviz
+    draws is checked (tests/file/whole_check.py), then its synthetic functions are
+    taken out, as coprof's reader does; `nodes`, a dict, gets {node name: {callee key:
+    edge}} of the tree's thread and task nodes."""
     stats = pstats.Stats(path).stats
     with open(path, "rb") as f:
         marshal.load(f)
         extras = marshal.load(f)
-    return stats, extras
+    found = check_tree(stats, extras, lambda msg: check(False, "%s: %s" % (path, msg)))
+    if nodes is not None:
+        nodes.update(found)
+    return split(stats, extras)[0], extras
 
 
 def base_env(**extra):

@@ -167,8 +167,17 @@ def case_wall_split():
 def case_threads():
     out = os.path.join(TMP, "threads.pstat")
     record(["-o", out], [os.path.join(CPU, "cpu-split"), "1", "3"])
-    stats, ex = load(out)
+    nodes = {}
+    stats, ex = load(out, nodes)
     check_sampled(ex, 997)
+    # The whole-program tree: each thread's node calls its own stack's roots, shared
+    # out by the thread's samples (sample mode has no traced roots).
+    for t in ex["threads"]:
+        node = [v for n, v in nodes.items() if n.startswith("<thread ") and
+                n.endswith(" %d>" % t["tid"])]
+        check(len(node) == 1 and sum(e[3] for e in node[0].values()) >= 0.5 * t["ttot"] > 0,
+              "thread %d's node in the whole-program tree: %s (thread ttot %.3f)"
+              % (t["tid"], node, t["ttot"]))
     per = {}
     for task, tid, frames, count, waiting in ex["stacks"]:
         leaf = frames[0][2]

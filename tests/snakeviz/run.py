@@ -16,6 +16,7 @@ and drawing wait 30 s, the whole case under 60 s.
 
 usage: run.py BUILD_DIR SOURCE_DIR [CASE...]
 """
+import atexit
 import os
 import re
 import shutil
@@ -30,6 +31,8 @@ import urllib.request
 CASE_LIMIT = 60.0  # s, per case, including profiling the program
 DRAW_WAIT = 30.0  # s
 VENV_PACKAGES = ["snakeviz", "selenium", "gprof2dot"]
+PROFILE_DIR = tempfile.mkdtemp(prefix="coprof-chromium-")  # the browser's, removed at exit
+atexit.register(shutil.rmtree, PROFILE_DIR, True)
 
 
 def fail(msg):
@@ -131,7 +134,7 @@ def browser(venv):
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
     for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1600,1000", "--user-data-dir=" + tempfile.mkdtemp(prefix="coprof-chromium-")):
+              "--window-size=1600,1000", "--user-data-dir=" + PROFILE_DIR):
         opts.add_argument(a)
     last = None
     for _ in range(3):
