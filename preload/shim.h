@@ -20,7 +20,7 @@
 /* The default sampling rate: what costs a busy thread under 1% on the VM coprof is
  * measured on (bench/RESULTS.md, "sample mode, default rate"); odd, so that ticks do
  * not fall in step with periodic work. */
-#define PL_DEFAULT_HZ 997
+#define PL_DEFAULT_HZ 99
 
 struct pl_config {
 	enum coprof_clock clock; /* COPROF_CLOCK: cpu|wall (default cpu) */
