@@ -104,7 +104,7 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 		st->carry = 0;
 		return w;
 	}
-	if (st->tls && st->tls->in_switch) {
+	if (st->tls && st->tls->in_switch && !pl_sconf.switch_pc) {
 		/* Leave cpu_last alone: the next tick counts this CPU time. */
 		atomic_fetch_add_explicit(&st->deferred, 1, memory_order_relaxed);
 		return 0;
@@ -214,7 +214,14 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 	rec->kind = PL_REC_SAMPLE;
 	rec->ctx = atomic_load_explicit(&st->cur, memory_order_relaxed);
 	rec->weight = w;
-	capture(st, rec, ucv);
+	if (!pl_sconf.wall && st->tls && st->tls->in_switch) {
+		/* A stack walked mid-switch is garbage, but the CPU is the switch's: under
+		 * cpu (no other writer of the ring then) it is charged to swapcontext. */
+		rec->pcs[0] = pl_sconf.switch_pc;
+		rec->depth = 1;
+	} else {
+		capture(st, rec, ucv);
+	}
 	pl_ring_publish(st);
 out:
 	errno = saved;

@@ -573,6 +573,8 @@ int pl_sampler_init(void)
 		dl_iterate_phdr(find_text, &r);
 		pl_sconf.asan_lo = r.lo, pl_sconf.asan_hi = r.hi;
 	}
+	if (!pl_sconf.wall)
+		pl_sconf.switch_pc = (uintptr_t)dlsym(RTLD_NEXT, "swapcontext");
 	int err = pl_sampler_install_handler();
 	if (err < 0) {
 		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));
