@@ -397,6 +397,8 @@ def case_no_perf():
     env.pop("LD_PRELOAD", None)  # the shim goes to the traced program only (-E)
     env.update({"COPROF_MODE": "sample", "COPROF_OUT": out, "COPROF_HZ": "997"})
     preload = ASAN + ":" + LIB if ASAN else LIB
+    if ASAN:
+        env["ASAN_OPTIONS"] = "detect_leaks=0"  # LeakSanitizer does not work under ptrace
     p = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "-E", f"LD_PRELOAD={preload}",
                         "-e", "trace=perf_event_open", "-e", "inject=perf_event_open:error=EACCES",
                         os.path.join(CPU, "cpu-split"), "1.5"],
