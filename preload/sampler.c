@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -213,14 +214,15 @@ static int make_timer(clockid_t clk, int id, timer_t *out)
 }
 
 /* Our fds go at or above this number, out of the way of a host that counts on getting
- * the lowest free one (and of select's FD_SETSIZE). */
-#define PL_FD_FLOOR 1024
+ * the lowest free one (and of select's FD_SETSIZE): 1024, or half the fd limit when
+ * that is lower. Set by pl_sampler_init. */
+static int fd_floor = 1024;
 
 /* Moves `fd` to a high number, close-on-exec; returns the new fd, or `fd` itself when
  * no higher one is free. */
 static int move_high(int fd)
 {
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, PL_FD_FLOOR);
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, fd_floor);
 	if (high < 0)
 		return fd;
 	close(fd);
@@ -555,6 +557,9 @@ int pl_sampler_init(void)
 	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 2048)
+		fd_floor = (int)(rl.rlim_cur / 2);
 	pl_sconf.signo = 0;
 	pl_sconf.perf = pl_sconf.perf_user = pl_sconf.cpu_timer = 0;
 	choose_source(&hz);
