@@ -271,10 +271,9 @@ static int open_wake_event(void)
 }
 
 /* Sets up the calling thread: its state, its tick source (armed when sampling runs),
- * and libunwind's per-thread caches, filled here by one walk outside any signal. A
- * thread whose perf events cannot be opened (out of fds) ticks on a timer instead:
- * under cpu its CPU-time timer (at the kernel's tick rate at most), under wall a
- * CLOCK_MONOTONIC one. */
+ * and libunwind's per-thread caches, filled here by one walk outside any signal. Under
+ * cpu a thread whose perf event cannot be opened (out of fds) ticks on its CPU-time
+ * timer instead (at the kernel's tick rate at most); under wall it is not sampled. */
 static void thread_start(void)
 {
 	if (self)
@@ -301,7 +300,7 @@ static void thread_start(void)
 		if (st->perf_fd < 0)
 			st->perf_fd = -1;
 	}
-	if (st->perf_fd < 0 && pl_sconf.wall)
+	if (st->perf_fd < 0 && pl_sconf.wall && !pl_sconf.perf)
 		st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
 	else if (st->perf_fd < 0)
 		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
@@ -479,10 +478,11 @@ static unsigned kernel_hz(void)
 /* Where ticks come from: perf events where this process may open them. Under cpu they
  * watch the kernel too when allowed (else, at perf_event_paranoid 2 without
  * CAP_PERFMON, user time only); under wall the context-switch event must open as well,
- * and it needs the kernel. Otherwise timers: under cpu the CPU-time timer, which the
- * kernel checks at its own tick, so the rate is capped there; under wall a
- * CLOCK_MONOTONIC timer, whose signal cuts blocking calls short. Says so once. */
-static void choose_source(unsigned *hz)
+ * and it needs the kernel. Otherwise, under cpu, the CPU-time timer, which the kernel
+ * checks at its own tick, so the rate is capped there. Under wall there is no harmless
+ * fallback (a CLOCK_MONOTONIC timer signals blocked threads, and their sleeps end with
+ * EINTR): -EPERM, nothing is sampled, but for the tests' forced timer. Says so once. */
+static int choose_source(unsigned *hz)
 {
 	char why[160];
 	int fd = -ENOSYS;
@@ -515,7 +515,7 @@ static void choose_source(unsigned *hz)
 				coprof_set_note(pl_prof, "sample mode: perf events may not watch "
 							 "the kernel here, so time in syscalls "
 							 "is charged to the next user-space tick");
-			return;
+			return 0;
 		}
 		snprintf(why, sizeof(why), "SIGTRAP is taken");
 	} else {
@@ -523,7 +523,13 @@ static void choose_source(unsigned *hz)
 	}
 timer:;
 	char note[384];
-	if (pl_sconf.wall) {
+	if (pl_sconf.wall && !pl_sampler_force_timer) {
+		pl_say("sample mode: -c wall needs perf events, and they are not available here "
+		       "(%s); a timer would cut the program's sleeps short, so nothing is sampled "
+		       "(-c cpu works)",
+		       why);
+		return -EPERM;
+	} else if (pl_sconf.wall) {
 		snprintf(note, sizeof(note),
 			 "sample mode: no perf events (%s); wall ticks from a CLOCK_MONOTONIC "
 			 "timer, which cuts sleeps and other blocking calls short (EINTR)",
@@ -542,6 +548,7 @@ timer:;
 	}
 	pl_say("%s", note);
 	coprof_set_note(pl_prof, note);
+	return 0;
 }
 
 int pl_sampler_init(void)
@@ -562,7 +569,8 @@ int pl_sampler_init(void)
 		fd_floor = (int)(rl.rlim_cur / 2);
 	pl_sconf.signo = 0;
 	pl_sconf.perf = pl_sconf.perf_user = pl_sconf.cpu_timer = 0;
-	choose_source(&hz);
+	if (choose_source(&hz) < 0)
+		return -EPERM;
 	if (!pl_sconf.perf)
 		pl_sconf.signo = pick_signal();
 	if (pl_sconf.signo < 0) {

@@ -389,7 +389,8 @@ def case_epoll_split():
 def case_no_perf():
     """Where perf events are refused (here: strace makes perf_event_open fail with
     EACCES, as paranoid 3 would), cpu falls back to the CPU-time timer at the kernel's
-    tick rate at most, and says so once on stderr and in the notes."""
+    tick rate at most, and says so once on stderr and in the notes; wall samples
+    nothing and says so."""
     strace = shutil.which("strace")
     check(strace is not None, "strace is needed (scripts/setup.sh installs it)")
     out = os.path.join(TMP, "noperf.pstat")
@@ -409,6 +410,20 @@ def case_no_perf():
     stats, ex = load(out)
     check(any("CPU-time timer" in n for n in ex["notes"]), f"notes {ex['notes']}")
     check_split(stats, "CPU-time timer", tol=8.0)
+    # wall has no harmless fallback (a timer would cut sleeps short): it samples nothing,
+    # says why, and the program's waits keep their length
+    out = os.path.join(TMP, "noperf-wall.pstat")
+    env.update({"COPROF_CLOCK": "wall", "COPROF_OUT": out})
+    p = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "-E", f"LD_PRELOAD={preload}",
+                        "-e", "trace=perf_event_open", "-e", "inject=perf_event_open:error=EACCES",
+                        WAITS, "usleep"], env=env, cwd=TMP, capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+    secs, early = p.stdout.split()
+    check(int(early) == 0 and float(secs) >= 0.99, f"wall without perf: {early} waits cut short")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    check(len(lines) == 1 and "-c wall needs perf events" in lines[0], f"stderr: {lines}")
+    check(not os.path.exists(out), "a profile was written with nothing sampled")
 
 
 if __name__ == "__main__":
