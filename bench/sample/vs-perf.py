@@ -9,7 +9,9 @@ servers: the RESP sample (bench/sample/resp-plain, samples/native/resp.c without
 -finstrument-functions) and Debian's redis-server. For each profile, the share of each
 function where the CPU was spent: for coprof its own time (tt) over the total; for perf
 the share of samples whose first user-space frame is that function (time in a syscall
-counts for the wrapper that made it, as coprof charges it). Prints the three largest
+counts for the wrapper that made it, as coprof charges it; samples inside the shim's
+swapcontext hook count for swapcontext, as coprof charges a tick mid-switch). Prints
+the three largest
 libc functions (the syscall wrappers) and the largest gap; medians of RUNS runs. The
 lower rates get three times the requests, so that each profile holds a few hundred
 samples (a share's standard error is sqrt(p(1-p)/samples))."""
@@ -79,26 +81,37 @@ def coprof_shares(path):
     return {k: 100.0 * v / total for k, v in out.items()}, total
 
 
-def perf_shares(data):
-    """{function: % of samples} by first user-space frame, and {function: dso}."""
-    p = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym,dso"],
+def perf_shares(data, tid):
+    """{function: % of samples} by first user-space frame, and {function: dso}, of
+    thread `tid` only (the server's; coprof's own threads are not in coprof's profile)."""
+    p = subprocess.run(["perf", "script", "-i", data, "-F", "tid,ip,sym,dso"],
                        capture_output=True, text=True)
     counts, dsos, n = {}, {}, 0
     for block in p.stdout.split("\n\n"):
-        frames = [l.strip() for l in block.strip().splitlines() if l.strip()]
-        if not frames:
+        lines = [l.strip() for l in block.strip().splitlines() if l.strip()]
+        if not lines or not lines[0].isdigit() or int(lines[0]) != tid:
             continue
+        frames = lines[1:]
         n += 1
+        user = []
         for fr in frames:
             m = re.match(r"[0-9a-f]+ (.*) \((.*)\)$", fr)
-            if not m or "kernel" in m.group(2) or m.group(2).startswith("["):
-                continue
-            name = norm(m.group(1).split("+")[0])
-            counts[name] = counts.get(name, 0) + 1
-            dsos[name] = os.path.basename(m.group(2))
-            break
-        else:
+            if m and "kernel" not in m.group(2) and not m.group(2).startswith("["):
+                user.append((norm(m.group(1).split("+")[0]), os.path.basename(m.group(2))))
+        if not user:
             counts["[kernel only]"] = counts.get("[kernel only]", 0) + 1
+            continue
+        name, dso = user[0]
+        # coprof charges a tick inside its swapcontext hook (the shim's bookkeeping and
+        # libc's swapcontext) to swapcontext: count perf's samples there the same way
+        for fname, fdso in user:
+            if not fdso.startswith(("libcoprof-preload", "libc")):
+                break
+            if fname == "swapcontext":
+                name, dso = "swapcontext", "libc.so.6"
+                break
+        counts[name] = counts.get(name, 0) + 1
+        dsos[name] = dso
     return {k: 100.0 * v / n for k, v in counts.items()}, dsos, n
 
 
@@ -141,7 +154,7 @@ def one_run(kind, build, rate, requests, tmp):
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=30)
     c, ctotal = coprof_shares(path)
-    pf, dsos, pn = perf_shares(data)
+    pf, dsos, pn = perf_shares(data, srv.pid)
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
     return c, pf, dsos, ctotal, pn
