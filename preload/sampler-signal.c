@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <libunwind.h>
 #include <linux/perf_event.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <ucontext.h>
@@ -155,6 +156,18 @@ static uint64_t perf_data(const siginfo_t *si)
 }
 
 static struct sigaction prev_trap; /* SIGTRAP's action before ours (perf ticks) */
+
+/* For a shim that keeps the tick handler on SIGTRAP when the program asks for SIGTRAP
+ * itself (sigaction interposed): the program's action gets every SIGTRAP that is not
+ * a tick. Not for use in a signal handler. */
+void pl_sampler_set_prev_trap(const struct sigaction *act)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	prev_trap = *act;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
 
 /* A SIGTRAP that is not a tick (a breakpoint, raise) gets what it would have got
  * without us: the handler before ours, or the default action, which ends the process
