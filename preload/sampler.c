@@ -1,9 +1,11 @@
-/* sampler.c: sample mode (COPROF_MODE=sample): per-thread timers and the folding thread.
+/* sampler.c: sample mode (COPROF_MODE=sample): per-thread tick sources and the folding
+ * thread.
  *
- * pl_sampler_init (the shim's constructor) picks a free real-time signal and installs
- * the tick handler; each thread, in its thread_start hook, creates its own timers and
- * warms libunwind outside any signal. The folding thread wakes every few milliseconds,
- * drains every thread's ring into the engine (coprof_sample) and charges suspended
+ * pl_sampler_init (the shim's constructor) chooses where ticks come from (perf events,
+ * raising SIGTRAP; else, under cpu, CPU-time timers on a free real-time signal) and
+ * installs the tick handler; each thread, in its thread_start hook, opens its own
+ * events or timers and warms libunwind outside any signal. The folding thread wakes every few
+ * milliseconds, drains every thread's ring into the engine (coprof_sample) and charges suspended
  * coroutines their waits. start/stop run on the shim's control thread. */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
