@@ -10,6 +10,7 @@ pkgs=(
 	python3 python3-yappi
 	uftrace google-perftools libgoogle-perftools-dev
 	redis-tools valgrind tmux hyperfine afl++ procps
+	strace linux-perf redis-server
 )
 
 missing=()
