@@ -20,7 +20,7 @@
 /* The default sampling rate: what costs a busy thread under 1% on the VM coprof is
  * measured on (bench/RESULTS.md, "sample mode, default rate"); odd, so that ticks do
  * not fall in step with periodic work. */
-#define PL_DEFAULT_HZ 997
+#define PL_DEFAULT_HZ 99
 
 struct pl_config {
 	enum coprof_clock clock; /* COPROF_CLOCK: cpu|wall (default cpu) */
@@ -91,5 +91,11 @@ PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to)
  * counts as back in its own context. When the context resumed next is a coroutine,
  * follow with pl_sampler_switch(NULL, next). */
 PL_HIDDEN void pl_sampler_finish(struct coprof_ctx *c);
+/* Sample mode's ticks may arrive as SIGTRAP (perf events with sigtrap): the program's
+ * own SIGTRAP handler must then not replace the sampler's, or a tick reaches the
+ * program (Go's runtime, for one, treats SIGTRAP as fatal). A sigaction interposer that
+ * keeps ours hands the program's action here; SIGTRAPs that are not ticks go to it.
+ * (sampler-signal.c; only while the sampler's signal is SIGTRAP.) */
+PL_HIDDEN void pl_sampler_set_prev_trap(const struct sigaction *act);
 
 #endif

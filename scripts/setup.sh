@@ -13,6 +13,7 @@ pkgs=(
 	chromium chromium-driver python3-venv
 	zlib1g-dev golang-go clang-format
 	strace # tests/native toggle-*: no signal is sent for a refused pid
+	linux-perf redis-server
 )
 
 missing=()

@@ -31,7 +31,7 @@ static void usage(FILE *f)
 		   "  -o, --output FILE  profile path; %%p: pid, %%n: dump number\n"
 		   "  -c, --clock CLOCK  cpu (default) or wall\n"
 		   "  --mode MODE        trace (default, -finstrument-functions) or sample\n"
-		   "  --hz N             sampling rate in sample mode (default 997)\n"
+		   "  --hz N             sampling rate in sample mode (default 99)\n"
 		   "  --no-start         wait for the toggle signal before profiling\n"
 		   "  --signal SIG       toggle signal (default USR2): see coprof toggle\n");
 }

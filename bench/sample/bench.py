@@ -5,8 +5,8 @@ Two workloads, each run REPS times (default 5) in interleaved order, medians rep
   cpu   samples/cpu/cpu-split 2: the CPU time (user + sys) the whole process used;
   resp  the RESP server (bench/sample/resp-plain: samples/native/resp.c built without
         -finstrument-functions) under redis-benchmark -t get,set: requests per second.
-Variants: unprofiled; coprof COPROF_MODE=sample at 250 Hz (the CPU-time timer alone),
-1 kHz and 10 kHz (CLOCK_MONOTONIC timers), cpu clock; coprof loaded but never started;
+Variants: unprofiled; coprof COPROF_MODE=sample at 99, 250 and 997 Hz and 10 kHz, cpu
+clock (per-thread perf task-clock events); coprof loaded but never started;
 gperftools (LD_PRELOAD=libprofiler.so CPUPROFILE=...) asked for 1 kHz, at the rate it
 really delivers. Samples are counted from each profile, so the cost per sample is
 (profiled - unprofiled CPU) / samples. Prints a markdown table."""
@@ -31,7 +31,7 @@ GPERF = next(iter(glob.glob("/usr/lib/*/libprofiler.so*") + glob.glob("/usr/lib/
 def variants(build, tmp):
     shim = os.path.join(build, "preload", "libcoprof-preload.so")
     out = {"unprofiled": {}}
-    for hz in (250, 1000, 10000):
+    for hz in (99, 250, 997, 10000):
         name = f"coprof {hz // 1000} kHz" if hz >= 1000 else f"coprof {hz} Hz"
         out[name] = {
             "LD_PRELOAD": shim, "COPROF_MODE": "sample", "COPROF_CLOCK": "cpu",

@@ -107,8 +107,9 @@ struct pl_sampler_conf {
 	uint64_t period;   /* ns between ticks */
 	uintptr_t self_lo; /* the text of libcoprof-preload.so, skipped in wait stacks */
 	uintptr_t self_hi;
-	uintptr_t asan_lo; /* the sanitizer runtime's text, whose swapcontext */
-	uintptr_t asan_hi; /* interceptor may call ours: skipped too */
+	uintptr_t asan_lo;   /* the sanitizer runtime's text, whose swapcontext */
+	uintptr_t asan_hi;   /* interceptor may call ours: skipped too */
+	uintptr_t switch_pc; /* libc's swapcontext: cpu ticks mid-switch are charged there */
 };
 extern PL_HIDDEN struct pl_sampler_conf pl_sconf;
 /* Nonzero: under cpu, never use perf events (tests and benches of the fallback). */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <libunwind.h>
 #include <linux/perf_event.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <ucontext.h>
@@ -104,7 +105,7 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 		st->carry = 0;
 		return w;
 	}
-	if (st->tls && st->tls->in_switch) {
+	if (st->tls && st->tls->in_switch && !pl_sconf.switch_pc) {
 		/* Leave cpu_last alone: the next tick counts this CPU time. */
 		atomic_fetch_add_explicit(&st->deferred, 1, memory_order_relaxed);
 		return 0;
@@ -155,6 +156,18 @@ static uint64_t perf_data(const siginfo_t *si)
 }
 
 static struct sigaction prev_trap; /* SIGTRAP's action before ours (perf ticks) */
+
+/* For a shim that keeps the tick handler on SIGTRAP when the program asks for SIGTRAP
+ * itself (sigaction interposed): the program's action gets every SIGTRAP that is not
+ * a tick. Not for use in a signal handler. */
+void pl_sampler_set_prev_trap(const struct sigaction *act)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	prev_trap = *act;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
 
 /* A SIGTRAP that is not a tick (a breakpoint, raise) gets what it would have got
  * without us: the handler before ours, or the default action, which ends the process
@@ -214,7 +227,14 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 	rec->kind = PL_REC_SAMPLE;
 	rec->ctx = atomic_load_explicit(&st->cur, memory_order_relaxed);
 	rec->weight = w;
-	capture(st, rec, ucv);
+	if (!pl_sconf.wall && st->tls && st->tls->in_switch) {
+		/* A stack walked mid-switch is garbage, but the CPU is the switch's: under
+		 * cpu (no other writer of the ring then) it is charged to swapcontext. */
+		rec->pcs[0] = pl_sconf.switch_pc;
+		rec->depth = 1;
+	} else {
+		capture(st, rec, ucv);
+	}
 	pl_ring_publish(st);
 out:
 	errno = saved;

@@ -1,9 +1,11 @@
-/* sampler.c: sample mode (COPROF_MODE=sample): per-thread timers and the folding thread.
+/* sampler.c: sample mode (COPROF_MODE=sample): per-thread tick sources and the folding
+ * thread.
  *
- * pl_sampler_init (the shim's constructor) picks a free real-time signal and installs
- * the tick handler; each thread, in its thread_start hook, creates its own timers and
- * warms libunwind outside any signal. The folding thread wakes every few milliseconds,
- * drains every thread's ring into the engine (coprof_sample) and charges suspended
+ * pl_sampler_init (the shim's constructor) chooses where ticks come from (perf events,
+ * raising SIGTRAP; else, under cpu, CPU-time timers on a free real-time signal) and
+ * installs the tick handler; each thread, in its thread_start hook, opens its own
+ * events or timers and warms libunwind outside any signal. The folding thread wakes every few
+ * milliseconds, drains every thread's ring into the engine (coprof_sample) and charges suspended
  * coroutines their waits. start/stop run on the shim's control thread. */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -213,14 +216,15 @@ static int make_timer(clockid_t clk, int id, timer_t *out)
 }
 
 /* Our fds go at or above this number, out of the way of a host that counts on getting
- * the lowest free one (and of select's FD_SETSIZE). */
-#define PL_FD_FLOOR 1024
+ * the lowest free one (and of select's FD_SETSIZE): 1024, or half the fd limit when
+ * that is lower. Set by pl_sampler_init. */
+static int fd_floor = 1024;
 
 /* Moves `fd` to a high number, close-on-exec; returns the new fd, or `fd` itself when
  * no higher one is free. */
 static int move_high(int fd)
 {
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, PL_FD_FLOOR);
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, fd_floor);
 	if (high < 0)
 		return fd;
 	close(fd);
@@ -269,10 +273,9 @@ static int open_wake_event(void)
 }
 
 /* Sets up the calling thread: its state, its tick source (armed when sampling runs),
- * and libunwind's per-thread caches, filled here by one walk outside any signal. A
- * thread whose perf events cannot be opened (out of fds) ticks on a timer instead:
- * under cpu its CPU-time timer (at the kernel's tick rate at most), under wall a
- * CLOCK_MONOTONIC one. */
+ * and libunwind's per-thread caches, filled here by one walk outside any signal. Under
+ * cpu a thread whose perf event cannot be opened (out of fds) ticks on its CPU-time
+ * timer instead (at the kernel's tick rate at most); under wall it is not sampled. */
 static void thread_start(void)
 {
 	if (self)
@@ -299,7 +302,7 @@ static void thread_start(void)
 		if (st->perf_fd < 0)
 			st->perf_fd = -1;
 	}
-	if (st->perf_fd < 0 && pl_sconf.wall)
+	if (st->perf_fd < 0 && pl_sconf.wall && !pl_sconf.perf)
 		st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
 	else if (st->perf_fd < 0)
 		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
@@ -477,10 +480,11 @@ static unsigned kernel_hz(void)
 /* Where ticks come from: perf events where this process may open them. Under cpu they
  * watch the kernel too when allowed (else, at perf_event_paranoid 2 without
  * CAP_PERFMON, user time only); under wall the context-switch event must open as well,
- * and it needs the kernel. Otherwise timers: under cpu the CPU-time timer, which the
- * kernel checks at its own tick, so the rate is capped there; under wall a
- * CLOCK_MONOTONIC timer, whose signal cuts blocking calls short. Says so once. */
-static void choose_source(unsigned *hz)
+ * and it needs the kernel. Otherwise, under cpu, the CPU-time timer, which the kernel
+ * checks at its own tick, so the rate is capped there. Under wall there is no harmless
+ * fallback (a CLOCK_MONOTONIC timer signals blocked threads, and their sleeps end with
+ * EINTR): -EPERM, nothing is sampled, but for the tests' forced timer. Says so once. */
+static int choose_source(unsigned *hz)
 {
 	char why[160];
 	int fd = -ENOSYS;
@@ -513,7 +517,7 @@ static void choose_source(unsigned *hz)
 				coprof_set_note(pl_prof, "sample mode: perf events may not watch "
 							 "the kernel here, so time in syscalls "
 							 "is charged to the next user-space tick");
-			return;
+			return 0;
 		}
 		snprintf(why, sizeof(why), "SIGTRAP is taken");
 	} else {
@@ -521,7 +525,13 @@ static void choose_source(unsigned *hz)
 	}
 timer:;
 	char note[384];
-	if (pl_sconf.wall) {
+	if (pl_sconf.wall && !pl_sampler_force_timer) {
+		pl_say("sample mode: -c wall needs perf events, and they are not available here "
+		       "(%s); a timer would cut the program's sleeps short, so nothing is sampled "
+		       "(-c cpu works)",
+		       why);
+		return -EPERM;
+	} else if (pl_sconf.wall) {
 		snprintf(note, sizeof(note),
 			 "sample mode: no perf events (%s); wall ticks from a CLOCK_MONOTONIC "
 			 "timer, which cuts sleeps and other blocking calls short (EINTR)",
@@ -540,6 +550,7 @@ timer:;
 	}
 	pl_say("%s", note);
 	coprof_set_note(pl_prof, note);
+	return 0;
 }
 
 int pl_sampler_init(void)
@@ -555,9 +566,13 @@ int pl_sampler_init(void)
 	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 2048)
+		fd_floor = (int)(rl.rlim_cur / 2);
 	pl_sconf.signo = 0;
 	pl_sconf.perf = pl_sconf.perf_user = pl_sconf.cpu_timer = 0;
-	choose_source(&hz);
+	if (choose_source(&hz) < 0)
+		return -EPERM;
 	if (!pl_sconf.perf)
 		pl_sconf.signo = pick_signal();
 	if (pl_sconf.signo < 0) {
@@ -573,6 +588,8 @@ int pl_sampler_init(void)
 		dl_iterate_phdr(find_text, &r);
 		pl_sconf.asan_lo = r.lo, pl_sconf.asan_hi = r.hi;
 	}
+	if (!pl_sconf.wall)
+		pl_sconf.switch_pc = (uintptr_t)dlsym(RTLD_NEXT, "swapcontext");
 	int err = pl_sampler_install_handler();
 	if (err < 0) {
 		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));

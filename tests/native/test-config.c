@@ -36,7 +36,7 @@ Test(config, defaults)
 	cr_expect_eq(cfg.mode, COPROF_MODE_TRACE);
 	cr_expect_eq(cfg.signo, SIGUSR2);
 	cr_expect_eq(cfg.start, 1);
-	cr_expect_eq(cfg.hz, 997);
+	cr_expect_eq(cfg.hz, 99);
 	cr_expect_eq(cfg.builtins, 0);
 	cr_expect_eq(cfg.py_hook, PL_PY_HOOK_AUTO);
 	cr_expect_str_eq(cfg.out, "coprof-%p.pstat");

@@ -330,8 +330,9 @@ def case_forked(r, how="os", mode="trace"):
         base = unprofiled(cmd)
         for f in glob.glob(os.path.join(r.tmp, "proc.*.pstat")):
             os.remove(f)
+        # sample mode at 997 Hz: the default (99 Hz) may not sample a short child
         p = subprocess.run(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl,
-                                          COPROF_MODE=mode),
+                                          COPROF_MODE=mode, COPROF_HZ="997"),
                            capture_output=True, timeout=120)
         check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode,
                                                       p.stderr[-2000:]))

@@ -35,7 +35,11 @@ def python_env():
     return env
 
 
-def record(opts, cmd, timeout=120, env=None):
+def record(opts, cmd, timeout=120, env=None, default_hz=False):
+    """Records at 997 Hz (enough samples for the shares checked here) unless opts say
+    otherwise, or at the default rate with default_hz."""
+    if "--hz" not in opts and not default_hz:
+        opts = ["--hz", "997"] + opts
     p = subprocess.run([BIN, "record", "--mode", "sample"] + opts + ["--"] + cmd,
                        env=env or base_env(), cwd=TMP, capture_output=True, text=True,
                        timeout=timeout)
@@ -258,7 +262,7 @@ def case_sched_wall():
 def case_toggle():
     n = 4
     tmpl = os.path.join(TMP, "t.%n.pstat")
-    cmd = [BIN, "record", "--mode", "sample", "--no-start", "-o", tmpl, "--",
+    cmd = [BIN, "record", "--mode", "sample", "--hz", "997", "--no-start", "-o", tmpl, "--",
            os.path.join(CPU, "cpu-split"), "60"]
     p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
@@ -286,8 +290,8 @@ def case_toggle():
 def case_resp():
     toggles = 10
     tmpl = os.path.join(TMP, "resp.%n.pstat")
-    cmd = [BIN, "record", "--mode", "sample", "--no-start", "-c", "wall", "-o", tmpl, "--",
-           os.path.join(NATIVE, "resp"), "0"]
+    cmd = [BIN, "record", "--mode", "sample", "--hz", "997", "--no-start", "-c", "wall", "-o", tmpl,
+           "--", os.path.join(NATIVE, "resp"), "0"]
     resp_windows(cmd, TMP, tmpl, toggles, requests=2000, clients=8)
     files = glob.glob(os.path.join(TMP, "resp.*.pstat"))
     check(len(files) == toggles, f"{toggles} windows gave {len(files)} files")
@@ -344,21 +348,27 @@ def waits_case(clock):
         opts = ["-c", clock] + (["--hz", str(hz)] if hz else [])
         for how in ("usleep", "pipe", "epoll", "cond"):
             out = os.path.join(TMP, f"waits-{how}.pstat")
-            p = record(["-o", out] + opts, [WAITS, how])
+            p = record(["-o", out] + opts, [WAITS, how], default_hz=True)
             secs, early = p.stdout.split()
             check(int(early) == 0 and float(secs) >= (0.99 if how != "pipe" else 0.95),
                   f"{clock} {hz or 'default'} Hz, {how}: {early} of 10 waits came back early, {secs} s")
             check("coprof:" not in p.stderr, f"stderr: {p.stderr!r}")
+            # under cpu a program that only sleeps may take no sample, and write no file
+            check(clock == "cpu" or os.path.exists(out), f"{clock} {how}: no profile")
+            if os.path.exists(out):
+                stats, ex = load(out)
+                check(ex["hz"] == (hz or 99), f"hz {ex['hz']}, expected {hz or 99} (the default)")
+                if clock == "wall" and how == "epoll":
+                    # the waits are charged where they happened: ~1 s in epoll_wait
+                    waited = sum(v[2] for k, v in stats.items() if "epoll_wait" in k[2])
+                    check(0.8 <= waited <= 1.2, f"epoll_wait charged {waited:.3f} s of 1 s asleep in it")
+                os.unlink(out)
         out = os.path.join(TMP, "waits-py.pstat")
         code = ("import time\nt = time.monotonic()\nfor _ in range(10): time.sleep(0.1)\n"
                 "print(round(time.monotonic() - t, 3))\n")
-        p = record(["-o", out] + opts, ["/usr/bin/python3", "-c", code], env=python_env())
+        p = record(["-o", out] + opts, ["/usr/bin/python3", "-c", code], env=python_env(),
+                   default_hz=True)
         check(float(p.stdout) >= 0.99, f"{clock}: Python's time.sleep took {p.stdout.strip()} s for 1 s")
-    if clock == "wall":
-        # the waits are charged where they happened: epoll_wait has ~1 s of the profile
-        stats, ex = load(os.path.join(TMP, "waits-epoll.pstat"))
-        waited = sum(v[2] for k, v in stats.items() if "epoll_wait" in k[2])
-        check(0.8 <= waited <= 1.2, f"epoll_wait charged {waited:.3f} s of 1 s asleep in it")
 
 
 def case_waits_cpu():
@@ -388,7 +398,8 @@ def case_epoll_split():
 def case_no_perf():
     """Where perf events are refused (here: strace makes perf_event_open fail with
     EACCES, as paranoid 3 would), cpu falls back to the CPU-time timer at the kernel's
-    tick rate at most, and says so once on stderr and in the notes."""
+    tick rate at most, and says so once on stderr and in the notes; wall samples
+    nothing and says so."""
     strace = shutil.which("strace")
     check(strace is not None, "strace is needed (scripts/setup.sh installs it)")
     out = os.path.join(TMP, "noperf.pstat")
@@ -396,6 +407,8 @@ def case_no_perf():
     env.pop("LD_PRELOAD", None)  # the shim goes to the traced program only (-E)
     env.update({"COPROF_MODE": "sample", "COPROF_OUT": out, "COPROF_HZ": "997"})
     preload = ASAN + ":" + LIB if ASAN else LIB
+    if ASAN:
+        env["ASAN_OPTIONS"] = "detect_leaks=0"  # LeakSanitizer does not work under ptrace
     p = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "-E", f"LD_PRELOAD={preload}",
                         "-e", "trace=perf_event_open", "-e", "inject=perf_event_open:error=EACCES",
                         os.path.join(CPU, "cpu-split"), "1.5"],
@@ -406,6 +419,20 @@ def case_no_perf():
     stats, ex = load(out)
     check(any("CPU-time timer" in n for n in ex["notes"]), f"notes {ex['notes']}")
     check_split(stats, "CPU-time timer", tol=8.0)
+    # wall has no harmless fallback (a timer would cut sleeps short): it samples nothing,
+    # says why, and the program's waits keep their length
+    out = os.path.join(TMP, "noperf-wall.pstat")
+    env.update({"COPROF_CLOCK": "wall", "COPROF_OUT": out})
+    p = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "-E", f"LD_PRELOAD={preload}",
+                        "-e", "trace=perf_event_open", "-e", "inject=perf_event_open:error=EACCES",
+                        WAITS, "usleep"], env=env, cwd=TMP, capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
+    secs, early = p.stdout.split()
+    check(int(early) == 0 and float(secs) >= 0.99, f"wall without perf: {early} waits cut short")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    check(len(lines) == 1 and "-c wall needs perf events" in lines[0], f"stderr: {lines}")
+    check(not os.path.exists(out), "a profile was written with nothing sampled")
 
 
 if __name__ == "__main__":

@@ -397,3 +397,41 @@ Test(sampler, program_taking_the_tick_signal_stops_sampling)
 	cr_expect(strstr(stub_note(), "tick signal") != NULL, "note: %s", stub_note());
 	stub_stop();
 }
+
+static volatile sig_atomic_t traps;
+
+static void trap_handler(int sig)
+{
+	(void)sig;
+	traps++;
+}
+
+/* A program that handles SIGTRAP itself keeps it: perf ticks would reach its handler,
+ * so the sampler falls back to the CPU-time timer on a real-time signal, says why, and
+ * the program's own SIGTRAPs still reach it. */
+Test(sampler, program_with_sigtrap_handler_keeps_it)
+{
+	signal(SIGTRAP, trap_handler);
+	cr_assert_eq(stub_init(0, 997), 0);
+	cr_expect(!stub_perf() && stub_cpu_timer(), "perf ticks on a SIGTRAP the program handles");
+	cr_expect_neq(stub_signo(), SIGTRAP);
+	cr_expect(strstr(stub_note(), "SIGTRAP is taken") != NULL, "note: %s", stub_note());
+	uint64_t unit = unit_1ms();
+	stub_start();
+	raise(SIGTRAP);
+	spin_heavy(unit * 100);
+	stub_stop();
+	cr_expect_eq(traps, 1, "the program's handler ran %d times for one raise", (int)traps);
+	cr_expect_gt(leaf_ns("spin_heavy", 0, 0, NULL), 50000000u, "the timer sampled");
+}
+
+/* With perf ticks on SIGTRAP, a SIGTRAP that is not a tick keeps its default action:
+ * the process ends on it, as it would without coprof. */
+Test(sampler, foreign_sigtrap_keeps_its_default_action, .signal = SIGTRAP)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	cr_assert(stub_perf(), "perf events are allowed here: the test needs them");
+	stub_start();
+	raise(SIGTRAP);
+	cr_assert_fail("the SIGTRAP was swallowed");
+}
