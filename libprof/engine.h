@@ -176,6 +176,8 @@ struct coprof {
 	unsigned ndropped;
 	struct cp_samples *samples;
 	double start_epoch, stop_epoch; /* s since the epoch */
+	uint64_t last_pause_ns; /* CLOCK_MONOTONIC ns the writers were held by the last
+				 * snapshot (bench/fleet/pause-cost reads it) */
 };
 
 /* engine.c */

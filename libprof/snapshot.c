@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine-inline.h"
@@ -599,7 +600,9 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 		cp_profile_free(s.prof);
 		return rc;
 	}
+	struct timespec t0, t1;
 	pthread_mutex_lock(&p->lock);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cp_pause(p);
 	rc = copy_all(&s);
 	if (!rc)
@@ -614,6 +617,9 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 		cp_clear_paused(p);
 	}
 	cp_unpause(p);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	p->last_pause_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+			   (uint64_t)t0.tv_nsec;
 	s.nresolvers = p->nresolvers;
 	memcpy(s.resolvers, p->resolvers, sizeof(s.resolvers));
 	pthread_mutex_unlock(&p->lock);
