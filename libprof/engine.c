@@ -293,14 +293,16 @@ void cp_clear_paused(struct coprof *p)
 		atomic_fetch_or(&p->state, CP_RECORDING);
 }
 
-int coprof_dump(struct coprof *p, const char *path)
+/* coprof_dump and coprof_dump_clear: a snapshot (with `clear`, taken and cleared in
+ * one pause of the writers), then the file, written with no lock held. */
+static int dump(struct coprof *p, const char *path, int clear)
 {
 	if (!p || !path)
 		return -EINVAL;
 	if (!atomic_load(&p->recorded))
 		return -ENODATA;
 	struct cp_profile *prof;
-	int rc = cp_snapshot(p, &prof);
+	int rc = cp_snapshot_take(p, clear, &prof);
 	if (rc)
 		return rc;
 	rc = cp_profile_write(prof, path);
@@ -308,19 +310,14 @@ int coprof_dump(struct coprof *p, const char *path)
 	return rc;
 }
 
+int coprof_dump(struct coprof *p, const char *path)
+{
+	return dump(p, path, 0);
+}
+
 int coprof_dump_clear(struct coprof *p, const char *path)
 {
-	if (!p || !path)
-		return -EINVAL;
-	if (!atomic_load(&p->recorded))
-		return -ENODATA;
-	struct cp_profile *prof;
-	int rc = cp_snapshot_take(p, 1, &prof);
-	if (rc)
-		return rc;
-	rc = cp_profile_write(prof, path);
-	cp_profile_free(prof);
-	return rc;
+	return dump(p, path, 1);
 }
 
 int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg)
