@@ -268,6 +268,14 @@ int coprof_clear(struct coprof *p)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
 	cp_pause(p);
+	cp_clear_paused(p);
+	cp_unpause(p);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+void cp_clear_paused(struct coprof *p)
+{
 	uint64_t self_tid = (uint64_t)gettid();
 	uint32_t st = atomic_load(&p->state);
 	for (struct coprof_thread *t = p->threads; t; t = t->next)
@@ -283,24 +291,33 @@ int coprof_clear(struct coprof *p)
 	p->stop_epoch = 0;
 	if (p->started)
 		atomic_fetch_or(&p->state, CP_RECORDING);
-	cp_unpause(p);
-	pthread_mutex_unlock(&p->lock);
-	return 0;
 }
 
-int coprof_dump(struct coprof *p, const char *path)
+/* coprof_dump and coprof_dump_clear: a snapshot (with `clear`, taken and cleared in
+ * one pause of the writers), then the file, written with no lock held. */
+static int dump(struct coprof *p, const char *path, int clear)
 {
 	if (!p || !path)
 		return -EINVAL;
 	if (!atomic_load(&p->recorded))
 		return COPROF_ENODATA;
 	struct cp_profile *prof;
-	int rc = cp_snapshot(p, &prof);
+	int rc = cp_snapshot_take(p, clear, &prof);
 	if (rc)
 		return rc;
 	rc = cp_profile_write(prof, path);
 	cp_profile_free(prof);
 	return rc;
+}
+
+int coprof_dump(struct coprof *p, const char *path)
+{
+	return dump(p, path, 0);
+}
+
+int coprof_dump_clear(struct coprof *p, const char *path)
+{
+	return dump(p, path, 1);
 }
 
 int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg)

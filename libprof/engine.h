@@ -176,6 +176,8 @@ struct coprof {
 	unsigned ndropped;
 	struct cp_samples *samples;
 	double start_epoch, stop_epoch; /* s since the epoch */
+	uint64_t last_pause_ns; /* CLOCK_MONOTONIC ns the writers were held by the last
+				 * snapshot (bench/fleet/pause-cost reads it) */
 };
 
 /* engine.c */
@@ -207,6 +209,12 @@ void cp_ctx_release(struct coprof_ctx *c);
  * copy only). Takes p->lock and pauses writers while copying; calls the resolvers
  * afterwards with no lock held (they may take locks of their own). 0 or -errno. */
 int cp_snapshot(struct coprof *p, struct cp_profile **out);
+/* The same; with `clear`, also forgets everything (as coprof_clear) in the same pause
+ * of the writers and takes the sample store over, so that no event falls between
+ * this snapshot and the next. The data is dropped even when the snapshot fails. */
+int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out);
+/* coprof_clear's work, with p->lock held and the writers paused. */
+void cp_clear_paused(struct coprof *p);
 
 /* Text of a key nobody resolves: "0x<hex>". */
 void cp_key_unknown(uintptr_t key, char *buf, size_t len);

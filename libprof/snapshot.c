@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine-inline.h"
@@ -638,31 +639,59 @@ static int map_resolve(void *arg, uintptr_t pc, struct cp_key *out)
 	return rc;
 }
 
-static int add_samples(struct snap *s)
+/* The stacks of `taken` (a store cp_snapshot_take took over), else of the live store. */
+static int add_samples(struct snap *s, struct cp_samples *taken)
 {
 	struct coprof *p = s->p;
+	struct cp_samples_map map = {s, map_task, map_resolve};
 	int rc = 0;
+	if (taken)
+		return cp_samples_count(taken) ? cp_samples_build(taken, &map, s->prof) : 0;
 	pthread_mutex_lock(&p->sample_lock);
-	if (p->samples && cp_samples_count(p->samples)) {
-		struct cp_samples_map map = {s, map_task, map_resolve};
+	if (p->samples && cp_samples_count(p->samples))
 		rc = cp_samples_build(p->samples, &map, s->prof);
-	}
 	pthread_mutex_unlock(&p->sample_lock);
 	return rc;
 }
 
 int cp_snapshot(struct coprof *p, struct cp_profile **out)
 {
+	return cp_snapshot_take(p, 0, out);
+}
+
+int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
+{
 	struct snap s = {.p = p};
+	struct cp_samples *fresh = NULL, *taken = NULL;
 	int rc = cp_profile_new(&s.prof);
-	if (rc)
+	if (!rc && clear)
+		rc = cp_samples_new(p->opt.memory_limit, &fresh);
+	if (rc) {
+		if (clear)
+			coprof_clear(p);
+		cp_profile_free(s.prof);
 		return rc;
+	}
+	struct timespec t0, t1;
 	pthread_mutex_lock(&p->lock);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cp_pause(p);
 	rc = copy_all(&s);
-	cp_unpause(p);
 	if (!rc)
 		rc = fill_extras(&s);
+	if (clear) {
+		/* The folding thread adds to p->samples under sample_lock: from now on it
+		 * adds to the fresh store, and this snapshot owns the old one. */
+		pthread_mutex_lock(&p->sample_lock);
+		taken = p->samples;
+		p->samples = fresh;
+		pthread_mutex_unlock(&p->sample_lock);
+		cp_clear_paused(p);
+	}
+	cp_unpause(p);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	p->last_pause_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+			   (uint64_t)t0.tv_nsec;
 	s.nresolvers = p->nresolvers;
 	memcpy(s.resolvers, p->resolvers, sizeof(s.resolvers));
 	pthread_mutex_unlock(&p->lock);
@@ -670,7 +699,8 @@ int cp_snapshot(struct coprof *p, struct cp_profile **out)
 	if (!rc)
 		rc = build_all(&s);
 	if (!rc)
-		rc = add_samples(&s);
+		rc = add_samples(&s, taken);
+	cp_samples_free(taken);
 	free(s.rows);
 	free(s.erows);
 	free(s.groups);

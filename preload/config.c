@@ -115,6 +115,26 @@ static int bad(char *err, size_t errlen, const char *var, const char *val, const
 	return -EINVAL;
 }
 
+/* Seconds as DIGITS[.DIGITS] (no sign, exponent or locale) into ns, from 10 ms to a
+ * day: shorter windows would be mostly overhead. */
+static int parse_interval(const char *s, uint64_t *out)
+{
+	uint64_t ns = 0, scale = 1000000000u;
+	const char *p = s;
+	for (; *p >= '0' && *p <= '9'; p++)
+		if ((ns = ns * 10 + (uint64_t)(*p - '0') * scale) > 86400ull * scale)
+			return -EINVAL;
+	if (p == s && *p != '.')
+		return -EINVAL;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			ns += (uint64_t)(*p - '0') * (scale /= 10);
+	if (*p || ns < 10000000u || ns > 86400ull * 1000000000u)
+		return -EINVAL;
+	*out = ns;
+	return 0;
+}
+
 int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name), char *err,
 		    size_t errlen)
 {
@@ -189,6 +209,15 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 			cfg->py_hook = PL_PY_HOOK_MONITORING;
 		else
 			return bad(err, errlen, "COPROF_PY_HOOK", v, "auto, profile or monitoring");
+	}
+	if ((v = get("COPROF_INTERVAL")) != NULL && parse_interval(v, &cfg->interval_ns))
+		return bad(err, errlen, "COPROF_INTERVAL", v,
+			   "a window length in seconds (0.01 to 86400)");
+	if ((v = get("COPROF_KEEP")) != NULL) {
+		if (parse_uint(v, 1, 1000000, &n))
+			return bad(err, errlen, "COPROF_KEEP", v,
+				   "a number of files from 1 to 1000000");
+		cfg->keep = (unsigned)n;
 	}
 	if (!cfg->start && !cfg->signo) {
 		snprintf(err, errlen,

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "fd.h"
 #include "internal.h"
+#include "interval.h"
 #include "symbols.h"
 #include "toggle-state.h"
 
@@ -132,6 +133,7 @@ static void start_locked(void)
 			runtimes[i]->start();
 	__atomic_store_n(&pl_running, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_tracing, pl_cfg.mode == COPROF_MODE_TRACE, __ATOMIC_RELEASE);
+	pl_interval_open();
 }
 
 /* Says why dump `path` was not written, as the OS (or coprof_dump) says it. A shell
@@ -152,6 +154,7 @@ static void stop_dump_locked(void)
 {
 	if (!pl_running)
 		return;
+	pl_interval_close();
 	__atomic_store_n(&pl_tracing, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_running, 0, __ATOMIC_RELEASE);
 	for (int i = nruntimes - 1; i >= 0; i--)
@@ -164,7 +167,7 @@ static void stop_dump_locked(void)
 		pl_say("cannot write the profile to COPROF_OUT=%s: %s", pl_cfg.out,
 		       coprof_strerror(rc));
 	else if ((rc = coprof_dump(pl_prof, path)) == 0)
-		dumps++;
+		pl_interval_keep(++dumps, forked);
 	else if (rc != COPROF_ENODATA)
 		say_dump_error(rc, path);
 	last_stop = rc == 0 ? PL_RUN_OFF : rc == COPROF_ENODATA ? PL_RUN_EMPTY : PL_RUN_FAILED;
@@ -225,9 +228,28 @@ void pl_control_republish(void)
 	}
 }
 
+/* With COPROF_INTERVAL, how long to wait for a toggle, and the window written when
+ * it is due (interval.c); -1 and nothing otherwise. */
+static int window_wait_ms(void)
+{
+	pthread_mutex_lock(&lock);
+	int ms = pl_interval_wait_ms();
+	pthread_mutex_unlock(&lock);
+	return ms;
+}
+
+static void window_due(void)
+{
+	pthread_mutex_lock(&lock);
+	if (!exiting && pl_running && pl_interval_write_due(dumps + 1, forked))
+		pl_interval_keep(++dumps, forked);
+	pthread_mutex_unlock(&lock);
+}
+
 /* The control thread: no signal is ever delivered to it, and its guard is always set,
  * so no hook records anything it does. It returns when quit_fd is set, between two
- * toggles: bytes it has not read stay in the pipe for the next control thread. */
+ * toggles: bytes it has not read stay in the pipe for the next control thread. It
+ * also closes periodic windows when they are due. */
 static void *control_main(void *arg)
 {
 	(void)arg;
@@ -240,13 +262,15 @@ static void *control_main(void *arg)
 	for (;;) {
 		struct pollfd fds[2] = {{.fd = quit_fd.fd, .events = POLLIN},
 					{.fd = read_fd.fd, .events = POLLIN}};
-		if (poll(fds, 2, -1) < 0) {
+		int ready = poll(fds, 2, window_wait_ms());
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			return NULL;
 		}
 		if (fds[0].revents)
 			return NULL;
+		window_due();
 		if (!fds[1].revents)
 			continue;
 		int rfd = pl_fd_get(&read_fd);
@@ -328,7 +352,7 @@ static int spawn_control(int defer)
 
 int pl_control_init(void)
 {
-	if (pl_cfg.signo == 0 || !pl_real.pthread_create)
+	if ((pl_cfg.signo == 0 && !pl_cfg.interval_ns) || !pl_real.pthread_create)
 		return 0;
 	return spawn_control(0);
 }
@@ -543,7 +567,7 @@ void pl_control_fork_child(void)
 	pl_uctx_after_fork_child();
 	pl_thread();
 	pl_runtimes_after_fork_child();
-	if (pl_cfg.signo != 0)
+	if (pl_cfg.signo != 0 || pl_cfg.interval_ns)
 		spawn_control(paused != 0);
 	if (was_running) {
 		pthread_mutex_lock(&lock);

@@ -31,6 +31,8 @@ struct pl_config {
 	int builtins;            /* COPROF_BUILTINS: 1 to key C builtins in Python */
 	int py_hook;             /* COPROF_PY_HOOK: PL_PY_HOOK_* (python/adapter.h) */
 	char out[PATH_MAX];      /* COPROF_OUT: path template, %p pid, %n dump number */
+	uint64_t interval_ns;    /* COPROF_INTERVAL: window length; 0: no windows */
+	unsigned keep;           /* COPROF_KEEP: newest files kept; 0: all */
 };
 
 /* Set once by the constructor; read-only afterwards. */

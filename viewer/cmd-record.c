@@ -27,13 +27,17 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: coprof record [-o FILE] [-c cpu|wall] [--mode trace|sample] [--hz N]\n"
-		   "                     [--no-start] [--signal SIG] -- CMD [ARGS...]\n"
+		   "                     [--no-start] [--signal SIG] [--interval SECS] [--keep N]\n"
+		   "                     -- CMD [ARGS...]\n"
 		   "  -o, --output FILE  profile path; %%p: pid, %%n: dump number\n"
 		   "  -c, --clock CLOCK  cpu (default) or wall\n"
 		   "  --mode MODE        trace (default, -finstrument-functions) or sample\n"
 		   "  --hz N             sampling rate in sample mode (default 99)\n"
 		   "  --no-start         wait for the toggle signal before profiling\n"
-		   "  --signal SIG       toggle signal (default USR2): see coprof toggle\n");
+		   "  --signal SIG       toggle signal (default USR2): see coprof toggle\n"
+		   "  --interval SECS    while profiling, write a window every SECS seconds\n"
+		   "                     (numbered with %%n; COPROF_INTERVAL)\n"
+		   "  --keep N           keep only the newest N files (COPROF_KEEP)\n");
 }
 
 /* The preload library: $COPROF_PRELOAD, else the build tree beside this binary, else
@@ -90,11 +94,13 @@ static int setenv_or_die(const char *name, const char *value)
 int vw_cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'}, {"clock", required_argument, NULL, 'c'},
-	    {"mode", required_argument, NULL, 'm'},   {"hz", required_argument, NULL, 'z'},
-	    {"no-start", no_argument, NULL, 'n'},     {"signal", required_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0},
+	    {"output", required_argument, NULL, 'o'},	{"clock", required_argument, NULL, 'c'},
+	    {"mode", required_argument, NULL, 'm'},	{"hz", required_argument, NULL, 'z'},
+	    {"no-start", no_argument, NULL, 'n'},	{"signal", required_argument, NULL, 's'},
+	    {"interval", required_argument, NULL, 'i'}, {"keep", required_argument, NULL, 'k'},
+	    {"help", no_argument, NULL, 'h'},		{NULL, 0, NULL, 0},
 	};
+	const char *interval = NULL, *keep = NULL;
 	const char *out = NULL, *clock = NULL, *mode = NULL, *hz = NULL, *sig = NULL;
 	int no_start = 0, c;
 	optind = 1;
@@ -117,6 +123,12 @@ int vw_cmd_record(int argc, char **argv)
 			break;
 		case 's':
 			sig = optarg;
+			break;
+		case 'i':
+			interval = optarg;
+			break;
+		case 'k':
+			keep = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -180,7 +192,9 @@ int vw_cmd_record(int argc, char **argv)
 	    (mode && setenv_or_die("COPROF_MODE", mode)) ||
 	    (hz && setenv_or_die("COPROF_HZ", hz)) ||
 	    (sig && setenv_or_die("COPROF_SIGNAL", sig)) ||
-	    (no_start && setenv_or_die("COPROF_START", "0")))
+	    (no_start && setenv_or_die("COPROF_START", "0")) ||
+	    (interval && setenv_or_die("COPROF_INTERVAL", interval)) ||
+	    (keep && setenv_or_die("COPROF_KEEP", keep)))
 		return 2;
 	execvp(argv[optind], argv + optind);
 	/* as shells do: 127 when there is no such command, 126 when it cannot be run */

@@ -103,6 +103,14 @@ COPROF_API int coprof_clear(struct coprof *p);
  * come back as -errno. No temporary file is left behind on any error. */
 COPROF_API int coprof_dump(struct coprof *p, const char *path);
 /* Resolvers are tried in the order added; COPROF_ETOOMANY past the table's size. */
+/* coprof_dump, then coprof_clear, with nothing recorded in between: the writers are
+ * paused once, while the numbers are copied and cleared (not while the file is
+ * written), so consecutive calls cut a running profile into back-to-back windows.
+ * Frames open at the cut are counted in this window up to the cut (as by
+ * coprof_dump) and ignored when they close in a later one. The data is cleared even
+ * if writing fails. COPROF_ENODATA (nothing cleared, nothing written) when no event was
+ * recorded since the last clear. */
+COPROF_API int coprof_dump_clear(struct coprof *p, const char *path);
 COPROF_API int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg);
 /* Metadata for the extras. The command line defaults to /proc/self/cmdline. */
 COPROF_API int coprof_set_note(struct coprof *p, const char *note);

@@ -174,3 +174,40 @@ Test(dump, whole_program_cpu_root_is_the_sum_of_own_times)
 {
 	expect_whole(COPROF_CLOCK_CPU, 40, 40);
 }
+
+/* coprof_dump_clear cuts a running profile into windows: each call lands in exactly
+ * one window, a frame open at the cut counts up to the cut in the first and is
+ * ignored when it closes in the second, and recording goes on. */
+Test(dump, dump_clear_cuts_back_to_back_windows)
+{
+	char second[160];
+	snprintf(second, sizeof(second), "%s/second.pstat", dir);
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	fk_now = 0, coprof_enter(f.t, K("main"));
+	fk_now = 10, coprof_enter(f.t, K("a")), coprof_leave(f.t, K("a"));
+	fk_now = 20, coprof_enter(f.t, K("b")); /* open at the cut */
+	fk_now = 30;
+	cr_assert_eq(coprof_dump_clear(f.p, path), 0);
+	cr_expect(coprof_is_running(f.p), "recording goes on");
+	fk_now = 40, coprof_leave(f.t, K("b"));
+	fk_now = 50, coprof_enter(f.t, K("a"));
+	fk_now = 55, coprof_leave(f.t, K("a"));
+	fk_now = 60;
+	cr_assert_eq(coprof_dump_clear(f.p, second), 0);
+
+	struct cp_profile *w1, *w2;
+	char err[256] = "";
+	cr_assert_eq(cp_profile_read(path, &w1, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(cp_profile_read(second, &w2, err, sizeof(err)), 0, "%s", err);
+	fx_expect(&w1->stats, "main", 1, 1, 20, 30);
+	fx_expect(&w1->stats, "a", 1, 1, 0, 0);
+	fx_expect(&w1->stats, "b", 1, 1, 10, 10);
+	fx_expect(&w2->stats, "a", 1, 1, 5, 5);
+	cr_expect_null(fx_func(&w2->stats, "b"), "b's close in window 2 is not a call");
+	cr_expect(w1->ex.stop <= w2->ex.start, "windows follow one another");
+	cp_profile_free(w1);
+	cp_profile_free(w2);
+	unlink(second);
+	/* nothing since the last cut: nothing written, nothing used */
+	cr_expect_eq(coprof_dump_clear(f.p, second), COPROF_ENODATA);
+}

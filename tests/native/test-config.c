@@ -165,6 +165,19 @@ Test(config, bad_values_say_which_variable)
 	    {"COPROF_START", "maybe"},	{"COPROF_HZ", "0"},	  {"COPROF_HZ", "12x"},
 	    {"COPROF_HZ", "-5"},	{"COPROF_OUT", "a%qb"},	  {"COPROF_OUT", ""},
 	    {"COPROF_OUT", "/tmp/"},	{"COPROF_BUILTINS", "2"}, {"COPROF_PY_HOOK", "setprofile"},
+	    {"COPROF_INTERVAL", "0"},
+	    {"COPROF_INTERVAL", "0.001"},
+	    {"COPROF_INTERVAL", "-1"},
+	    {"COPROF_INTERVAL", "1e3"},
+	    {"COPROF_INTERVAL", "nan"},
+	    {"COPROF_INTERVAL", ""},
+	    {"COPROF_INTERVAL", "."},
+	    {"COPROF_INTERVAL", "1s"},
+	    {"COPROF_INTERVAL", "86401"},
+	    {"COPROF_INTERVAL", "1,5"},
+	    {"COPROF_KEEP", "0"},
+	    {"COPROF_KEEP", "-2"},
+	    {"COPROF_KEEP", "3 "},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct pl_config cfg;
@@ -224,4 +237,29 @@ Test(config, message_stays_one_line)
 	cr_assert_eq(parse(&cfg, err, v), -EINVAL);
 	cr_expect(strchr(err, '\n') == NULL, "%s", err);
 	cr_expect(strstr(err, "cpu?wall") != NULL, "%s", err);
+}
+
+Test(config, interval_and_keep)
+{
+	static const struct {
+		const char *v;
+		uint64_t ns;
+	} good[] = {{"1", 1000000000u},		  {"0.25", 250000000u}, {"2.5", 2500000000u},
+		    {".5", 500000000u},		  {"0.01", 10000000u},	{"86400", 86400000000000u},
+		    {"1.0000000009", 1000000000u}};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct pl_config cfg;
+		char err[256];
+		const char *const v[] = {"COPROF_INTERVAL", good[i].v, "COPROF_KEEP", "7", NULL};
+		cr_assert_eq(parse(&cfg, err, v), 0, "%s: %s", good[i].v, err);
+		cr_expect_eq(cfg.interval_ns, good[i].ns, "%s gave %llu", good[i].v,
+			     (unsigned long long)cfg.interval_ns);
+		cr_expect_eq(cfg.keep, 7);
+	}
+	struct pl_config cfg;
+	char err[256];
+	const char *const none[] = {NULL};
+	cr_assert_eq(parse(&cfg, err, none), 0);
+	cr_expect_eq(cfg.interval_ns, 0);
+	cr_expect_eq(cfg.keep, 0);
 }

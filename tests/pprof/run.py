@@ -2,19 +2,24 @@
 `go tool pprof` (Debian's golang-go): its -top totals and per-function flat/cum times
 equal `coprof report`'s, its -traces stacks and labels equal `export --format
 collapsed`'s, and traced files give caller;callee pairs with a note. A missing `go`
-fails the test. Runs real programs under `coprof record`; files go to a temp dir."""
+fails the test. The windows-* cases check periodic windows (COPROF_INTERVAL,
+COPROF_KEEP): back to back, numbered, ended by a stop toggle, pruned, and a directory
+that cannot take them. Runs real programs under `coprof record`; files go to a temp
+dir."""
 import collections
 import json
 import marshal
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import base_env, check, run_cases  # noqa: E402
+from coprof_test import ASAN, base_env, catches, check, load, run_cases, toggle, wait_for  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 CPU = os.environ["COPROF_CPU_SAMPLES"]
@@ -324,6 +329,186 @@ def case_bad_input():
     p = coprof("export", os.path.join(TMP, "missing.pstat"), "--format", "pprof", "-o", out,
                ok=False)
     check(p.returncode == 2 and p.stderr.count("\n") == 1, f"missing: {p.stderr}")
+
+
+def windows(tmpl):
+    """{number: (stats, extras)} of the window files tmpl (with %n) names."""
+    out = {}
+    pat = re.compile("^" + re.escape(os.path.basename(tmpl)).replace("%n", r"(\d+)") + "$")
+    d = os.path.dirname(tmpl)
+    for f in os.listdir(d):
+        m = pat.match(f)
+        if m:
+            out[int(m.group(1))] = load(os.path.join(d, f))
+    return out
+
+
+def check_back_to_back(ws, interval):
+    """Windows 1..N, each from start to stop, the next starting where it stopped. (A
+    window lasts at least as long as the previous one took to write, which on a loaded
+    machine may be several intervals: no upper bound is checked.)"""
+    nums = sorted(ws)
+    check(nums == list(range(1, len(nums) + 1)), f"window numbers {nums}")
+    for i in nums:
+        ex = ws[i][1]
+        check(ex["stop"] > ex["start"], f"window {i}: stop {ex['stop']} <= start {ex['start']}")
+        if i + 1 in ws:
+            gap = ws[i + 1][1]["start"] - ex["stop"]
+            check(0 <= gap < 0.05, f"window {i + 1} starts {gap:.4f} s after {i} stopped")
+
+
+def record_windows(name, opts, cmd, interval, env=None):
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    tmpl = os.path.join(d, "w.%n.pstat")
+    p = subprocess.run([BIN, "record", "-o", tmpl, "--interval", str(interval)] + opts + ["--"]
+                       + cmd, env=env or base_env(), cwd=d, capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stderr}")
+    check("coprof" not in p.stderr, f"stderr: {p.stderr}")
+    return tmpl, p
+
+
+def case_windows_sample():
+    """Sample mode: windows back to back whose merge is the whole run (cpu-split's
+    2/3 heavy share), exported to pprof like any merged files."""
+    t0 = time.time()
+    tmpl, _ = record_windows("ws", ["--mode", "sample", "-c", "cpu"],
+                             [os.path.join(CPU, "cpu-split"), "1.5"], 0.2)
+    ws = windows(tmpl)
+    check(len(ws) >= 4, f"{len(ws)} windows in {time.time() - t0:.1f} s at 0.2 s")
+    check_back_to_back(ws, 0.2)
+    heavy = light = 0
+    for i, (_, ex) in ws.items():
+        check(len(ex["stack_ns"]) == len(ex["stacks"]), f"window {i}: stack_ns")
+        for task, tid, frames, count, waiting in ex["stacks"]:
+            heavy += count if frames[0][2] == "heavy" else 0
+            light += count if frames[0][2] == "light" else 0
+    share = 100.0 * heavy / max(1, heavy + light)
+    check(abs(share - 200.0 / 3) <= 8, f"heavy {share:.1f}% of the windows' samples")
+    paths = [tmpl.replace("%n", str(i)) for i in sorted(ws)]
+    pb, err = export(paths, "windows.pb.gz")
+    check_top(paths, pb)
+    check_stacks(paths, pb)
+
+
+def case_windows_trace():
+    """Trace mode: every call lands in exactly one window, so the windows' merged call
+    counts equal a run without windows (sched is deterministic)."""
+    calls = lambda r: {f["name"]: f["nc"] for f in r["functions"]}  # noqa: E731
+    # sched's idle loop polls a clock: functions whose count differs between two whole
+    # runs are left out; the others are sched's fixed work.
+    a = calls(report([record("whole1.pstat", ["-c", "wall"], [os.path.join(NATIVE, "sched")])]))
+    a2 = calls(report([record("whole2.pstat", ["-c", "wall"], [os.path.join(NATIVE, "sched")])]))
+    fixed = {k for k in a if a2.get(k) == a[k]}
+    check(len(fixed) >= 6, f"only {sorted(fixed)} have fixed counts")
+    tmpl, _ = record_windows("wt", ["-c", "wall"], [os.path.join(NATIVE, "sched")], 0.05)
+    ws = windows(tmpl)
+    check(len(ws) >= 3, f"only {len(ws)} windows")
+    check_back_to_back(ws, 0.05)
+    b = calls(report([tmpl.replace("%n", str(i)) for i in sorted(ws)]))
+    diff = {k: (a[k], b.get(k)) for k in fixed if b.get(k) != a[k]}
+    check(not diff, f"calls (whole run, windows) differ: {diff}")
+
+
+def case_windows_toggle():
+    """With toggling: windows only while profiling is on, a stop toggle ends (and
+    writes) the current window, and numbering runs on across sessions."""
+    d = os.path.join(TMP, "wtog")
+    os.makedirs(d)
+    tmpl = os.path.join(d, "w.%n.pstat")
+    p = subprocess.Popen([BIN, "record", "--no-start", "--mode", "sample", "--interval", "0.2",
+                          "-o", tmpl, "--", os.path.join(CPU, "cpu-split"), "30"],
+                         env=base_env(), cwd=d, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        time.sleep(0.3)
+        check(not os.listdir(d), f"files before profiling started: {os.listdir(d)}")
+        toggle(p.pid)
+        wait_for(lambda: len(windows(tmpl)) >= 2, 20, "two windows")
+        toggle(p.pid)
+        t_off = time.time()
+        n1 = len(windows(tmpl))
+        wait_for(lambda: len(windows(tmpl)) >= n1, 5, "the stop's window")
+        time.sleep(0.8)
+        first = windows(tmpl)
+        check(len(first) <= n1 + 1, f"windows written while off: {sorted(first)} after {n1}")
+        toggle(p.pid)
+        wait_for(lambda: len(windows(tmpl)) >= len(first) + 2, 20, "windows of session 2")
+        toggle(p.pid)
+        time.sleep(0.5)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    ws = windows(tmpl)
+    nums = sorted(ws)
+    check(nums == list(range(1, len(nums) + 1)), f"numbers {nums}")
+    last1 = max(first)
+    check_back_to_back({i: ws[i] for i in ws if i <= last1}, 0.2)
+    # the stop toggle ended window last1: it stopped then, before the pause, and the
+    # next session's first window started after the pause
+    stop1, start2 = ws[last1][1]["stop"], ws[last1 + 1][1]["start"]
+    check(stop1 <= t_off + 0.05, f"last window of session 1 stopped {stop1 - t_off:.3f} s "
+          "after the stop toggle")
+    check(start2 - stop1 >= 0.7, f"session 2 started {start2 - stop1:.3f} s after session 1")
+
+
+def case_windows_keep():
+    """COPROF_KEEP=3: only the three newest windows stay."""
+    tmpl, _ = record_windows("wk", ["--mode", "sample", "--keep", "3"],
+                             [os.path.join(CPU, "cpu-split"), "1"], 0.1)
+    nums = sorted(windows(tmpl))
+    check(len(nums) == 3, f"kept {nums}")
+    check(nums == list(range(nums[0], nums[0] + 3)) and nums[0] > 1, f"kept {nums}")
+
+
+def case_windows_dir_gone():
+    """The windows' directory vanishes mid-run: the OS's reason, once, on stderr; the
+    program runs on unharmed; once the directory is back, windows are written again."""
+    d = os.path.join(TMP, "wgone")
+    os.makedirs(d)
+    tmpl = os.path.join(d, "w.%n.pstat")
+    p = subprocess.Popen([BIN, "record", "--mode", "sample", "--interval", "0.1", "-o", tmpl,
+                          "--", os.path.join(CPU, "cpu-split"), "2"], env=base_env(), cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(windows(tmpl)) >= 1, 30, "a first window")
+        os.rename(d, d + ".away")
+        time.sleep(0.6)
+        os.makedirs(d)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(p.returncode == 0 and "cpu-split:" in err, f"exit {p.returncode}: {out} {err}")
+    lines = [l for l in err.splitlines() if "cannot write the window" in l]
+    check(len(lines) == 1 and "No such file or directory" in lines[0],
+          f"expected one line with the OS's reason:\n{err}")
+    check("windows are written again" in err, f"no word of recovery:\n{err}")
+    check(len(windows(tmpl)) >= 1, "no window after the directory came back")
+    check(len([l for l in err.splitlines() if l.startswith("coprof")]) == 2,
+          f"coprof said more than two lines:\n{err}")
+
+
+def case_windows_python():
+    """CPython (trace mode, asyncio worker): windows back to back, each a pstats file,
+    and the tasks in them; the program prints what it prints unprofiled."""
+    prog = [sys.executable if os.path.exists(sys.executable) else "python3",
+            os.path.join(os.environ["COPROF_SRC"], "samples", "python", "worker.py")]
+    env = base_env()
+    if ASAN:  # CPython leaks by design at exit; LeakSanitizer cannot tell ours apart
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    plain = subprocess.run(prog, capture_output=True, text=True, timeout=120, env=env)
+    tmpl, p = record_windows("wpy", ["-c", "wall"], prog, 0.2, env)
+    check(p.stdout == plain.stdout, f"output changed:\n{p.stdout}\nvs\n{plain.stdout}")
+    ws = windows(tmpl)
+    check(len(ws) >= 3, f"only {len(ws)} windows")
+    check_back_to_back(ws, 0.2)
+    check(sum(len(ex["tasks"]) for _, ex in ws.values()) > 0, "no task in any window")
+    for i, (stats, _) in ws.items():
+        check(len(stats) > 0, f"window {i} is empty")
 
 
 if __name__ == "__main__":
