@@ -194,7 +194,8 @@ def sampled(name, opts, cmd):
 
 def case_sampled_cpu():
     """Three threads of cpu-split under the CPU clock: per-thread labels."""
-    path, pb = sampled("cpu", ["-c", "cpu"], [os.path.join(CPU, "cpu-split"), "1", "3"])
+    path, pb = sampled("cpu", ["-c", "cpu", "--hz", "997"],
+                       [os.path.join(CPU, "cpu-split"), "1", "3"])
     check_top([path], pb)
     tr = check_stacks([path], pb)
     check(len({lab["thread"] for lab, _, _ in tr}) == 3, "expected 3 thread labels")
