@@ -327,6 +327,46 @@ def case_resp_toggles():
         check(any(t["name"] == "serve" for t in ex["tasks"]), f"window {i}: no serve task")
 
 
+def case_exec():
+    """exec keeps the window before it: each exec function writes the profile so far,
+    and the new image, profiling itself, numbers its files after it (same pid)."""
+    execer, sched = os.path.join(TESTBIN, "execer"), os.path.join(SAMPLES, "sched")
+    for mode in ["execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve",
+                 "execveat"]:
+        d = os.path.join(TMP, "exec-" + mode)
+        os.mkdir(d)
+        out = os.path.join(d, "x.pstat")
+        p = run([execer, mode, sched, "1", "1", "1"], preload_env(COPROF_OUT=out))
+        check(re.fullmatch(rf"execer: {mode}\nsched: 3 tasks, .*\n", p.stdout), f"{mode}: output {p.stdout!r}")
+        check(coprof_lines(p.stderr) == [], f"{mode}: stderr {p.stderr!r}")
+        check(sorted(os.listdir(d)) == ["x.2.pstat", "x.pstat"], f"{mode}: files {os.listdir(d)}")
+        stats, ex = load(out)
+        check(nc(stats, "before_exec") == 1 and not any(k[2] == "crunch_work" for k in stats),
+              f"{mode}: the window before exec")
+        stats, ex2 = load(os.path.join(d, "x.2.pstat"))
+        check(nc(stats, "crunch_work") == 2 and not any(k[2] == "before_exec" for k in stats),
+              f"{mode}: the image after exec")
+        check(ex["pid"] == ex2["pid"] and ex["stop"] <= ex2["start"], f"{mode}: one pid, one window after another")
+    # %p: both images share the pid, so the second file is numbered
+    tmpl = os.path.join(TMP, "p.%p.pstat")
+    run([execer, "execv", sched, "1", "1", "1"], preload_env(COPROF_OUT=tmpl))
+    files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(TMP, "p.*.pstat")))
+    m = re.fullmatch(r"p\.(\d+)\.2\.pstat", files[0]) if len(files) == 2 else None
+    check(m and files[1] == f"p.{m.group(1)}.pstat", f"files {files}")
+    # a failed exec: errno is the exec's, profiling resumes in a new window
+    d = os.path.join(TMP, "exec-fail")
+    os.mkdir(d)
+    p = run([execer, "fail", sched, "1", "1", "1"], preload_env(COPROF_OUT=os.path.join(d, "x.pstat")))
+    check(p.stdout.endswith(f"exec returned -1, {os.strerror(errno.ENOENT)}\n"), f"fail: output {p.stdout!r}")
+    stats, _ = load(os.path.join(d, "x.pstat"))
+    check(nc(stats, "before_exec") == 1 and not any(k[2] == "after_failed_exec" for k in stats), "fail: window 1")
+    stats, _ = load(os.path.join(d, "x.2.pstat"))
+    check(nc(stats, "after_failed_exec") == 1, "fail: window 2 (profiling resumed)")
+    # the hand-over variable never reaches the program after exec
+    p = run([execer, "execv", "/bin/sh", "-c", "env", "sh"], preload_env(COPROF_OUT=os.path.join(TMP, "e.pstat")))
+    check("COPROF_EXEC_STATE" not in p.stdout and "COPROF_OUT=" in p.stdout, f"environment after exec: {p.stdout!r}")
+
+
 def need_root(what):
     """Mounts, mknod and another user need root; without it the case is skipped (77)."""
     if os.geteuid() != 0:
