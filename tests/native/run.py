@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
-                         toggle_window, wait_for)
+                         toggle, toggle_window, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -365,6 +365,59 @@ def case_exec():
     # the hand-over variable never reaches the program after exec
     p = run([execer, "execv", "/bin/sh", "-c", "env", "sh"], preload_env(COPROF_OUT=os.path.join(TMP, "e.pstat")))
     check("COPROF_EXEC_STATE" not in p.stdout and "COPROF_OUT=" in p.stdout, f"environment after exec: {p.stdout!r}")
+
+
+def case_resp_long_connections():
+    """Connections that outlive profiling windows stay one task each: every window of a
+    server with two open connections lists two serve tasks, not two more per window
+    (the adapter used to make a new engine context per window and leave the old one
+    suspended for good), and a connection closed while profiling is off is finished."""
+    import socket as sk
+    tmpl = os.path.join(TMP, "long.%n.pstat")
+    cmd = [BIN, "record", "--no-start", "-c", "wall", "-o", tmpl, "--", os.path.join(SAMPLES, "resp"), "0"]
+    p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    conns = []
+    try:
+        port = int(re.search(r"port (\d+)", p.stdout.readline()).group(1))
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        conns = [sk.create_connection(("127.0.0.1", port)) for _ in range(3)]
+
+        def ping_all():
+            for c in conns:
+                c.sendall(b"PING\r\n")
+                check(c.recv(64) == b"+PONG\r\n", "no PONG")
+        def taken():  # the toggle signal is no longer pending (two would merge)
+            with open(f"/proc/{p.pid}/status") as f:
+                masks = [int(l.split()[1], 16) for l in f if l.startswith(("SigPnd:", "ShdPnd:"))]
+            return not any(m & (1 << (signal.SIGUSR2 - 1)) for m in masks)
+        for i in range(1, 6):
+            ping_all()  # profiling off: the connections live on between windows
+            if i == 5:
+                conns.pop().close()  # closed while off: finished, not left suspended
+                time.sleep(0.2)
+            toggle(p.pid)
+            wait_for(taken, 20, "the toggle taken")
+            until = time.monotonic() + 0.5  # the control thread starts it soon after
+            while time.monotonic() < until:
+                ping_all()
+                time.sleep(0.02)
+            toggle(p.pid)
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 20, f"window {i}")
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=30)
+    finally:
+        for c in conns:
+            c.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for i in range(1, 6):
+        _, ex = load(tmpl.replace("%n", str(i)))
+        serve = [t for t in ex["tasks"] if t["name"] == "serve"]
+        live = [t for t in serve if t["state"] != "finished"]
+        want = 3 if i < 5 else 2
+        check(len(live) == want and len(serve) <= 3,
+              f"window {i}: {want} open connections, tasks {[(t['id'], t['state']) for t in serve]}")
 
 
 def need_root(what):
