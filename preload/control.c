@@ -4,8 +4,8 @@
  * thread reads it and starts or stops profiling; each stop dumps a numbered file and
  * clears the profile. Exit dumps once more, and so does exec (exec.c); fork gives the
  * child a fresh profiler, pipe and control thread; Python's os.fork pauses the shim's
- * threads around the fork. One
- * mutex serialises all of this (never taken on the hot path). */
+ * threads around the fork. One mutex serialises all of this (never taken on the hot
+ * path). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -315,8 +315,9 @@ int pl_control_exec_prepare(char *state, size_t len)
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 1;
 	if (pthread_mutex_timedlock(&lock, &until) != 0) {
-		pl_say("the profile of the window before exec was not written: the control "
-		       "thread was busy");
+		if (__atomic_load_n(&pl_running, __ATOMIC_ACQUIRE))
+			pl_say("the profile of the window before exec was not written: the "
+			       "control thread was busy");
 		return -1;
 	}
 	int was_running = pl_running;
@@ -336,6 +337,8 @@ int pl_control_exec_prepare(char *state, size_t len)
  * in a new window if it was on. */
 void pl_control_exec_failed(int was_running)
 {
+	if (was_running < 0) /* prepare gave up: the lock may still be held, leave all be */
+		return;
 	pthread_mutex_lock(&lock);
 	exiting = 0;
 	if (was_running > 0)
