@@ -471,8 +471,9 @@ def case_out_os_errors():
     check_refused(os.path.join(base, "missing", "x.pstat"), os.strerror(errno.ENOENT), base, watch=base)
     check_refused("~/x.pstat", os.strerror(errno.ENOENT) + " (a leading ~ is not expanded", base,
                   watch=base)
-    # a name too long for the filesystem: the whole path and the reason, not cut
-    check_refused(os.path.join(base, "n" * 300 + ".pstat"), os.strerror(errno.ENAMETOOLONG), base,
+    # a name too long for the filesystem: the whole path and the reason, not cut (the
+    # line is longer than the 512 bytes that used to end it before the reason)
+    check_refused(os.path.join(base, "n" * 600 + ".pstat"), os.strerror(errno.ENAMETOOLONG), base,
                   watch=base)
     # a directory the user may not write to (root may write anywhere: run as nobody)
     ro = os.path.join(base, "ro")
