@@ -103,7 +103,15 @@ def main():
             subprocess.run([coprof, "toggle", "--signal", a.signal, str(p.pid)], check=True,
                            timeout=10)
             toggles += 1
-            time.sleep(max(0.0, t0 + toggles - time.monotonic()))
+            # until the next toggle, restart redis-benchmark as soon as a run ends: a
+            # window with no request records nothing and, by design, writes no file
+            while time.monotonic() < t0 + toggles:
+                if bench.poll() is not None:
+                    runs += bench.returncode == 0
+                    bench = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t",
+                                              "get,set", "-n", str(a.requests), "-c", str(a.clients),
+                                              "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.05)
         if toggles % 2:  # the last window is open: close it
             subprocess.run([coprof, "toggle", "--signal", a.signal, str(p.pid)], check=True,
                            timeout=10)
@@ -149,12 +157,14 @@ def main():
             with open(tmpl.replace("%n", str(i)), "rb") as fh:
                 marshal.load(fh)
                 ex = marshal.load(fh)
-            spans.append(ex["stop"] - ex["start"])
+            spans.append((ex["start"], ex["stop"]))
         except Exception:  # noqa: BLE001 (counted as unreadable above)
             pass
-    odd = sum(not 0.5 <= d <= 1.5 for d in spans)
-    print("signal %s; windows not 0.5-1.5 s long: %d of %d (a lost toggle inverts them)"
-          % (a.signal, odd, len(spans)))
+    odd = sum(not 0.5 <= d[1] - d[0] <= 1.5 for d in spans)
+    # an empty window leaves a gap of three seconds between the files around it
+    empty = sum(2.5 <= spans[k + 1][0] - spans[k][1] <= 3.5 for k in range(len(spans) - 1))
+    print("signal %s; windows not 0.5-1.5 s long: %d of %d (a lost toggle inverts them); "
+          "3-s gaps between files (an empty window, no file): %d" % (a.signal, odd, len(spans), empty))
     minutes = [next((s for s in samples if s[0] >= 60 * m), None) for m in range(a.seconds // 60 + 1)]
     print("RSS KiB each minute: %s" % [s[1] for s in minutes if s])
     print("server: %s, %d s, %d toggles, %d windows expected, %d files, %d unreadable %s"
