@@ -2,9 +2,10 @@
  *
  * The toggle signal's handler (signal-handler.c) writes a byte to a pipe; the control
  * thread reads it and starts or stops profiling; each stop dumps a numbered file and
- * clears the profile. Exit dumps once more; fork gives the child a fresh profiler, pipe
- * and control thread; Python's os.fork pauses the shim's threads around the fork. One
- * mutex serialises all of this (never taken on the hot path). */
+ * clears the profile. Exit dumps once more, and so does exec (exec.c); fork gives the
+ * child a fresh profiler, pipe and control thread; Python's os.fork pauses the shim's
+ * threads around the fork. One mutex serialises all of this (never taken on the hot
+ * path). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -464,6 +465,63 @@ void pl_control_quick_exit(void)
 		if (left.tv_sec < 0)
 			return;
 		syscall(SYS_futex, &exit_served, FUTEX_WAIT_PRIVATE, 0, &left, NULL, 0);
+	}
+}
+
+/* Before exec: the window so far is written as a toggle's stop writes it, and toggles
+ * wait until the exec fails or the image is gone. Gives up after a moment, like
+ * pl_control_quick_exit, when the control thread holds the lock (it may wait for the
+ * GIL this thread holds): then the window is lost, and said so. Puts in `state` what
+ * the image after exec takes over (pl_control_adopt_exec), or "" when it needs
+ * nothing. Returns 1 when profiling was on, 0 when off, -1 when it gave up. */
+int pl_control_exec_prepare(char *state, size_t len)
+{
+	struct timespec until;
+	state[0] = 0;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (pthread_mutex_timedlock(&lock, &until) != 0) {
+		if (__atomic_load_n(&pl_running, __ATOMIC_ACQUIRE))
+			pl_say("the profile of the window before exec was not written: the "
+			       "control thread was busy");
+		return -1;
+	}
+	int was_running = pl_running;
+	exiting = 1;
+	stop_dump_locked();
+	/* A pid that wrote files goes on numbering them after exec (and naming them as a
+	 * forked child, if it was one), so the new image overwrites none of them. One that
+	 * wrote none starts afresh, as a program a launcher (timeout, sh) forks and execs
+	 * did before exec was hooked: it writes the name COPROF_OUT gives. */
+	if (dumps > 0)
+		snprintf(state, len, "%ld:%u:%d", (long)getpid(), dumps, forked);
+	pthread_mutex_unlock(&lock);
+	return was_running;
+}
+
+/* The exec failed and the program goes on: toggles work again, and profiling resumes
+ * in a new window if it was on. */
+void pl_control_exec_failed(int was_running)
+{
+	if (was_running < 0) /* prepare gave up: the lock may still be held, leave all be */
+		return;
+	pthread_mutex_lock(&lock);
+	exiting = 0;
+	if (was_running > 0)
+		start_locked();
+	pthread_mutex_unlock(&lock);
+}
+
+/* At start, before profiling: takes over the numbering of the image this process was
+ * before exec ("PID:DUMPS:FORKED" from pl_control_exec_prepare), if it is this pid's. */
+void pl_control_adopt_exec(const char *state)
+{
+	long pid;
+	unsigned n;
+	int f;
+	if (state && sscanf(state, "%ld:%u:%d", &pid, &n, &f) == 3 && pid == (long)getpid()) {
+		dumps = n;
+		forked = f != 0;
 	}
 }
 

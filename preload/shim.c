@@ -134,6 +134,7 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_resolve_reals();
 	pl_pid = getpid();
 	t->guard = 1;
+	pl_exec_init();
 	if (pl_config_parse(&pl_cfg, env_get, err, sizeof(err)) != 0) {
 		pl_say("%s", err);
 		t->guard = 0;

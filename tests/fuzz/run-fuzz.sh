@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the pstats reader's fuzz target for a bounded time (FUZZ_SECONDS, default 60),
-# seeded with files made now: a coprof file (gen-profile), cProfile's and yappi's
-# (gen_foreign.py). Exits non-zero on a crash, a leak or a timeout; the crashing
+# starting from the corpus kept in the tree (tests/fuzz/corpus, minimized from long
+# runs: bench/fuzz/long.sh) and seeded with files made now: a coprof file
+# (gen-profile), cProfile's and yappi's (gen_foreign.py). New inputs go to a temporary
+# directory, never into the tree. Exits non-zero on a crash, a leak or a timeout; the crashing
 # input is kept next to the test's build directory as fuzz-pstat-crash-*.
 # usage: run-fuzz.sh FUZZER GEN_PROFILE PYTHON GEN_FOREIGN DICT
 set -euo pipefail
@@ -17,4 +19,5 @@ ls "$work/seeds"
 "$fuzzer" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=2048 \
 	-error_exitcode=1 -timeout_exitcode=1 \
 	-max_len=65536 -print_final_stats=1 -dict="$dict" \
-	-artifact_prefix="$PWD/fuzz-pstat-crash-" "$work/corpus" "$work/seeds"
+	-artifact_prefix="$PWD/fuzz-pstat-crash-" "$work/corpus" "$work/seeds" \
+	"$(dirname "$0")/corpus"

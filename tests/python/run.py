@@ -429,6 +429,22 @@ def case_toggle_at_exit(r):
               % attempt)
 
 
+def case_exec(r):
+    """os.execv keeps the window before it: the program's file holds what ran before
+    exec, and the new image (the same pid) numbers its own after it."""
+    out = os.path.join(r.tmp, "ex.pstat")
+    p = subprocess.run([r.python, os.path.join(PROGS, "execs.py")], env=r.env(COPROF_OUT=out),
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout == "before exec\nafter exec\n",
+          "exit %d: %r %s" % (p.returncode, p.stdout, p.stderr[-2000:]))
+    check("coprof:" not in p.stderr, "the shim complained: " + p.stderr[-2000:])
+    files = sorted(os.listdir(r.tmp))
+    check(files == ["ex.2.pstat", "ex.pstat"], "files %s" % files)
+    first, second = Profile(out), Profile(os.path.join(r.tmp, "ex.2.pstat"))
+    check(first.nc("before_exec") == 1 and not first.funcs("after_exec"), "the window before exec")
+    check(second.nc("after_exec") == 1 and not second.funcs("before_exec"), "the image after exec")
+
+
 def proc_cpu(pid):
     """The CPU seconds the process has used so far (all its threads)."""
     with open("/proc/%d/stat" % pid) as f:

@@ -33,9 +33,10 @@ struct pl_coro {
 	int finished;
 	const char *name;
 	char namebuf[24];
-	/* the engine context, valid for one profiling window (pl_gen) and one thread */
+	/* the engine context, valid for one profiler (a forked child has its own) and one
+	 * thread; the engine keeps it across windows until it is finished */
 	struct coprof_ctx *ctx;
-	unsigned ctx_gen;
+	struct coprof *ctx_prof;
 	struct coprof_thread *ctx_thread;
 	struct pl_coro *next_all;
 };
@@ -114,19 +115,27 @@ static int map_put(const void *uc, struct pl_coro *coro)
 	return -1;
 }
 
-/* The engine context of `c` for this window and thread, made on first use. */
+/* Whether `c` has a context in the engine of this process on thread `th`. */
+static int owns_ctx(const struct pl_coro *c, const struct coprof_thread *th)
+{
+	return th && c->ctx && c->ctx_thread == th && c->ctx_prof == pl_prof;
+}
+
+/* The engine context of `c` on thread `th`, made on first use. The same one serves
+ * every window: coprof_clear keeps unfinished contexts, so making a new one per window
+ * left the old one suspended in the engine for good (a soak with a toggle a second
+ * grew by one context per connection that outlived a window). */
 static struct coprof_ctx *ctx_of(struct coprof_thread *th, struct pl_coro *c)
 {
 	if (!c)
 		return NULL;
-	unsigned gen = __atomic_load_n(&pl_gen, __ATOMIC_ACQUIRE);
-	if (c->ctx && c->ctx_gen == gen && c->ctx_thread == th)
+	if (owns_ctx(c, th))
 		return c->ctx;
 	struct coprof_ctx *ctx = NULL;
 	if (coprof_ctx_create(th, c->id, c->name, "ucontext", &ctx) != 0)
 		ctx = NULL;
 	c->ctx = ctx;
-	c->ctx_gen = gen;
+	c->ctx_prof = pl_prof;
 	c->ctx_thread = th;
 	return ctx;
 }
@@ -178,13 +187,14 @@ static void trampoline(unsigned lo, unsigned hi)
 	struct pl_coro *next = map_get(c->link);
 	if (c->incarnation == inc) {
 		c->finished = 1;
+		/* finished even while profiling is off, or the engine keeps it forever */
+		struct coprof_thread *th = pl_tls_data.thread;
+		if (owns_ctx(c, th)) {
+			pl_sampler_finish(c->ctx);
+			coprof_ctx_finish(th, c->ctx);
+		}
 		if (__atomic_load_n(&pl_running, __ATOMIC_RELAXED)) {
-			struct coprof_thread *th = pl_thread();
-			unsigned gen = __atomic_load_n(&pl_gen, __ATOMIC_RELAXED);
-			if (th && c->ctx && c->ctx_gen == gen && c->ctx_thread == th) {
-				pl_sampler_finish(c->ctx);
-				coprof_ctx_finish(th, c->ctx);
-			}
+			th = pl_thread();
 			if (th && next)
 				coprof_ctx_switch(th, ctx_of(th, next));
 		}
@@ -205,13 +215,9 @@ static struct pl_coro *coro_for(ucontext_t *ucp)
 {
 	struct pl_coro *c = map_get(ucp);
 	if (c && c->home == ucp) {
-		if (!c->finished && __atomic_load_n(&pl_running, __ATOMIC_RELAXED)) {
-			struct coprof_thread *th = pl_tls_data.thread;
-			if (th && c->ctx && c->ctx_thread == th &&
-			    c->ctx_gen == __atomic_load_n(&pl_gen, __ATOMIC_RELAXED)) {
-				pl_sampler_finish(c->ctx);
-				coprof_ctx_finish(th, c->ctx);
-			}
+		if (!c->finished && owns_ctx(c, pl_tls_data.thread)) {
+			pl_sampler_finish(c->ctx);
+			coprof_ctx_finish(pl_tls_data.thread, c->ctx);
 		}
 		c->incarnation++;
 		return c;
