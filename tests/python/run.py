@@ -548,6 +548,18 @@ def case_builtins(r):
           "with builtins, key's caller is sorted: %s" % full.one("key")[4])
 
 
+def case_builtins_reused_def(r):
+    """A builtin whose PyMethodDef was freed and its memory reused for another one
+    (pybind11 allocates one per function) is named for what it is: builtins were
+    cached by the def's address alone, so beta_len's calls went to alpha_len."""
+    out, _ = r.run(os.path.join(PROGS, "heap_def.py"), COPROF_BUILTINS=1)
+    stats = Profile(out).stats
+    for name, calls in (("alpha_len", 300), ("beta_len", 2000)):
+        found = [v[1] for k, v in stats.items() if k[0] == "~" and name in k[2]]
+        check(found == [calls], "%s: calls %s, expected [%d]; builtins %s" % (
+            name, found, calls, sorted(k[2] for k in stats if k[0] == "~" and "len" in k[2])))
+
+
 def case_pyenv_shim(r):
     """Through pyenv's shim (bash scripts that exec the interpreter): the shell
     processes are not touched and write nothing; only Python writes a profile."""
