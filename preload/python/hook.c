@@ -21,7 +21,9 @@
 /* Not in the public headers of every version, exported by all of them. */
 PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
 
-#define MAX_DRIVERS 32
+/* Tasks switched in while another runs (a coroutine driving another by send()), at
+ * most: deeper ones are counted as dropped ("python drivers"). */
+#define MAX_DRIVERS 65536
 #define CORO_FLAGS (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
 
 /* COPROF_PY_HOOK=auto on 3.12+: sys.monitoring when nonzero. Chosen by measurement
@@ -45,8 +47,10 @@ struct pl_py_thread {
 	PyObject *root;		 /* the running task's root coroutine (identity only) */
 	struct coprof_ctx *ctx;	 /* the running task's context; NULL: the thread's own */
 	PyObject *adopting;	 /* a task first seen mid-life, in its first run */
-	struct driver drivers[MAX_DRIVERS];
+	struct driver *drivers;	 /* grown as tasks nest */
 	unsigned ndrivers;
+	unsigned cap;
+	unsigned lost;		/* drivers not kept (no memory, or MAX_DRIVERS deep) */
 	struct pl_py_map tasks; /* root coroutine -> struct coprof_ctx (this thread's) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
@@ -66,6 +70,7 @@ static PyTypeObject *wrapped_type; /* async_generator_wrapped_value, once seen *
 
 static void thread_free(struct pl_py_thread *pt)
 {
+	free(pt->drivers);
 	pl_py_map_free(&pt->tasks);
 	pl_py_map_free(&pt->agens);
 	free(pt);
@@ -81,6 +86,7 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->ctx = NULL;
 	pt->adopting = NULL;
 	pt->ndrivers = 0;
+	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
 	pt->t = pl_py_host->thread();
 }
@@ -211,10 +217,29 @@ static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const
 	pl_py_exc_restore(&e);
 }
 
+/* Room for more drivers: 0, or -ENOMEM (also at MAX_DRIVERS). */
+static int grow_drivers(struct pl_py_thread *pt)
+{
+	unsigned cap = pt->cap ? pt->cap * 2 : 16;
+	if (cap > MAX_DRIVERS)
+		return -ENOMEM;
+	struct driver *d = realloc(pt->drivers, cap * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	pt->drivers = d;
+	pt->cap = cap;
+	return 0;
+}
+
 static void switch_in(struct pl_py_thread *pt, PyObject *root, struct coprof_ctx *ctx)
 {
-	if (pt->ndrivers < MAX_DRIVERS)
+	if (pl_py_unlikely(pt->ndrivers == pt->cap) && grow_drivers(pt) != 0) {
+		pt->lost++;
+		if (*pl_py_host->prof)
+			coprof_count_dropped(*pl_py_host->prof, "python drivers", 1);
+	} else {
 		pt->drivers[pt->ndrivers++] = (struct driver){pt->root, pt->ctx};
+	}
 	pt->root = root;
 	pt->ctx = ctx;
 	coprof_ctx_switch(pt->t, ctx);
@@ -226,7 +251,9 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 	struct driver d = {NULL, NULL};
 	if (pt->adopting == pt->root)
 		pt->adopting = NULL;
-	if (pt->ndrivers)
+	if (pl_py_unlikely(pt->lost))
+		pt->lost--; /* its driver is unknown: the thread's own context runs */
+	else if (pt->ndrivers)
 		d = pt->drivers[--pt->ndrivers];
 	if (finished) {
 		coprof_ctx_finish(pt->t, pt->ctx);

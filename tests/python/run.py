@@ -196,6 +196,22 @@ def case_errors(r):
     check(all(t["state"] == "finished" for t in prof.tasks()), "unfinished tasks")
 
 
+def case_deep_drivers(r):
+    """Coroutines driven by send() 100 deep: each level is a task of its own, and each
+    task has its own after() and no other. The driver stack held 32: a pop too many
+    then ran a level in its driver's context."""
+    depth = 100
+    out, _ = r.run(os.path.join(PROGS, "deep.py"), [str(depth)])
+    prof = Profile(out)
+    levels = [t for t in prof.tasks() if t["name"].endswith("level")]
+    check(len(levels) == depth + 1, "%d level tasks, expected %d" % (len(levels), depth + 1))
+    for t in levels:
+        afters = [v[1] for k, v in t["stats"].items() if k[2] == "after"]
+        check(afters == [1] and t["state"] == "finished", "task %s (%s): after() calls %s" % (
+            t["name"], t["state"], afters))
+    check(prof.nc("after") == depth + 1, "after nc %d" % prof.nc("after"))
+
+
 def case_threads(r):
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
