@@ -70,35 +70,72 @@ def outcomes(xml_path):
     except (ET.ParseError, FileNotFoundError):
         return None
     for case in root.iter("testcase"):
-        tid = "%s.%s" % (case.get("classname", "?"), case.get("name", "?"))
-        kind = "ok"
+        tid = case.get("name", "?")
+        if case.get("classname"):
+            tid = "%s.%s" % (case.get("classname"), tid)
+        kind = "skip" if "skip" in (case.get("status", "") + case.get("result", "")) else "ok"
         for child in case:
             if child.tag in ("failure", "error"):
                 kind = "fail" if child.tag == "failure" else "error"
-            elif child.tag == "skipped" and kind == "ok":
+            elif child.tag == "skipped":
                 kind = "skip"
         res[tid] = kind
     return res
 
 
+def catches_usr2(pid):
+    """The process has a handler for SIGUSR2 (the shim's, once its constructor ran)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR2 - 1)))
+    except OSError:
+        pass
+    return False
+
+
+def present(python, test):
+    """The interpreter ships this test (module, package, or a module of a package)."""
+    code = "import importlib.util, sys; sys.exit(importlib.util.find_spec('test.' + %r) is None)"
+    return subprocess.run([python, "-c", code % test], capture_output=True).returncode == 0
+
+
 def run_tests(python, tests, config, shim, timeout, match=None):
-    """Runs `python -m test TESTS` under config: (outcomes or None, exit status, seconds,
-    what went wrong or '', profile files of the test process)."""
+    """Runs each test module in a `python -m test` of its own under config: (outcomes or
+    None, worst exit status, seconds, what went wrong or '', profile files written by
+    the test processes)."""
+    res, rc, secs, problems, nprof = {}, 0, 0.0, [], 0
+    for test in tests:
+        r = run_one(python, test, config, shim, timeout, match)
+        if r[0] is not None:
+            res.update(r[0])
+        rc = rc or r[1]
+        secs += r[2]
+        if r[3]:
+            problems.append("%s: %s" % (test, r[3]))
+        nprof += r[4]
+    return (res if res or not problems else None), rc, secs, "; ".join(problems), nprof
+
+
+def run_one(python, test, config, shim, timeout, match):
     tmp = tempfile.mkdtemp(prefix="coprof-suites-")
     xml = os.path.join(tmp, "junit.xml")
     cmd = ["nice", "-n", "10", python, "-m", "test", "--junit-xml", xml]
     if match:
         for m in match:
             cmd += ["-m", m]
-    cmd += tests
+    cmd += [test]
     env = config_env(config, shim, tmp)
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=False)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     stop = threading.Event()
-    # `nice` execs the interpreter: p.pid is the test process itself.
+    # `nice` execs the interpreter: p.pid is the test process itself. Toggles start
+    # once the shim's handler is there (before, SIGUSR2 would end the process).
     if config == "toggle":
         def toggler():
+            while not stop.wait(0.01) and not catches_usr2(p.pid):
+                pass
             while not stop.wait(0.1):
                 try:
                     os.kill(p.pid, signal.SIGUSR2)
@@ -157,7 +194,8 @@ def judge(python, tests, config, shim, timeout, base):
     confirmed, flaky = {}, {}
     if diffs and len(diffs) <= 40:
         names = sorted({tid.rsplit(".", 1)[-1] for tid in diffs})
-        mods = sorted({t for t in tests})
+        mods = sorted({t for t in tests if any(tid.startswith("test." + t) for tid in diffs)})
+        mods = mods or list(tests)
         b2 = run_tests(python, mods, "base", shim, timeout, match=names)[0] or {}
         p2 = run_tests(python, mods, config, shim, timeout, match=names)[0] or {}
         for tid, d in diffs.items():
@@ -189,7 +227,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for python in args.python:
         ver = version(python)
-        base_res, rc, secs, problem, _ = run_tests(python, args.tests, "base", shim,
+        tests = [t for t in args.tests if present(python, t)]
+        missing = sorted(set(args.tests) - set(tests))
+        if missing:
+            print("| %s | (not shipped: %s) | | | | | | | | | |" % (python, ", ".join(missing)))
+        base_res, rc, secs, problem, _ = run_tests(python, tests, "base", shim,
                                                    args.timeout)
         c = count(base_res)
         print("| %s | unprofiled | %d | %d | %d | %d | %d | %.0f | | | %s |" % (
@@ -201,7 +243,7 @@ def main():
         for config in args.configs:
             if config in ("profile", "monitoring") and ver < (3, 12):
                 continue
-            r = judge(python, args.tests, config, shim, args.timeout, base_res)
+            r = judge(python, tests, config, shim, args.timeout, base_res)
             r["python"] = python
             results.append(r)
             c = r["counts"]

@@ -212,6 +212,56 @@ def case_deep_drivers(r):
     check(prof.nc("after") == depth + 1, "after nc %d" % prof.nc("after"))
 
 
+def case_shapes(r):
+    """Coroutine shapes that confused the task bookkeeping (progs/shapes.py): an eager
+    task was pushed on its creator's stack, never popped, and named before asyncio
+    named it; a coroutine closed by a collection inside another task stayed suspended;
+    `await` through a generator __await__ split one task in two; on 3.13 an async
+    generator finalized with no event left an entry that gave a later one a second
+    frame. Each mode ends with after() called at module level, on a clean stack."""
+    ver = tuple(int(x) for x in subprocess.run(
+        [r.python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+        text=True).stdout.split())
+    modes = ["orphan", "bridge", "agen"] + (["eager", "factory"] if ver >= (3, 12) else [])
+    for mode in modes:
+        out, _ = r.run(os.path.join(PROGS, "shapes.py"), [mode])
+        prof = Profile(out)
+
+        def callers(fn):
+            return {k[2].split(".")[-1] for k in prof.one(fn)[4]}
+
+        def tasks_with(fn):
+            return [t for t in prof.tasks() if any(k[2] == fn for k in t["stats"])]
+        check(callers("after") == {"<module>"}, "%s: after() called from %s" % (
+            mode, callers("after")))
+        if mode in ("eager", "factory"):
+            check(callers("parent_work") == {"parent"}, "%s: parent_work's callers %s" % (
+                mode, callers("parent_work")))
+            owners = tasks_with("parent_work")
+            check(len(owners) == 1 and not any(k[2] == "child" for k in owners[0]["stats"]),
+                  "%s: parent_work in tasks %s" % (mode, [t["name"] for t in owners]))
+            kids = tasks_with("child_work")
+            check(len(kids) == 1 and kids[0] is not owners[0] and kids[0]["state"] == "finished",
+                  "%s: child_work in tasks %s" % (mode, [t["name"] for t in kids]))
+            if mode == "factory":
+                check(owners[0]["name"] == "PARENT", "factory: the parent task is named %r"
+                      % owners[0]["name"])
+        elif mode == "orphan":
+            t = prof.task("ORPHAN")
+            check(t["state"] == "finished", "orphan: the closed task is %s" % t["state"])
+            check(len(tasks_with("parent_work")) == 1 and
+                  tasks_with("parent_work")[0]["name"] != "ORPHAN", "orphan: parent_work's task")
+        elif mode == "bridge":
+            owners = tasks_with("request")
+            check(len(owners) == 1 and any(k[2].endswith("bridged") for k in owners[0]["stats"]),
+                  "bridge: request in tasks %s" % [t["name"] for t in owners])
+            check(prof.ct("bridged") >= 0.8 * prof.ct("request"), "bridge: bridged ct %.4f, "
+                  "request ct %.4f" % (prof.ct("bridged"), prof.ct("request")))
+        elif mode == "agen":
+            check(prof.nc("work") == 200 and callers("work") == {"awaits_first"},
+                  "agen: work nc %d, callers %s" % (prof.nc("work"), callers("work")))
+
+
 def case_threads(r):
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
