@@ -577,10 +577,15 @@ static int set_profile(PyThreadState *ts, Py_tracefunc fn, PyObject *arg)
 	PyObject *hooks = in->audit_hooks;
 	in->audit_hooks = NULL;
 	int rc = _PyEval_SetProfile(ts, fn, arg);
-	if (!in->audit_hooks)
-		in->audit_hooks = hooks;
-	else
-		Py_XDECREF(hooks); /* the program added one meanwhile: keep its list */
+	PyObject *added = in->audit_hooks; /* by a finalizer run meanwhile: kept too */
+	in->audit_hooks = hooks;
+	if (added && hooks && PyList_Check(hooks) && PyList_Check(added)) {
+		if (PyList_SetSlice(hooks, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, added) < 0)
+			PyErr_Clear();
+	} else if (added && !hooks) {
+		in->audit_hooks = Py_NewRef(added);
+	}
+	Py_XDECREF(added);
 	if (rc < 0)
 		PyErr_Clear();
 	return rc;
