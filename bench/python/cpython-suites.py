@@ -84,9 +84,12 @@ def outcomes(xml_path):
     return res
 
 
-def catches_usr2(pid):
-    """The process has a handler for SIGUSR2 (the shim's, once its constructor ran)."""
+def catches_usr2(pid, python):
+    """The process runs `python` (no longer `nice`, which the shim is preloaded into
+    too) and has a handler for SIGUSR2 (the shim's, once its constructor ran)."""
     try:
+        if os.readlink("/proc/%d/exe" % pid) != os.path.realpath(python):
+            return False
         with open("/proc/%d/status" % pid) as f:
             for line in f:
                 if line.startswith("SigCgt:"):
@@ -135,7 +138,7 @@ def run_one(python, test, config, shim, timeout, match):
     # once the shim's handler is there (before, SIGUSR2 would end the process).
     if config == "toggle":
         def toggler():
-            while not stop.wait(0.01) and not catches_usr2(p.pid):
+            while not stop.wait(0.01) and not catches_usr2(p.pid, python):
                 pass
             while not stop.wait(0.1):
                 try:
