@@ -21,7 +21,9 @@
 /* Not in the public headers of every version, exported by all of them. */
 PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyObject *arg);
 
-#define MAX_DRIVERS 32
+/* Tasks switched in while another runs (a coroutine driving another by send()), at
+ * most: deeper ones are counted as dropped ("python drivers"). */
+#define MAX_DRIVERS 65536
 #define CORO_FLAGS (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
 
 /* COPROF_PY_HOOK=auto on 3.12+: sys.monitoring when nonzero. Chosen by measurement
@@ -45,8 +47,10 @@ struct pl_py_thread {
 	PyObject *root;		 /* the running task's root coroutine (identity only) */
 	struct coprof_ctx *ctx;	 /* the running task's context; NULL: the thread's own */
 	PyObject *adopting;	 /* a task first seen mid-life, in its first run */
-	struct driver drivers[MAX_DRIVERS];
+	struct driver *drivers;	 /* grown as tasks nest */
 	unsigned ndrivers;
+	unsigned cap;
+	unsigned lost;		/* drivers not kept (no memory, or MAX_DRIVERS deep) */
 	struct pl_py_map tasks; /* root coroutine -> struct coprof_ctx (this thread's) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
@@ -66,6 +70,7 @@ static PyTypeObject *wrapped_type; /* async_generator_wrapped_value, once seen *
 
 static void thread_free(struct pl_py_thread *pt)
 {
+	free(pt->drivers);
 	pl_py_map_free(&pt->tasks);
 	pl_py_map_free(&pt->agens);
 	free(pt);
@@ -81,6 +86,7 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->ctx = NULL;
 	pt->adopting = NULL;
 	pt->ndrivers = 0;
+	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
 	pt->t = pl_py_host->thread();
 }
@@ -211,10 +217,32 @@ static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const
 	pl_py_exc_restore(&e);
 }
 
+/* Room for more drivers: 0, or -ENOMEM (also at MAX_DRIVERS). */
+static int grow_drivers(struct pl_py_thread *pt)
+{
+	unsigned cap = pt->cap ? pt->cap * 2 : 16;
+	if (cap > MAX_DRIVERS)
+		return -ENOMEM;
+	struct driver *d = realloc(pt->drivers, cap * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	pt->drivers = d;
+	pt->cap = cap;
+	return 0;
+}
+
+/* In pl_py_thread.tasks, a context's low bit: its name is to be read again. */
+#define RENAME ((uintptr_t)1)
+
 static void switch_in(struct pl_py_thread *pt, PyObject *root, struct coprof_ctx *ctx)
 {
-	if (pt->ndrivers < MAX_DRIVERS)
+	if (pl_py_unlikely(pt->ndrivers == pt->cap) && grow_drivers(pt) != 0) {
+		pt->lost++;
+		if (*pl_py_host->prof)
+			coprof_count_dropped(*pl_py_host->prof, "python drivers", 1);
+	} else {
 		pt->drivers[pt->ndrivers++] = (struct driver){pt->root, pt->ctx};
+	}
 	pt->root = root;
 	pt->ctx = ctx;
 	coprof_ctx_switch(pt->t, ctx);
@@ -226,7 +254,9 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 	struct driver d = {NULL, NULL};
 	if (pt->adopting == pt->root)
 		pt->adopting = NULL;
-	if (pt->ndrivers)
+	if (pl_py_unlikely(pt->lost))
+		pt->lost--; /* its driver is unknown: the thread's own context runs */
+	else if (pt->ndrivers)
 		d = pt->drivers[--pt->ndrivers];
 	if (finished) {
 		coprof_ctx_finish(pt->t, pt->ctx);
@@ -244,7 +274,19 @@ static void switch_out(struct pl_py_thread *pt, int finished)
  * stale while asyncio was asked for the task's name (thread_stale); the event ends. */
 static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn, int fresh)
 {
-	struct coprof_ctx *ctx = pl_py_map_get(&pt->tasks, (uintptr_t)root);
+	uintptr_t v = (uintptr_t)pl_py_map_get(&pt->tasks, (uintptr_t)root);
+	struct coprof_ctx *ctx = (struct coprof_ctx *)(v & ~RENAME);
+	if (pl_py_unlikely(v & RENAME) && !fresh) {
+		char name[128] = "";
+		uint64_t id;
+		const char *rt = NULL;
+		name_task(root, name, sizeof(name), &id, &rt);
+		if (thread_stale(pt))
+			return -1;
+		if (rt)
+			coprof_ctx_set_name(ctx, name);
+		pl_py_map_put(&pt->tasks, (uintptr_t)root, ctx);
+	}
 	if (ctx && fresh) {
 		coprof_ctx_finish(pt->t, ctx);
 		if (coprof_ctx_current(pt->t) != pt->ctx)
@@ -261,7 +303,12 @@ static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func
 			return -1;
 		if (coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0)
 			return 0;
-		if (pl_py_map_put(&pt->tasks, (uintptr_t)root, ctx) != 0)
+		/* An asyncio task run eagerly, by the code that creates it (another
+		 * task): asyncio names it once that code goes on (3.12's create_task,
+		 * eager_task_factory), so a default name is read again at its next run. */
+		int again = fresh && pt->root && rt && strncmp(name, "Task-", 5) == 0;
+		if (pl_py_map_put(&pt->tasks, (uintptr_t)root,
+				  (void *)((uintptr_t)ctx | (again ? RENAME : 0))) != 0)
 			return 0;
 		/* Started before profiling did: its suspended frames are pushed as they
 		 * resume (counting no call), so the time of this run has its stack. */
@@ -278,20 +325,51 @@ static int is_coro_frame(PL_PY_FRAME *fr)
 	return co && (co->co_flags & CORO_FLAGS);
 }
 
+static int is_gen_frame(PL_PY_FRAME *fr)
+{
+	PyCodeObject *co = fr ? pl_py_frame_code(fr) : NULL;
+	return co && (co->co_flags & (CORO_FLAGS | CO_GENERATOR));
+}
+
+/* The root of the chain a coroutine frame belongs to: the outermost coroutine frame
+ * reached from fr through frames that await (or `yield from`) the one above them.
+ * Plain generators may be links (a generator __await__, aiohttp's context managers),
+ * never the root. A frame that called something that resumed fr (a Task constructor
+ * starting it eagerly, send() from a coroutine, a collection closing it) ends the
+ * chain: fr is driven, a task of its own. */
+static PL_PY_FRAME *chain_root(PL_PY_FRAME *fr)
+{
+	PL_PY_FRAME *root = is_coro_frame(fr) ? fr : NULL;
+	for (PL_PY_FRAME *b = pl_py_frame_back(fr); is_gen_frame(b) && pl_py_frame_delegating(b);
+	     b = pl_py_frame_back(b))
+		if (is_coro_frame(b))
+			root = b;
+	return root;
+}
+
 /* A generator-like frame resumes: makes sure the task whose chain it belongs to is
- * the running context. The chain's root is the outermost of the coroutine frames
- * linked below it; a throw() resumes the innermost frame first, so any frame of the
- * chain may be the first one seen. */
+ * the running context. A throw() resumes the innermost frame first, so any frame of
+ * the chain may be the first one seen. A plain generator's chain is that of the
+ * coroutine frames below it. */
 static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
 {
 	PL_PY_FRAME *root = NULL;
-	for (PL_PY_FRAME *f = is_coro ? fr : pl_py_frame_back(fr); is_coro_frame(f);
-	     f = pl_py_frame_back(f))
-		root = f;
+	if (is_coro) {
+		root = chain_root(fr);
+	} else {
+		for (PL_PY_FRAME *f = pl_py_frame_back(fr); is_coro_frame(f);
+		     f = pl_py_frame_back(f))
+			root = f;
+	}
 	if (!root)
 		return 0;
 	PyObject *g = pl_py_frame_gen(root);
 	if (!g || g == pt->root)
+		return 0;
+	/* A chain no task holds, resumed by a coroutine that called something (a
+	 * collection closing a coroutine awaited by a dead task, whose root is closed
+	 * first): no task started before profiling to adopt; it unwinds where it is. */
+	if (!pl_py_map_get(&pt->tasks, (uintptr_t)g) && is_gen_frame(pl_py_frame_back(root)))
 		return 0;
 	return task_enter(pt, g, pl_py_func_of(pl_py_frame_code(root)), 0);
 }
@@ -321,7 +399,11 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 	}
 	PyObject *gen = pl_py_frame_gen(fr);
 	if (fresh) {
-		if (gen && !is_coro_frame(pl_py_frame_back(fr)) && task_enter(pt, gen, fn, 1) < 0)
+		/* An async generator's address may be a dead one's that was finalized
+		 * between a value yield and a resume, with no event (3.13). */
+		if (fn->flags & PL_PY_ASYNC_GEN)
+			pl_py_map_del(&pt->agens, (uintptr_t)gen);
+		if (gen && chain_root(fr) == fr && task_enter(pt, gen, fn, 1) < 0)
 			return;
 		coprof_enter(pt->t, key);
 		return;
@@ -362,9 +444,13 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 	PyObject *gen = pl_py_frame_gen(fr);
 	if (pl_py_frame_suspended(fr)) {
 		if ((fn->flags & PL_PY_ASYNC_GEN) && is_wrapped_value(arg)) {
-			/* An async generator yields a value to its consumer: rule 6. */
+			/* An async generator yields a value to its consumer: rule 6. One
+			 * driven by hand (asend().send() from plain code) is a task's root,
+			 * which this suspends. */
 			coprof_leave(pt->t, key);
 			pl_py_map_put(&pt->agens, (uintptr_t)gen, gen);
+			if (gen == pt->root)
+				switch_out(pt, 0);
 			return;
 		}
 		/* Rule 3: suspended, not returned. The task's root suspending hands the
@@ -491,10 +577,15 @@ static int set_profile(PyThreadState *ts, Py_tracefunc fn, PyObject *arg)
 	PyObject *hooks = in->audit_hooks;
 	in->audit_hooks = NULL;
 	int rc = _PyEval_SetProfile(ts, fn, arg);
-	if (!in->audit_hooks)
-		in->audit_hooks = hooks;
-	else
-		Py_XDECREF(hooks); /* the program added one meanwhile: keep its list */
+	PyObject *added = in->audit_hooks; /* by a finalizer run meanwhile: kept too */
+	in->audit_hooks = hooks;
+	if (added && hooks && PyList_Check(hooks) && PyList_Check(added)) {
+		if (PyList_SetSlice(hooks, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, added) < 0)
+			PyErr_Clear();
+	} else if (added && !hooks) {
+		in->audit_hooks = Py_NewRef(added);
+	}
+	Py_XDECREF(added);
 	if (rc < 0)
 		PyErr_Clear();
 	return rc;

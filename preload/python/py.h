@@ -12,6 +12,7 @@
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <frameobject.h>
+#include <opcode.h>
 #if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
 #endif
@@ -168,6 +169,55 @@ static inline int pl_py_frame_suspended(PL_PY_FRAME *fr)
 	return g->gi_frame_state == FRAME_SUSPENDED;
 #endif
 }
+/* Nonzero when fr (a running generator-like frame) is in an `await` or `yield from`:
+ * sending into the frame it resumes, or, for a throw() passed down a chain, at the
+ * yield of one. Zero when it called something else (a Task constructor that runs a
+ * coroutine eagerly, a coroutine's send(), a collection that closes one). */
+static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
+{
+	PyCodeObject *co = pl_py_frame_code(fr);
+#if PY_VERSION_HEX >= 0x030D0000
+	_Py_CODEUNIT *at = fr->instr_ptr;
+#else
+	_Py_CODEUNIT *at = fr->prev_instr;
+#endif
+	if (!co || at < _PyCode_CODE(co))
+		return 1;
+	int op = _Py_OPCODE(*at);
+#if PY_VERSION_HEX >= 0x030C0000
+	/* Under line or instruction events the opcode is kept aside. */
+	_PyCoMonitoringData *m = co->_co_monitoring;
+	Py_ssize_t i = at - _PyCode_CODE(co);
+	if (op == INSTRUMENTED_LINE)
+		op = m && m->lines ? m->lines[i].original_opcode : SEND;
+	if (op == INSTRUMENTED_INSTRUCTION)
+		op = m && m->per_instruction_opcodes ? m->per_instruction_opcodes[i] : SEND;
+#if PY_VERSION_HEX < 0x030D0000
+	/* 3.12 leaves prev_instr at SEND's cache entry when it runs the generator in
+	 * the same C frame (SEND_GEN): the instruction is the one before. */
+	if (i >= 1) {
+		int before = _Py_OPCODE(at[-1]);
+		if (before == SEND || before == SEND_GEN)
+			return 1;
+	}
+#endif
+	switch (op) {
+	case SEND:
+	case SEND_GEN:
+	case YIELD_VALUE:
+	case INSTRUMENTED_YIELD_VALUE:
+#if PY_VERSION_HEX >= 0x030D0000
+	case RESUME:
+	case RESUME_CHECK:
+	case INSTRUMENTED_RESUME:
+#endif
+		return 1;
+	}
+	return 0;
+#else
+	return op == SEND || op == YIELD_VALUE;
+#endif
+}
 #else /* 3.10 */
 #define PL_PY_FRAME PyFrameObject
 
@@ -200,6 +250,19 @@ static inline int pl_py_frame_fresh(PL_PY_FRAME *fr, PyCodeObject *co)
 static inline int pl_py_frame_suspended(PL_PY_FRAME *fr)
 {
 	return fr->f_state == FRAME_SUSPENDED;
+}
+
+/* 3.10: YIELD_FROM runs (f_lasti at it) or waits (f_lasti just before it). */
+static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
+{
+	PyObject *code = fr->f_code->co_code;
+	Py_ssize_t n = PyBytes_GET_SIZE(code) / (Py_ssize_t)sizeof(_Py_CODEUNIT);
+	const _Py_CODEUNIT *at = (const _Py_CODEUNIT *)PyBytes_AS_STRING(code);
+	int i = fr->f_lasti;
+	if (i < 0 || i >= n)
+		return 1;
+	return _Py_OPCODE(at[i]) == YIELD_FROM ||
+	       (i + 1 < n && _Py_OPCODE(at[i + 1]) == YIELD_FROM);
 }
 #endif
 

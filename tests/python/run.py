@@ -239,6 +239,72 @@ def case_errors(r):
     check(all(t["state"] == "finished" for t in prof.tasks()), "unfinished tasks")
 
 
+def case_deep_drivers(r):
+    """Coroutines driven by send() 100 deep: each level is a task of its own, and each
+    task has its own after() and no other. The driver stack held 32: a pop too many
+    then ran a level in its driver's context."""
+    depth = 100
+    out, _ = r.run(os.path.join(PROGS, "deep.py"), [str(depth)])
+    prof = Profile(out)
+    levels = [t for t in prof.tasks() if t["name"].endswith("level")]
+    check(len(levels) == depth + 1, "%d level tasks, expected %d" % (len(levels), depth + 1))
+    for t in levels:
+        afters = [v[1] for k, v in t["stats"].items() if k[2] == "after"]
+        check(afters == [1] and t["state"] == "finished", "task %s (%s): after() calls %s" % (
+            t["name"], t["state"], afters))
+    check(prof.nc("after") == depth + 1, "after nc %d" % prof.nc("after"))
+
+
+def case_shapes(r):
+    """Coroutine shapes that confused the task bookkeeping (progs/shapes.py): an eager
+    task was pushed on its creator's stack, never popped, and named before asyncio
+    named it; a coroutine closed by a collection inside another task stayed suspended;
+    `await` through a generator __await__ split one task in two; on 3.13 an async
+    generator finalized with no event left an entry that gave a later one a second
+    frame. Each mode ends with after() called at module level, on a clean stack."""
+    ver = tuple(int(x) for x in subprocess.run(
+        [r.python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
+        text=True).stdout.split())
+    modes = ["orphan", "bridge", "agen"] + (["eager", "factory"] if ver >= (3, 12) else [])
+    for mode in modes:
+        out, _ = r.run(os.path.join(PROGS, "shapes.py"), [mode])
+        prof = Profile(out)
+
+        def callers(fn):
+            return {k[2].split(".")[-1] for k in prof.one(fn)[4]}
+
+        def tasks_with(fn):
+            return [t for t in prof.tasks() if any(k[2] == fn for k in t["stats"])]
+        check(callers("after") == {"<module>"}, "%s: after() called from %s" % (
+            mode, callers("after")))
+        if mode in ("eager", "factory"):
+            check(callers("parent_work") == {"parent"}, "%s: parent_work's callers %s" % (
+                mode, callers("parent_work")))
+            owners = tasks_with("parent_work")
+            check(len(owners) == 1 and not any(k[2] == "child" for k in owners[0]["stats"]),
+                  "%s: parent_work in tasks %s" % (mode, [t["name"] for t in owners]))
+            kids = tasks_with("child_work")
+            check(len(kids) == 1 and kids[0] is not owners[0] and kids[0]["state"] == "finished",
+                  "%s: child_work in tasks %s" % (mode, [t["name"] for t in kids]))
+            if mode == "factory":
+                check(owners[0]["name"] == "PARENT", "factory: the parent task is named %r"
+                      % owners[0]["name"])
+        elif mode == "orphan":
+            t = prof.task("ORPHAN")
+            check(t["state"] == "finished", "orphan: the closed task is %s" % t["state"])
+            check(len(tasks_with("parent_work")) == 1 and
+                  tasks_with("parent_work")[0]["name"] != "ORPHAN", "orphan: parent_work's task")
+        elif mode == "bridge":
+            owners = tasks_with("request")
+            check(len(owners) == 1 and any(k[2].endswith("bridged") for k in owners[0]["stats"]),
+                  "bridge: request in tasks %s" % [t["name"] for t in owners])
+            check(prof.ct("bridged") >= 0.8 * prof.ct("request"), "bridge: bridged ct %.4f, "
+                  "request ct %.4f" % (prof.ct("bridged"), prof.ct("request")))
+        elif mode == "agen":
+            check(prof.nc("work") == 200 and callers("work") == {"awaits_first"},
+                  "agen: work nc %d, callers %s" % (prof.nc("work"), callers("work")))
+
+
 def case_threads(r):
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
@@ -606,6 +672,18 @@ def case_builtins(r):
         check(len(edges) == 1 and edges[0][0] == 1, "%s from %s: %r" % (name, caller, entry))
     check({k[2] for k in full.one("key")[4]} == {"<built-in method builtins.sorted>"},
           "with builtins, key's caller is sorted: %s" % full.one("key")[4])
+
+
+def case_builtins_reused_def(r):
+    """A builtin whose PyMethodDef was freed and its memory reused for another one
+    (pybind11 allocates one per function) is named for what it is: builtins were
+    cached by the def's address alone, so beta_len's calls went to alpha_len."""
+    out, _ = r.run(os.path.join(PROGS, "heap_def.py"), COPROF_BUILTINS=1)
+    stats = Profile(out).stats
+    for name, calls in (("alpha_len", 300), ("beta_len", 2000)):
+        found = [v[1] for k, v in stats.items() if k[0] == "~" and name in k[2]]
+        check(found == [calls], "%s: calls %s, expected [%d]; builtins %s" % (
+            name, found, calls, sorted(k[2] for k in stats if k[0] == "~" and "len" in k[2])))
 
 
 def case_pyenv_shim(r):
