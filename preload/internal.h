@@ -47,6 +47,8 @@ struct pl_reals {
 	int (*setcontext)(const ucontext_t *);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 	void (*(*signal)(int, void (*)(int)))(int);
+	int (*sigprocmask)(int, const sigset_t *, sigset_t *);
+	int (*pthread_sigmask)(int, const sigset_t *, sigset_t *);
 	void (*exit_)(int); /* _exit */
 };
 extern PL_HIDDEN struct pl_reals pl_real;
@@ -72,6 +74,13 @@ PL_HIDDEN void pl_on_toggle_signal(int sig);
 
 /* signals.c: the toggle signal, and the program's own handlers winning over it. */
 PL_HIDDEN void pl_signals_install(int signo);
+
+/* signal-guard.c: in a forked child, forgets a view change another thread was making. */
+PL_HIDDEN void pl_sig_after_fork_child(void);
+/* async-signal-safe: nonzero when the calling thread may be running one of the
+ * program's signal handlers (a signal it handles is blocked): a hook that would
+ * allocate does not. Errs on the side of yes. */
+PL_HIDDEN int pl_sig_maybe_in_handler(void);
 
 /* adapter-ucontext.c */
 PL_HIDDEN int pl_uctx_init(void);

@@ -40,6 +40,9 @@ struct pl_tls {
 	volatile sig_atomic_t in_switch; /* a context switch is under way (the sampler
 					  * drops or defers ticks that land in it) */
 	void *sampler; /* the sampler's per-thread state */
+	/* nonzero while libunwind runs for the shim: its signal masks pass the signal
+	 * guard untouched (signal-guard.c), its pipe goes to high numbers (fd.c) */
+	volatile sig_atomic_t raw_masks;
 };
 
 PL_HIDDEN struct pl_tls *pl_tls(void);
@@ -63,6 +66,21 @@ struct pl_runtime {
 	void (*fork_resume)(void);
 };
 PL_HIDDEN void pl_runtime_add(const struct pl_runtime *rt);
+
+/* signal-guard.c: signals the shim owns. pl_sig_guard keeps `signo` (whose handler the
+ * caller has just installed) the shim's: the program's later resets and masks only
+ * change what it is told (`prog` at first), and SIG_IGN too when `ign_is_view`. When the
+ * program installs a handler of its own, `lost(signo)` runs (it says so on stderr and
+ * stops using the signal; maybe in a signal handler, so async-signal-safe) and the
+ * program's handler goes in. 0 or -errno. */
+PL_HIDDEN int pl_sig_guard(int signo, const struct sigaction *prog, int ign_is_view,
+			   void (*lost)(int signo));
+/* The kernel's sigaction, past the shim's own interposer. */
+PL_HIDDEN int pl_sig_real_action(int signo, const struct sigaction *act, struct sigaction *oact);
+/* Blocks every signal in the calling thread, guarded ones too (around creating a thread
+ * of the shim's, which inherits the mask); pl_sig_restore puts `old` back. */
+PL_HIDDEN void pl_sig_block_all(sigset_t *old);
+PL_HIDDEN void pl_sig_restore(const sigset_t *old);
 
 /* One line on stderr, prefixed "coprof: ", written with write(2). */
 PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -93,7 +93,12 @@ static uint64_t tick_weight(struct pl_sthread *st, int timer, unsigned overrun)
 static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	sig_atomic_t raw = st->tls ? st->tls->raw_masks : 0;
+	if (st->tls)
+		st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	int n = unw_backtrace((void **)rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	if (st->tls)
+		st->tls->raw_masks = raw;
 	int skip = 0;
 	while (skip < n && skip < PL_SAMPLE_SKIP && rec->pcs[skip] != pc)
 		skip++;
@@ -164,7 +169,7 @@ int pl_sampler_install_handler(void)
 int pl_sampler_handler_is_ours(void)
 {
 	struct sigaction cur;
-	if (sigaction(pl_sconf.signo, NULL, &cur) < 0)
+	if (pl_sig_real_action(pl_sconf.signo, NULL, &cur) < 0)
 		return 1;
 	return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_tick;
 }

@@ -70,7 +70,10 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 		w = &st->waits[n];
 		atomic_store_explicit(&st->nwaits, n + 1, memory_order_release);
 	}
+	sig_atomic_t raw = st->tls->raw_masks;
+	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	int depth = unw_backtrace((void **)w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	st->tls->raw_masks = raw;
 	int skip = 0;
 	while (skip < depth &&
 	       ((w->pcs[skip] >= pl_sconf.self_lo && w->pcs[skip] < pl_sconf.self_hi) ||

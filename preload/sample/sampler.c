@@ -38,7 +38,9 @@ static pthread_t folder;
 static int folder_running;
 static atomic_int folder_quit;
 static pid_t folder_tid;   /* its kernel id, for folder_fork_pause */
-static atomic_int gave_up; /* the program took the tick signal: never sample again */
+/* The program took the tick signal: never sample again. 1: said on stderr by the
+ * signal guard, the folding thread still has to disarm and note it; 2: all done. */
+static atomic_int gave_up;
 
 struct pl_sthread *pl_sampler_self(void)
 {
@@ -125,7 +127,7 @@ static void disarm_all(void)
  * so sampling stops for good, and says why. */
 static void give_up_signal(void)
 {
-	atomic_store(&gave_up, 1);
+	atomic_store(&gave_up, 2);
 	disarm_all();
 	pl_say("sample mode: the program took signal %d for itself; sampling stopped",
 	       pl_sconf.signo);
@@ -133,19 +135,45 @@ static void give_up_signal(void)
 		coprof_set_note(pl_prof, "sampling stopped: the program took the tick signal");
 }
 
+/* Called by the signal guard (signal-guard.c) when the program installs a handler of its
+ * own for the tick signal, maybe in a signal handler (async-signal-safe but for the
+ * trylock, which never waits), before that handler goes in: no tick counts from now
+ * on, every timer is disarmed if the list is free (else by the folding thread at its
+ * next fold; a tick that fires meanwhile disarms its own thread's timer). */
+static void tick_lost(int signo)
+{
+	(void)signo;
+	atomic_store(&pl_sampler_on, 0);
+	if (atomic_exchange(&gave_up, 1) != 0)
+		return;
+	if (pthread_mutex_trylock(&lock) == 0) {
+		for (struct pl_sthread *st = threads; st; st = st->next)
+			if (!atomic_load(&st->dead))
+				pl_sampler_arm(st, 0);
+		pthread_mutex_unlock(&lock);
+	}
+	static const char line[] = "coprof: sample mode: the program installed its own handler "
+				   "for the tick signal; sampling stopped\n";
+	ssize_t w = write(2, line, sizeof(line) - 1);
+	(void)w;
+}
+
+/* The folding thread takes no signal at all (start_folder blocks them all). */
 static void *fold_loop(void *arg)
 {
 	(void)arg;
-	/* The folding thread is ours: it takes no ticks. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, pl_sconf.signo);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	folder_tid = (pid_t)syscall(SYS_gettid);
 	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
 		struct timespec ts = {0, FOLD_NS};
 		nanosleep(&ts, NULL);
 		pthread_mutex_lock(&fork_lock);
+		int expect = 1;
+		if (atomic_compare_exchange_strong(&gave_up, &expect, 2)) {
+			disarm_all();
+			if (pl_prof)
+				coprof_set_note(
+				    pl_prof, "sampling stopped: the program took the tick signal");
+		}
 		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed)) {
 			fold_all(1);
 			if (!pl_sampler_handler_is_ours())
@@ -165,7 +193,10 @@ static void start_folder(void)
 	if (!create)
 		create = pthread_create;
 	atomic_store(&folder_quit, 0);
+	sigset_t old;
+	pl_sig_block_all(&old); /* inherited by the thread: the program's signals are not ours */
 	folder_running = create(&folder, NULL, fold_loop, NULL) == 0;
+	pl_sig_restore(&old);
 	if (!folder_running)
 		pl_say("sample mode: cannot start the folding thread");
 }
@@ -221,7 +252,9 @@ static void thread_start(void)
 	if (!pl_sconf.wall)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
+	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	unw_backtrace(warm, PL_SAMPLE_DEPTH);
+	st->tls->raw_masks = 0;
 	if (!pl_sconf.cpu_timer)
 		st->has_mono = make_timer(CLOCK_MONOTONIC, PL_TIMER_MONO, &st->mono) == 0;
 	if (!pl_sconf.wall)
@@ -419,6 +452,12 @@ int pl_sampler_init(void)
 		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));
 		return err;
 	}
+	/* The program's resets and masks leave the tick alone from now on. */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	pl_sig_guard(pl_sconf.signo, &dfl, 1, tick_lost);
 	if (dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
 		pl_say("sample mode samples native stacks; Python frames are not sampled yet");
 		coprof_set_note(pl_prof, "sample mode: native stacks only, Python frames are "
