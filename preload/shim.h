@@ -39,6 +39,9 @@ struct pl_tls {
 	int guard;                    /* nonzero while inside a hook: no re-entry */
 	volatile sig_atomic_t in_switch; /* a context switch is under way (the sampler
 					  * drops or defers ticks that land in it) */
+	/* the frame address of the hook that set in_switch: a tick whose stack pointer is
+	 * not below it (on that stack) comes after the switch, wherever it went */
+	uintptr_t switch_sp;
 	void *sampler; /* the sampler's per-thread state */
 	/* nonzero while libunwind runs for the shim: its signal masks pass the signal
 	 * guard untouched (signal-guard.c), its pipe goes to high numbers (fd.c) */
@@ -104,5 +107,9 @@ PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to)
  * counts as back in its own context. When the context resumed next is a coroutine,
  * follow with pl_sampler_switch(NULL, next). */
 PL_HIDDEN void pl_sampler_finish(struct coprof_ctx *c);
+/* Called by the ucontext adapter when a coroutine whose context on its last thread was
+ * `c` runs on another thread (outside any signal, or in a handler: no lock is waited
+ * for): the thread it left stops charging it as waiting. */
+PL_HIDDEN void pl_sampler_moved(struct coprof_ctx *c);
 
 #endif

@@ -121,6 +121,22 @@ static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t 
 	rec->depth = (uint32_t)n;
 }
 
+#define PL_SWITCH_STACK (256u * 1024) /* stack a switch of ours may use below its hook */
+#define PL_STALE_TICKS 16	      /* ticks in a row inside one switch: it is over */
+
+/* The adapter sets in_switch for a switch; when the switch goes where no hook of ours
+ * returns (setcontext to a getcontext point, uc_link), nobody clears it. The switch is
+ * over when the interrupted stack pointer is not just below the frame that set it, or
+ * when PL_STALE_TICKS ticks in a row found it set. */
+static int switch_over(struct pl_sthread *st, const ucontext_t *uc)
+{
+	uintptr_t top = st->tls->switch_sp;
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	if (top && (sp > top || top - sp > PL_SWITCH_STACK))
+		return 1;
+	return ++st->switch_ticks >= PL_STALE_TICKS;
+}
+
 static void on_tick(int sig, siginfo_t *si, void *ucv)
 {
 	(void)sig;
@@ -133,6 +149,10 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		pl_sampler_arm(st, 0);
 		goto out;
 	}
+	if (st->tls && st->tls->in_switch && ucv && switch_over(st, ucv))
+		st->tls->in_switch = 0;
+	if (st->tls && !st->tls->in_switch)
+		st->switch_ticks = 0;
 	int timer = PL_TIMER_MONO;
 	unsigned overrun = 0;
 	if (si && si->si_code == SI_TIMER) {

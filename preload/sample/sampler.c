@@ -12,6 +12,7 @@
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -59,13 +60,13 @@ static void drain(struct pl_sthread *st, int keep)
 		struct pl_rec *rec = &st->ring[t % PL_RING_SLOTS];
 		if (!keep || !st->thread || !rec->depth)
 			continue;
+		uint32_t depth = pl_stack_user_depth(rec->pcs, rec->depth);
 		if (rec->kind == PL_REC_SAMPLE) {
-			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth, rec->weight, 0);
+			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, rec->weight, 0);
 			continue;
 		}
 		for (uint64_t k = 0; k < rec->weight; k++)
-			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth, pl_sconf.period,
-				      1);
+			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, 1);
 	}
 	atomic_store_explicit(&st->tail, t, memory_order_release);
 }
@@ -249,6 +250,10 @@ static void thread_start(void)
 	st->tid = (pid_t)syscall(SYS_gettid);
 	st->tls = pl_tls();
 	st->thread = pl_thread();
+	/* Under wall, suspended coroutines' stacks: allocated here, as a switch may come
+	 * in a signal handler (mmap'ed by malloc: pages are touched only when used). */
+	if (pl_sconf.wall)
+		st->waits = calloc(PL_WAIT_SLOTS, sizeof(*st->waits));
 	if (!pl_sconf.wall)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
@@ -264,6 +269,7 @@ static void thread_start(void)
 			timer_delete(st->cpu);
 		if (!pl_sconf.wall)
 			cp_clock_fini(&st->clock);
+		free(st->waits);
 		free(st);
 		return;
 	}
@@ -292,6 +298,25 @@ static void thread_exit(void)
 	if (!pl_sconf.wall)
 		cp_clock_fini(&st->clock);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
+}
+
+/* A coroutine moved to another thread (the ucontext adapter): whichever thread had it
+ * waiting as `ctx` stops charging it. The list's lock is only tried, a while: this may
+ * run in a signal handler, maybe one that interrupted a holder. */
+void pl_sampler_moved(struct coprof_ctx *ctx)
+{
+	if (!ctx || !pl_sconf.wall)
+		return;
+	int tries = 0;
+	while (pthread_mutex_trylock(&lock) != 0)
+		if (++tries > 1000)
+			return;
+		else
+			sched_yield();
+	for (struct pl_sthread *st = threads; st; st = st->next)
+		if (st != self && !atomic_load(&st->dead))
+			pl_sampler_drop_wait(st, ctx);
+	pthread_mutex_unlock(&lock);
 }
 
 /* --- the runtime --------------------------------------------------------------------- */
