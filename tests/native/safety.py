@@ -6,14 +6,16 @@ Each case runs a program of tests/native/safety/ under `coprof record`, in trace
 sample mode and under both clocks where the shape applies, and checks what the program
 printed and its exit status (as it would be unprofiled), then the profile. Paths come
 from the environment meson sets (COPROF_*)."""
+import glob
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import ASAN, base_env, check, load, run_cases  # noqa: E402
+from coprof_test import ASAN, base_env, catches, check, load, run_cases, wait_for  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
@@ -180,6 +182,37 @@ def case_frames_hidden():
                     check(names[-1] == name, f"{prog} {clock}: task {name}'s stack ends in {names[-3:]}")
                 elif tid != ex["pid"]:
                     check(names[-1] == "other", f"{prog} {clock}: thread stack ends in {names[-3:]}")
+
+
+def case_stress():
+    """The shapes at once, with a toggle every 30 ms: under ASan/UBSan too (the test
+    suite of the sanitizer build runs it), in bounded time."""
+    for mode, clock in MODES:
+        tmpl = os.path.join(TMP, f"stress-{mode}-{clock}.%n.pstat")
+        cmd = [BIN, "record", "--mode", mode, "-c", clock, "-o", tmpl, "--",
+               os.path.join(TESTBIN, "stress"), "2"]
+        p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for(lambda: catches(p.pid, signal.SIGUSR2) or p.poll() is not None, 20,
+                     "the toggle handler")
+            toggles = 0
+            while p.poll() is None and toggles < 400:
+                os.kill(p.pid, signal.SIGUSR2)
+                toggles += 1
+                time.sleep(0.03)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        check(p.returncode == 0 and "stress done" in out,
+              f"{mode} {clock}: exit {p.returncode}\n{out}\n{err[-2000:]}")
+        check(toggles >= 10, f"{mode} {clock}: only {toggles} toggles sent")
+        files = glob.glob(tmpl.replace("%n", "*"))
+        check(files, f"{mode} {clock}: no window written")
+        for f in files:
+            load(f)
 
 
 if __name__ == "__main__":
