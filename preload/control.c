@@ -26,9 +26,10 @@
 
 #define MAX_RUNTIMES 8
 
-#define PL_EXIT_BYTE 'x'       /* in the control pipe: _exit asks for the last dump */
-#define PL_EXIT_WAIT_S 5       /* how long _exit waits for the control thread to take it */
-#define PL_EXIT_DUMP_WAIT_S 60 /* and then for the dump (symbols of a large program) */
+#define PL_EXIT_BYTE 'x'	 /* in the control pipe: _exit asks for the last dump */
+#define PL_EXIT_WAIT_S 5	 /* how long _exit waits for the control thread to take it */
+#define PL_EXIT_DUMP_WAIT_S 60	 /* and then for the dump (symbols of a large program) */
+#define PL_EXIT_HANDLER_WAIT_S 2 /* for the dump, when _exit may be in a signal handler */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct pl_runtime *runtimes[MAX_RUNTIMES];
@@ -355,9 +356,11 @@ static void exit_wait(int stage, int secs)
 /* async-signal-safe, but for the Python case. _exit may run inside a signal handler that
  * interrupted malloc, a lock or the shim itself, so the dump is the control thread's:
  * this thread asks through the control pipe, waits PL_EXIT_WAIT_S seconds at most for
- * the control thread to take the request, then PL_EXIT_DUMP_WAIT_S for the dump (the
- * control thread may need a lock the interrupted code holds: then the process leaves
- * without its last dump). Without a control thread there is no dump. */
+ * the control thread to take the request, then PL_EXIT_DUMP_WAIT_S for the dump; when
+ * a signal the program handles is blocked (it may be in that handler), 1 s and
+ * PL_EXIT_HANDLER_WAIT_S. The control thread may need a lock the interrupted code
+ * holds: then the process leaves without its last dump. Without a control thread
+ * there is no dump. */
 void pl_control_quick_exit(void)
 {
 	if (python_profiled()) {
@@ -374,9 +377,12 @@ void pl_control_quick_exit(void)
 	char byte = PL_EXIT_BYTE;
 	if (fd < 0 || !__atomic_load_n(&control_up, __ATOMIC_ACQUIRE) || write(fd, &byte, 1) != 1)
 		return;
-	exit_wait(0, PL_EXIT_WAIT_S);
+	/* In a handler the code it interrupted may hold what the dump needs (the
+	 * allocator's lock): the wait is short there. */
+	int in_handler = pl_sig_maybe_in_handler();
+	exit_wait(0, in_handler ? 1 : PL_EXIT_WAIT_S);
 	if (__atomic_load_n(&exit_served, __ATOMIC_ACQUIRE) == 1)
-		exit_wait(1, PL_EXIT_DUMP_WAIT_S);
+		exit_wait(1, in_handler ? PL_EXIT_HANDLER_WAIT_S : PL_EXIT_DUMP_WAIT_S);
 }
 
 void pl_control_fork_prepare(void)

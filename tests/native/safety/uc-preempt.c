@@ -84,18 +84,22 @@ static void green_b(void)
 	green_work();
 }
 
-int main(int argc, char **argv)
+/* Makes green thread i and runs it to its first yield. */
+static void start_green(int i, void (*fn)(void))
 {
 	static char stacks[2][256 * 1024];
-	void (*fn[2])(void) = {green_a, green_b};
-	for (int i = 0; i < 2; i++) {
-		getcontext(&green[i]);
-		green[i].uc_stack.ss_sp = stacks[i];
-		green[i].uc_stack.ss_size = sizeof(stacks[i]);
-		green[i].uc_link = &main_uc;
-		makecontext(&green[i], fn[i], 0);
-		swapcontext(&main_uc, &green[i]); /* runs to its first yield */
-	}
+	getcontext(&green[i]);
+	green[i].uc_stack.ss_sp = stacks[i];
+	green[i].uc_stack.ss_size = sizeof(stacks[i]);
+	green[i].uc_link = &main_uc;
+	makecontext(&green[i], fn, 0);
+	swapcontext(&main_uc, &green[i]);
+}
+
+int main(int argc, char **argv)
+{
+	start_green(0, green_a);
+	start_green(1, green_b);
 	struct sigaction sa = {.sa_handler = on_alarm};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGALRM, &sa, NULL);
