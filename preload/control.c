@@ -31,8 +31,10 @@
 
 #define MAX_RUNTIMES 8
 
-#define PL_EXIT_BYTE 'x' /* in the control pipe: _exit asks for the last dump */
-#define PL_EXIT_WAIT_S 5 /* how long _exit waits for it */
+#define PL_EXIT_BYTE 'x'	 /* in the control pipe: _exit asks for the last dump */
+#define PL_EXIT_WAIT_S 5	 /* how long _exit waits for the control thread to take it */
+#define PL_EXIT_DUMP_WAIT_S 60	 /* and then for the dump (symbols of a large program) */
+#define PL_EXIT_HANDLER_WAIT_S 2 /* for the dump, when _exit may be in a signal handler */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct pl_runtime *runtimes[MAX_RUNTIMES];
@@ -300,15 +302,14 @@ static void *control_main(void *arg)
 /* Starts the control thread on the existing pipe. 0 or -errno (and says why). */
 static int start_control_thread(void)
 {
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	sigset_t old;
+	pl_sig_block_all(&old); /* inherited: the thread takes no signal, guarded ones too */
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	int rc = pl_real.pthread_create(&control_th, &attr, control_main, NULL);
 	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pl_sig_restore(&old);
 	if (rc != 0) {
 		pl_say("cannot start the control thread: %s; toggling is off", strerror(rc));
 		return -rc;
@@ -420,24 +421,52 @@ static int python_profiled(void)
 	return 0;
 }
 
-/* Set by the control thread once it has served _exit's request (a futex word). */
+/* _exit's request, a futex word: 1 once the control thread has it (and its lock), 2 once
+ * the dump is written. */
 static int exit_served;
+
+static void exit_progress(int stage)
+{
+	__atomic_store_n(&exit_served, stage, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &exit_served, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
 
 /* On the control thread: _exit's dump, then wake the thread waiting in _exit. */
 static void exit_request(void)
 {
 	pthread_mutex_lock(&lock);
+	exit_progress(1);
 	exit_locked();
 	pthread_mutex_unlock(&lock);
-	__atomic_store_n(&exit_served, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &exit_served, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	exit_progress(2);
+}
+
+/* async-signal-safe: waits until exit_served passes `stage`, `secs` at most. */
+static void exit_wait(int stage, int secs)
+{
+	struct timespec now, end;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += secs;
+	int v;
+	while ((v = __atomic_load_n(&exit_served, __ATOMIC_ACQUIRE)) <= stage) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
+		if (left.tv_nsec < 0)
+			left.tv_sec--, left.tv_nsec += 1000000000L;
+		if (left.tv_sec < 0)
+			return;
+		syscall(SYS_futex, &exit_served, FUTEX_WAIT_PRIVATE, v, &left, NULL, 0);
+	}
 }
 
 /* async-signal-safe, but for the Python case. _exit may run inside a signal handler that
  * interrupted malloc, a lock or the shim itself, so the dump is the control thread's:
- * this thread asks through the control pipe and waits for it at most
- * PL_EXIT_WAIT_S seconds (the control thread may itself need a lock the interrupted
- * code holds). Without a control thread there is no dump. */
+ * this thread asks through the control pipe, waits PL_EXIT_WAIT_S seconds at most for
+ * the control thread to take the request, then PL_EXIT_DUMP_WAIT_S for the dump; when
+ * a signal the program handles is blocked (it may be in that handler), 1 s and
+ * PL_EXIT_HANDLER_WAIT_S. The control thread may need a lock the interrupted code
+ * holds: then the process leaves without its last dump. Without a control thread
+ * there is no dump. */
 void pl_control_quick_exit(void)
 {
 	if (python_profiled()) {
@@ -454,18 +483,12 @@ void pl_control_quick_exit(void)
 	char byte = PL_EXIT_BYTE;
 	if (fd < 0 || !__atomic_load_n(&control_up, __ATOMIC_ACQUIRE) || write(fd, &byte, 1) != 1)
 		return;
-	struct timespec now, end;
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += PL_EXIT_WAIT_S;
-	while (!__atomic_load_n(&exit_served, __ATOMIC_ACQUIRE)) {
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
-		if (left.tv_nsec < 0)
-			left.tv_sec--, left.tv_nsec += 1000000000L;
-		if (left.tv_sec < 0)
-			return;
-		syscall(SYS_futex, &exit_served, FUTEX_WAIT_PRIVATE, 0, &left, NULL, 0);
-	}
+	/* In a handler the code it interrupted may hold what the dump needs (the
+	 * allocator's lock): the wait is short there. */
+	int in_handler = pl_sig_maybe_in_handler();
+	exit_wait(0, in_handler ? 1 : PL_EXIT_WAIT_S);
+	if (__atomic_load_n(&exit_served, __ATOMIC_ACQUIRE) == 1)
+		exit_wait(1, in_handler ? PL_EXIT_HANDLER_WAIT_S : PL_EXIT_DUMP_WAIT_S);
 }
 
 /* Before exec: the window so far is written as a toggle's stop writes it, and toggles

@@ -47,6 +47,8 @@ struct pl_reals {
 	int (*setcontext)(const ucontext_t *);
 	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 	void (*(*signal)(int, void (*)(int)))(int);
+	int (*sigprocmask)(int, const sigset_t *, sigset_t *);
+	int (*pthread_sigmask)(int, const sigset_t *, sigset_t *);
 	void (*exit_)(int); /* _exit */
 };
 extern PL_HIDDEN struct pl_reals pl_real;
@@ -85,6 +87,13 @@ PL_HIDDEN void pl_signals_install(int signo);
 PL_HIDDEN int pl_signals_armed(void);
 /* control.c: the control thread publishes its state again (the signal was lost). */
 PL_HIDDEN void pl_control_republish(void);
+
+/* signal-guard.c: in a forked child, forgets a view change another thread was making. */
+PL_HIDDEN void pl_sig_after_fork_child(void);
+/* async-signal-safe: nonzero when the calling thread may be running one of the
+ * program's signal handlers (a signal it handles is blocked): a hook that would
+ * allocate does not. Errs on the side of yes. */
+PL_HIDDEN int pl_sig_maybe_in_handler(void);
 
 /* adapter-ucontext.c */
 PL_HIDDEN int pl_uctx_init(void);

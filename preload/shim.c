@@ -96,6 +96,8 @@ void pl_resolve_reals(void)
 	RESOLVE(setcontext);
 	RESOLVE(sigaction);
 	RESOLVE(signal);
+	RESOLVE(sigprocmask);
+	RESOLVE(pthread_sigmask);
 	pl_real.exit_ = (__typeof__(pl_real.exit_))dlsym(RTLD_NEXT, "_exit");
 }
 
@@ -122,6 +124,7 @@ static void fork_child(void)
 {
 	if (pl_syms)
 		pl_symbols_unlock(pl_syms);
+	pl_sig_after_fork_child();
 	pl_tls_data.thread = NULL;
 	pl_pid = getpid();
 	pl_control_fork_child();

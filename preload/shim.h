@@ -46,7 +46,13 @@ struct pl_tls {
 	int guard;                    /* nonzero while inside a hook: no re-entry */
 	volatile sig_atomic_t in_switch; /* a context switch is under way (the sampler
 					  * drops or defers ticks that land in it) */
+	/* the frame address of the hook that set in_switch: a tick whose stack pointer is
+	 * not below it (on that stack) comes after the switch, wherever it went */
+	uintptr_t switch_sp;
 	void *sampler; /* the sampler's per-thread state */
+	/* nonzero while libunwind runs for the shim: its signal masks pass the signal
+	 * guard untouched (signal-guard.c), its pipe goes to high numbers (fd.c) */
+	volatile sig_atomic_t raw_masks;
 };
 
 PL_HIDDEN struct pl_tls *pl_tls(void);
@@ -70,6 +76,21 @@ struct pl_runtime {
 	void (*fork_resume)(void);
 };
 PL_HIDDEN void pl_runtime_add(const struct pl_runtime *rt);
+
+/* signal-guard.c: signals the shim owns. pl_sig_guard keeps `signo` (whose handler the
+ * caller has just installed) the shim's: the program's later resets and masks only
+ * change what it is told (`prog` at first), and SIG_IGN too when `ign_is_view`. When the
+ * program installs a handler of its own, `lost(signo)` runs (it says so on stderr and
+ * stops using the signal; maybe in a signal handler, so async-signal-safe) and the
+ * program's handler goes in. 0 or -errno. */
+PL_HIDDEN int pl_sig_guard(int signo, const struct sigaction *prog, int ign_is_view,
+			   void (*lost)(int signo));
+/* The kernel's sigaction, past the shim's own interposer. */
+PL_HIDDEN int pl_sig_real_action(int signo, const struct sigaction *act, struct sigaction *oact);
+/* Blocks every signal in the calling thread, guarded ones too (around creating a thread
+ * of the shim's, which inherits the mask); pl_sig_restore puts `old` back. */
+PL_HIDDEN void pl_sig_block_all(sigset_t *old);
+PL_HIDDEN void pl_sig_restore(const sigset_t *old);
 
 /* One line on stderr, prefixed "coprof: ", written with write(2). */
 PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -99,5 +120,9 @@ PL_HIDDEN void pl_sampler_finish(struct coprof_ctx *c);
  * keeps ours hands the program's action here; SIGTRAPs that are not ticks go to it.
  * (sampler-signal.c; only while the sampler's signal is SIGTRAP.) */
 PL_HIDDEN void pl_sampler_set_prev_trap(const struct sigaction *act);
+/* Called by the ucontext adapter when a coroutine whose context on its last thread was
+ * `c` runs on another thread (outside any signal, or in a handler: no lock is waited
+ * for): the thread it left stops charging it as waiting. */
+PL_HIDDEN void pl_sampler_moved(struct coprof_ctx *c);
 
 #endif

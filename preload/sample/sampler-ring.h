@@ -83,6 +83,7 @@ struct pl_sthread {
 	uint64_t wall_acc;     /* wall, perf: ns not yet counted in whole ticks */
 	uint64_t rng;	       /* wall, perf: xorshift state, never 0 */
 	atomic_int rebase;     /* set by start: forget cpu_last and carry */
+	uint32_t switch_ticks; /* ticks in a row that found in_switch set */
 
 	_Atomic(struct coprof_ctx *) cur; /* the running context, set by the hook */
 	_Atomic uint64_t ticks;		  /* wall ticks seen while sampling */
@@ -133,6 +134,26 @@ PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
 /* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited
  * since they were last charged. Folding thread only. */
 PL_HIDDEN void pl_sampler_charge_waits(struct pl_sthread *st);
+/* Frees the wait slot of `ctx` in `st`, from any thread: the coroutine runs elsewhere. */
+PL_HIDDEN void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx);
+
+static inline int pl_pc_is_ours(uintptr_t pc)
+{
+	return pc >= pl_sconf.self_lo && pc < pl_sconf.self_hi;
+}
+
+/* The depth of a stack (innermost first) without the shim's own frames at its root: a
+ * coroutine's entry runs under the ucontext adapter's trampoline (and glibc's
+ * __start_context under it), a thread's function under the shim's thread start, and
+ * the program's stack starts at its own function. Frames of ours at the leaf end (the
+ * program called into the shim) stay. */
+static inline uint32_t pl_stack_user_depth(const uintptr_t *pcs, uint32_t depth)
+{
+	for (uint32_t i = 1; i < depth; i++)
+		if (pl_pc_is_ours(pcs[i]) && !pl_pc_is_ours(pcs[i - 1]))
+			return i;
+	return depth;
+}
 
 /* The ring, for the producers: the slot to fill, or NULL when it is full. */
 static inline struct pl_rec *pl_ring_reserve(struct pl_sthread *st)

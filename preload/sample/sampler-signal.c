@@ -123,7 +123,12 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	sig_atomic_t raw = st->tls ? st->tls->raw_masks : 0;
+	if (st->tls)
+		st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	int n = unw_backtrace((void **)rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	if (st->tls)
+		st->tls->raw_masks = raw;
 	int skip = 0;
 	while (skip < n && skip < PL_SAMPLE_SKIP && rec->pcs[skip] != pc)
 		skip++;
@@ -184,6 +189,22 @@ static void forward_trap(int sig, siginfo_t *si, void *ucv)
 	}
 }
 
+#define PL_SWITCH_STACK (256u * 1024) /* stack a switch of ours may use below its hook */
+#define PL_STALE_TICKS 16	      /* ticks in a row inside one switch: it is over */
+
+/* The adapter sets in_switch for a switch; when the switch goes where no hook of ours
+ * returns (setcontext to a getcontext point, uc_link), nobody clears it. The switch is
+ * over when the interrupted stack pointer is not just below the frame that set it, or
+ * when PL_STALE_TICKS ticks in a row found it set. */
+static int switch_over(struct pl_sthread *st, const ucontext_t *uc)
+{
+	uintptr_t top = st->tls->switch_sp;
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	if (top && (sp > top || top - sp > PL_SWITCH_STACK))
+		return 1;
+	return ++st->switch_ticks >= PL_STALE_TICKS;
+}
+
 static void on_tick(int sig, siginfo_t *si, void *ucv)
 {
 	int saved = errno;
@@ -216,6 +237,10 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		pl_sampler_arm(st, 0);
 		goto out;
 	}
+	if (st->tls && st->tls->in_switch && ucv && switch_over(st, ucv))
+		st->tls->in_switch = 0;
+	if (st->tls && !st->tls->in_switch)
+		st->switch_ticks = 0;
 	uint64_t w = tick_weight(st, overrun, perf, wake);
 	if (!w)
 		goto out;
@@ -255,7 +280,7 @@ int pl_sampler_install_handler(void)
 int pl_sampler_handler_is_ours(void)
 {
 	struct sigaction cur;
-	if (sigaction(pl_sconf.signo, NULL, &cur) < 0)
+	if (pl_sig_real_action(pl_sconf.signo, NULL, &cur) < 0)
 		return 1;
 	return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_tick;
 }

@@ -70,7 +70,10 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 		w = &st->waits[n];
 		atomic_store_explicit(&st->nwaits, n + 1, memory_order_release);
 	}
+	sig_atomic_t raw = st->tls->raw_masks;
+	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	int depth = unw_backtrace((void **)w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	st->tls->raw_masks = raw;
 	int skip = 0;
 	while (skip < depth &&
 	       ((w->pcs[skip] >= pl_sconf.self_lo && w->pcs[skip] < pl_sconf.self_hi) ||
@@ -92,16 +95,14 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 	atomic_store_explicit(&w->word, word, memory_order_release);
 }
 
-/* A start bumps the epoch: what the table held belongs to the profile before it. */
+/* A start bumps the epoch: what the table held belongs to the profile before it. The
+ * table was allocated when the thread started (sampler.c): a switch may run in a
+ * signal handler. */
 static int prepare(struct pl_sthread *st)
 {
 	uint64_t epoch = atomic_load_explicit(&pl_sampler_epoch, memory_order_acquire);
-	if (!st->waits) {
-		st->waits = calloc(PL_WAIT_SLOTS, sizeof(*st->waits));
-		if (!st->waits)
-			return -1;
-		st->epoch = epoch;
-	}
+	if (!st->waits)
+		return -1;
 	if (st->epoch != epoch) {
 		uint32_t n = atomic_load_explicit(&st->nwaits, memory_order_relaxed);
 		for (uint32_t i = 0; i < n; i++)
@@ -147,6 +148,20 @@ void pl_sampler_finish(struct coprof_ctx *ctx)
 		atomic_store_explicit(&w->word, 0, memory_order_release);
 }
 
+void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx)
+{
+	if (!st->waits)
+		return;
+	uint32_t n = atomic_load_explicit(&st->nwaits, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		struct pl_wait *w = &st->waits[i];
+		uint64_t old = atomic_load_explicit(&w->word, memory_order_acquire);
+		/* the generation in word fails the swap if the owner reused the slot */
+		if ((old & PL_WAIT_USED) && w->ctx == ctx)
+			atomic_compare_exchange_strong(&w->word, &old, 0);
+	}
+}
+
 void pl_sampler_charge_waits(struct pl_sthread *st)
 {
 	if (!st->waits || !st->thread ||
@@ -167,6 +182,7 @@ void pl_sampler_charge_waits(struct pl_sthread *st)
 		if (depth > PL_SAMPLE_DEPTH)
 			continue;
 		memcpy(pcs, w->pcs, depth * sizeof(pcs[0]));
+		depth = pl_stack_user_depth(pcs, depth);
 		uint64_t word = (old & ~PL_WAIT_TICKS) | now;
 		if (!atomic_compare_exchange_strong(&w->word, &old, word))
 			continue;

@@ -17,6 +17,7 @@
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -47,7 +48,9 @@ static pthread_t folder;
 static int folder_running;
 static atomic_int folder_quit;
 static pid_t folder_tid;   /* its kernel id, for folder_fork_pause */
-static atomic_int gave_up; /* the program took the tick signal: never sample again */
+/* The program took the tick signal: never sample again. 1: said on stderr by the
+ * signal guard, the folding thread still has to disarm and note it; 2: all done. */
+static atomic_int gave_up;
 
 struct pl_sthread *pl_sampler_self(void)
 {
@@ -66,13 +69,13 @@ static void drain(struct pl_sthread *st, int keep)
 		struct pl_rec *rec = &st->ring[t % PL_RING_SLOTS];
 		if (!keep || !st->thread || !rec->depth)
 			continue;
+		uint32_t depth = pl_stack_user_depth(rec->pcs, rec->depth);
 		if (rec->kind == PL_REC_SAMPLE) {
-			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth, rec->weight, 0);
+			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, rec->weight, 0);
 			continue;
 		}
 		for (uint64_t k = 0; k < rec->weight; k++)
-			coprof_sample(st->thread, rec->ctx, rec->pcs, rec->depth, pl_sconf.period,
-				      1);
+			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, 1);
 	}
 	atomic_store_explicit(&st->tail, t, memory_order_release);
 }
@@ -134,7 +137,7 @@ static void disarm_all(void)
  * so sampling stops for good, and says why. */
 static void give_up_signal(void)
 {
-	atomic_store(&gave_up, 1);
+	atomic_store(&gave_up, 2);
 	disarm_all();
 	pl_say("sample mode: the program took signal %d for itself; sampling stopped",
 	       pl_sconf.signo);
@@ -142,19 +145,45 @@ static void give_up_signal(void)
 		coprof_set_note(pl_prof, "sampling stopped: the program took the tick signal");
 }
 
+/* Called by the signal guard (signal-guard.c) when the program installs a handler of its
+ * own for the tick signal, maybe in a signal handler (async-signal-safe but for the
+ * trylock, which never waits), before that handler goes in: no tick counts from now
+ * on, every timer is disarmed if the list is free (else by the folding thread at its
+ * next fold; a tick that fires meanwhile disarms its own thread's timer). */
+static void tick_lost(int signo)
+{
+	(void)signo;
+	atomic_store(&pl_sampler_on, 0);
+	if (atomic_exchange(&gave_up, 1) != 0)
+		return;
+	if (pthread_mutex_trylock(&lock) == 0) {
+		for (struct pl_sthread *st = threads; st; st = st->next)
+			if (!atomic_load(&st->dead))
+				pl_sampler_arm(st, 0);
+		pthread_mutex_unlock(&lock);
+	}
+	static const char line[] = "coprof: sample mode: the program installed its own handler "
+				   "for the tick signal; sampling stopped\n";
+	ssize_t w = write(2, line, sizeof(line) - 1);
+	(void)w;
+}
+
+/* The folding thread takes no signal at all (start_folder blocks them all). */
 static void *fold_loop(void *arg)
 {
 	(void)arg;
-	/* The folding thread is ours: it takes no ticks. */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, pl_sconf.signo);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	folder_tid = (pid_t)syscall(SYS_gettid);
 	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
 		struct timespec ts = {0, FOLD_NS};
 		nanosleep(&ts, NULL);
 		pthread_mutex_lock(&fork_lock);
+		int expect = 1;
+		if (atomic_compare_exchange_strong(&gave_up, &expect, 2)) {
+			disarm_all();
+			if (pl_prof)
+				coprof_set_note(
+				    pl_prof, "sampling stopped: the program took the tick signal");
+		}
 		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed)) {
 			fold_all(1);
 			if (!pl_sampler_handler_is_ours())
@@ -174,7 +203,10 @@ static void start_folder(void)
 	if (!create)
 		create = pthread_create;
 	atomic_store(&folder_quit, 0);
+	sigset_t old;
+	pl_sig_block_all(&old); /* inherited by the thread: the program's signals are not ours */
 	folder_running = create(&folder, NULL, fold_loop, NULL) == 0;
+	pl_sig_restore(&old);
 	if (!folder_running)
 		pl_say("sample mode: cannot start the folding thread");
 }
@@ -288,11 +320,17 @@ static void thread_start(void)
 	st->thread = pl_thread();
 	st->perf_fd = st->wake_fd = -1;
 	st->rng = ((uint64_t)(uintptr_t)st << 16) ^ (uint64_t)st->tid ^ 0x9e3779b97f4a7c15ull;
+	/* Under wall, suspended coroutines' stacks: allocated here, as a switch may come
+	 * in a signal handler (mmap'ed by malloc: pages are touched only when used). */
+	if (pl_sconf.wall)
+		st->waits = calloc(PL_WAIT_SLOTS, sizeof(*st->waits));
 	int clock = !pl_sconf.wall || pl_sconf.perf;
 	if (clock)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
+	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	unw_backtrace(warm, PL_SAMPLE_DEPTH);
+	st->tls->raw_masks = 0;
 	if (pl_sconf.perf) {
 		st->perf_fd = open_task_clock(pl_sconf.perf_user);
 		if (pl_sconf.wall && st->perf_fd >= 0 && (st->wake_fd = open_wake_event()) < 0) {
@@ -309,6 +347,7 @@ static void thread_start(void)
 	if (!st->has_mono && !st->has_cpu && st->perf_fd < 0) {
 		if (clock)
 			cp_clock_fini(&st->clock);
+		free(st->waits);
 		free(st);
 		return;
 	}
@@ -349,6 +388,25 @@ static void thread_exit(void)
 	if (st->has_clock)
 		cp_clock_fini(&st->clock);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
+}
+
+/* A coroutine moved to another thread (the ucontext adapter): whichever thread had it
+ * waiting as `ctx` stops charging it. The list's lock is only tried, a while: this may
+ * run in a signal handler, maybe one that interrupted a holder. */
+void pl_sampler_moved(struct coprof_ctx *ctx)
+{
+	if (!ctx || !pl_sconf.wall)
+		return;
+	int tries = 0;
+	while (pthread_mutex_trylock(&lock) != 0)
+		if (++tries > 1000)
+			return;
+		else
+			sched_yield();
+	for (struct pl_sthread *st = threads; st; st = st->next)
+		if (st != self && !atomic_load(&st->dead))
+			pl_sampler_drop_wait(st, ctx);
+	pthread_mutex_unlock(&lock);
 }
 
 /* --- the runtime --------------------------------------------------------------------- */
@@ -595,6 +653,12 @@ int pl_sampler_init(void)
 		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));
 		return err;
 	}
+	/* The program's resets and masks leave the tick alone from now on. */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	pl_sig_guard(pl_sconf.signo, &dfl, 1, tick_lost);
 	if (dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
 		pl_say("sample mode samples native stacks; Python frames are not sampled yet");
 		coprof_set_note(pl_prof, "sample mode: native stacks only, Python frames are "

@@ -171,3 +171,27 @@ void stub_force_timer(int on)
 {
 	pl_sampler_force_timer = on;
 }
+
+/* The signal guard (signal-guard.c) is the shim's: here signals are the test's. */
+int pl_sig_guard(int signo, const struct sigaction *prog, int ign_is_view, void (*lost)(int))
+{
+	(void)signo, (void)prog, (void)ign_is_view, (void)lost;
+	return 0;
+}
+
+int pl_sig_real_action(int signo, const struct sigaction *act, struct sigaction *oact)
+{
+	return sigaction(signo, act, oact);
+}
+
+void pl_sig_block_all(sigset_t *old)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+}
+
+void pl_sig_restore(const sigset_t *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}

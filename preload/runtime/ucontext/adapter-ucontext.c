@@ -6,7 +6,9 @@
  * swapcontext saves into: a lock-free table maps those addresses to coroutines (an
  * address it does not know is the switching thread's own context). The entry function
  * runs inside a trampoline of ours, which finishes the context when it returns. Runs in
- * the program's threads, on their switch path: no allocation except in makecontext. */
+ * the program's threads, on their switch path, maybe in a signal handler (preemptive
+ * green threads): no allocation there, and otherwise only when a coroutine is made or
+ * first seen in a profiling window. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -131,6 +133,13 @@ static struct coprof_ctx *ctx_of(struct coprof_thread *th, struct pl_coro *c)
 		return NULL;
 	if (owns_ctx(c, th))
 		return c->ctx;
+	/* Making one allocates: not in a signal handler (a green thread preempted by a
+	 * timer); the coroutine counts as part of its thread until a switch outside one. */
+	if (pl_sig_maybe_in_handler())
+		return NULL;
+	/* It ran on another thread before: that thread no longer has it waiting. */
+	if (c->ctx && c->ctx_prof == pl_prof)
+		pl_sampler_moved(c->ctx);
 	struct coprof_ctx *ctx = NULL;
 	if (coprof_ctx_create(th, c->id, c->name, "ucontext", &ctx) != 0)
 		ctx = NULL;
@@ -149,19 +158,28 @@ void pl_uctx_resync(struct coprof_thread *th)
 }
 
 /* Tells the engine (and the sampler) that the calling thread goes from `from` to `to`.
- * Caller holds the guard and has set in_switch. */
-static void announce(struct pl_coro *from, struct pl_coro *to)
+ * `from` is `gone` when it cannot be resumed where it is (it left by setcontext, which
+ * saves nothing): the sampler does not count it as waiting. Caller holds the guard and
+ * has set in_switch. */
+static void announce_ex(struct pl_coro *from, struct pl_coro *to, int gone)
 {
 	if (!__atomic_load_n(&pl_running, __ATOMIC_RELAXED))
 		return;
-	struct coprof_thread *th = pl_thread();
+	struct coprof_thread *th = pl_tls_data.thread;
+	if (!th && !pl_sig_maybe_in_handler())
+		th = pl_thread(); /* registration allocates */
 	if (!th)
 		return;
 	if (pl_ntls.gen != __atomic_load_n(&pl_gen, __ATOMIC_RELAXED))
 		pl_uctx_resync(th);
-	struct coprof_ctx *cf = ctx_of(th, from), *ct = ctx_of(th, to);
+	struct coprof_ctx *cf = gone ? NULL : ctx_of(th, from), *ct = ctx_of(th, to);
 	pl_sampler_switch(cf, ct);
 	coprof_ctx_switch(th, ct);
+}
+
+static void announce(struct pl_coro *from, struct pl_coro *to)
+{
+	announce_ex(from, to, 0);
 }
 
 /* Runs on the coroutine's own stack; `lo` and `hi` are the halves of its record's
@@ -184,7 +202,13 @@ static void trampoline(unsigned lo, unsigned hi)
 	struct pl_tls *t = &pl_tls_data;
 	int guard = t->guard;
 	t->guard = 1;
+	/* From here glibc switches to uc_link: whoever resumes there clears in_switch (a
+	 * swapcontext of ours), or the sampler sees the switch is over (switch_sp). */
+	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
+	t->in_switch = 1;
 	struct pl_coro *next = map_get(c->link);
+	if (next && next->finished)
+		next = NULL;
 	if (c->incarnation == inc) {
 		c->finished = 1;
 		/* finished even while profiling is off, or the engine keeps it forever */
@@ -195,8 +219,12 @@ static void trampoline(unsigned lo, unsigned hi)
 		}
 		if (__atomic_load_n(&pl_running, __ATOMIC_RELAXED)) {
 			th = pl_thread();
-			if (th && next)
-				coprof_ctx_switch(th, ctx_of(th, next));
+			if (th && next) {
+				/* resumed through uc_link: the sampler must hear it too */
+				struct coprof_ctx *nc = ctx_of(th, next);
+				pl_sampler_switch(NULL, nc);
+				coprof_ctx_switch(th, nc);
+			}
 		}
 	}
 	pl_ntls.cur = next;
@@ -265,7 +293,11 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 		return;
 	}
 	t->guard = 1;
-	struct pl_coro *c = coro_for(ucp);
+	struct pl_coro *c = map_get(ucp);
+	if (!(c && c->home == ucp) && pl_sig_maybe_in_handler())
+		c = NULL; /* a new record allocates: not in a signal handler */
+	else
+		c = coro_for(ucp);
 	if (!c || map_put(ucp, c) != 0) {
 		t->guard = 0;
 		forward(ucp, fn, argc, a);
@@ -299,19 +331,21 @@ PL_EXPORT int swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 		to = NULL;
 	map_put(oucp, from);
 	pl_ntls.cur = to;
+	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
 	t->in_switch = 1;
 	announce(from, to);
 	t->guard = 0;
 	int rc = pl_real.swapcontext(oucp, ucp);
 	/* resumed: whoever switched here already made this context current */
 	t = &pl_tls_data;
-	t->in_switch = 0;
 	if (rc != 0) {
+		/* it failed: back to `from`, still inside the switch for the sampler */
 		t->guard = 1;
 		pl_ntls.cur = from;
 		announce(to, from);
 		t->guard = 0;
 	}
+	t->in_switch = 0;
 	return rc;
 }
 
@@ -328,15 +362,18 @@ PL_EXPORT int setcontext(const ucontext_t *ucp)
 	if (to && to->finished)
 		to = NULL;
 	pl_ntls.cur = to;
+	/* The target may be a getcontext point no hook of ours passes: the sampler tells
+	 * the switch is over when the stack has left this frame (switch_sp). */
+	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
 	t->in_switch = 1;
-	announce(from, to);
+	announce_ex(from, to, 1);
 	t->guard = 0;
 	int rc = pl_real.setcontext(ucp);
-	/* only a failure returns */
-	t->in_switch = 0;
+	/* only a failure returns: back to `from`, still inside the switch */
 	t->guard = 1;
 	pl_ntls.cur = from;
 	announce(to, from);
 	t->guard = 0;
+	t->in_switch = 0;
 	return rc;
 }
