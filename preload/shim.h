@@ -114,12 +114,6 @@ PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to)
  * counts as back in its own context. When the context resumed next is a coroutine,
  * follow with pl_sampler_switch(NULL, next). */
 PL_HIDDEN void pl_sampler_finish(struct coprof_ctx *c);
-/* Sample mode's ticks may arrive as SIGTRAP (perf events with sigtrap): the program's
- * own SIGTRAP handler must then not replace the sampler's, or a tick reaches the
- * program (Go's runtime, for one, treats SIGTRAP as fatal). A sigaction interposer that
- * keeps ours hands the program's action here; SIGTRAPs that are not ticks go to it.
- * (sampler-signal.c; only while the sampler's signal is SIGTRAP.) */
-PL_HIDDEN void pl_sampler_set_prev_trap(const struct sigaction *act);
 /* Called by the ucontext adapter when a coroutine whose context on its last thread was
  * `c` runs on another thread (outside any signal, or in a handler: no lock is waited
  * for): the thread it left stops charging it as waiting. */

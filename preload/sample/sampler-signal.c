@@ -162,18 +162,6 @@ static uint64_t perf_data(const siginfo_t *si)
 
 static struct sigaction prev_trap; /* SIGTRAP's action before ours (perf ticks) */
 
-/* For a shim that keeps the tick handler on SIGTRAP when the program asks for SIGTRAP
- * itself (sigaction interposed): the program's action gets every SIGTRAP that is not
- * a tick. Not for use in a signal handler. */
-void pl_sampler_set_prev_trap(const struct sigaction *act)
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	prev_trap = *act;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
 /* A SIGTRAP that is not a tick (a breakpoint, raise) gets what it would have got
  * without us: the handler before ours, or the default action, which ends the process
  * as it would have (the signal stays blocked until this handler returns). */
