@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on a fresh Debian 12 machine, as root: installs what is missing, builds,
+# The main job on a fresh Debian 12 or 13 machine, as root: installs what is missing, builds,
 # profiles the bundled coroutine scheduler sample and prints the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -16,6 +16,12 @@ pkgs=(
 	linux-perf redis-server
 )
 
+# CPython's own test package for Debian's python3, which tests/python's cpython_suites
+# runs under coprof (pyenv's Pythons ship theirs): libpython3.11-testsuite on Debian 12.
+if [ -x /usr/bin/python3 ]; then
+	pkgs+=("libpython$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')-testsuite")
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

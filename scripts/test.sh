@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian 12 machine, as root: installs what is missing,
+# The whole test suite on a fresh Debian 12 or 13 machine, as root: installs what is missing,
 # then builds and tests with gcc (every suite), with clang, and with AddressSanitizer
 # and UndefinedBehaviorSanitizer, and runs the fuzzers for a bounded time.
 set -euo pipefail
