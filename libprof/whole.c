@@ -139,6 +139,23 @@ static int64_t find(struct build *b, const struct cp_key *k)
 	return found && v < b->s->nfuncs ? (int64_t)v : -1;
 }
 
+/* Hangs the root calls `part` of function `k` from the newest node, as far as the
+ * calls the table still leaves unplaced allow (none when `k` is not in the table, or
+ * nothing is left of it). 0, or -ENOMEM. */
+static int hang(struct build *b, const struct cp_key *k, const struct cp_stat *part)
+{
+	int64_t g = find(b, k);
+	if (g == -2)
+		return -ENOMEM;
+	if (g < 0)
+		return 0;
+	struct cp_stat placed = clamp(part, &b->rem[g]);
+	if (!placed.nc && placed.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
+		return 0;
+	sub(&b->rem[g], &placed);
+	return add_edge(b, (uint32_t)g, &placed) < 0 ? -ENOMEM : 0;
+}
+
 /* Hangs the roots of `ts` (a task's own stats) from the newest node. */
 static int add_task_roots(struct build *b, const struct cp_stats *ts)
 {
@@ -148,16 +165,7 @@ static int add_task_roots(struct build *b, const struct cp_stats *ts)
 		struct cp_stat part = cp_root_part(ts, i);
 		if (!cp_is_root(ts, i, &part))
 			continue;
-		int64_t g = find(b, &ts->funcs[i].key);
-		if (g == -2)
-			return -ENOMEM;
-		if (g < 0)
-			continue;
-		part = clamp(&part, &b->rem[g]);
-		if (!part.nc && part.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
-			continue;
-		sub(&b->rem[g], &part);
-		if (add_edge(b, (uint32_t)g, &part) < 0)
+		if (hang(b, &ts->funcs[i].key, &part) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -165,19 +173,9 @@ static int add_task_roots(struct build *b, const struct cp_stats *ts)
 
 static int add_thread_roots(struct build *b, const struct cp_thread *t)
 {
-	for (uint32_t i = 0; i < t->nroots; i++) {
-		int64_t g = find(b, &t->roots[i].key);
-		if (g == -2)
+	for (uint32_t i = 0; i < t->nroots; i++)
+		if (hang(b, &t->roots[i].key, &t->roots[i].s) < 0)
 			return -ENOMEM;
-		if (g < 0)
-			continue;
-		struct cp_stat part = clamp(&t->roots[i].s, &b->rem[g]);
-		if (!part.nc && part.ct < EPS && (b->s->funcs[g].ncallers || b->slot[g]))
-			continue;
-		sub(&b->rem[g], &part);
-		if (add_edge(b, (uint32_t)g, &part) < 0)
-			return -ENOMEM;
-	}
 	return 0;
 }
 
