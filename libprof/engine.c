@@ -191,6 +191,17 @@ int coprof_start(struct coprof *p)
 	return 0;
 }
 
+int coprof_mark_start(struct coprof *p)
+{
+	if (!p)
+		return -EINVAL;
+	pthread_mutex_lock(&p->lock);
+	if (p->started)
+		p->start_epoch = epoch_now();
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
 int coprof_stop(struct coprof *p)
 {
 	if (!p)

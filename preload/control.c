@@ -134,6 +134,9 @@ static void start_locked(void)
 	for (int i = 0; i < nruntimes; i++)
 		if (runtimes[i]->start)
 			runtimes[i]->start();
+	/* The window's start is when every runtime records: Python's waited for the
+	 * GIL (under load, for a good part of a short window). */
+	coprof_mark_start(pl_prof);
 	__atomic_store_n(&pl_running, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_tracing, pl_cfg.mode == COPROF_MODE_TRACE, __ATOMIC_RELEASE);
 	pl_interval_open();

@@ -88,6 +88,11 @@ COPROF_API int coprof_create(const struct coprof_options *opt, struct coprof **o
 /* Destroys a stopped profiler. Threads must no longer send events. */
 COPROF_API void coprof_destroy(struct coprof *p);
 COPROF_API int coprof_start(struct coprof *p);
+/* The window began now, not at coprof_start: for a caller whose runtimes begin
+ * recording some time after it (the CPython adapter waits for the GIL to put its hook
+ * on), so the start time written in the file is when recording really began. Ignored
+ * when not started. */
+COPROF_API int coprof_mark_start(struct coprof *p);
 /* Stops recording. Frames still open are closed at this instant and counted. */
 COPROF_API int coprof_stop(struct coprof *p);
 COPROF_API int coprof_is_running(const struct coprof *p);

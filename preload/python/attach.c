@@ -125,6 +125,7 @@ static int py_stop(void)
 static void py_after_fork_child(void)
 {
 	pl_py_gil_after_fork_child();
+	pl_py_forks++; /* the only thread left */
 	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
 	ensure_resolver();
 }

@@ -1,7 +1,8 @@
 /* hook.c: the hook: CPython's call and return events -> engine events, with one
  * engine context per coroutine chain resumed by a non-coroutine driver (an asyncio
- * task's root coroutine, DESIGN rules 3-6). Events come from one of two backends: the
- * C profile function on every thread state (here), or sys.monitoring (monitor.c).
+ * task's root coroutine, DESIGN rules 3-6), kept across profiling windows until the
+ * task ends. Events come from one of two backends: the C profile function on every
+ * thread state (here), or sys.monitoring (monitor.c).
  *
  * Events arrive in the thread that runs the code, with the GIL held. Under the profile
  * function each thread state carries its own struct pl_py_thread as the hook's
@@ -51,7 +52,6 @@ struct pl_py_thread {
 	unsigned ndrivers;
 	unsigned cap;
 	unsigned lost;		/* drivers not kept (no memory, or MAX_DRIVERS deep) */
-	struct pl_py_map tasks; /* root coroutine -> struct coprof_ctx (this thread's) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
 	 * and the control thread then take the hook off), and the hook was taken off
@@ -68,19 +68,101 @@ static PyObject *casyncio_str; /* "_asyncio" */
 static PyMethodDef *start_thread_ml;
 static PyTypeObject *wrapped_type; /* async_generator_wrapped_value, once seen */
 
+/* A task's engine context, kept for the profiler's life: coprof_clear keeps unfinished
+ * contexts, so making a new one each window left the old one suspended for good (a
+ * soak with a toggle a second listed each open connection once more every window).
+ * The hook is off between windows and does not see a task end then, so a weak
+ * reference tells whether the coroutine is gone, and its frame whether it returned. */
+struct task {
+	struct coprof_ctx *ctx;
+	struct coprof_thread *t; /* the engine thread that made it (only it may finish it) */
+	PyObject *ref;		 /* weak reference to the root coroutine; NULL: none */
+	unsigned forks;		 /* pl_py_forks when made: a parent's context is not ours */
+	unsigned gen;		 /* the pl_py_gen it last ran in: its stack was cleared since */
+	int rename;		 /* its name is to be read again */
+};
+
+unsigned pl_py_forks;
+/* root coroutine (identity only) -> struct task; used with the GIL held */
+static struct pl_py_map task_map;
+
+static struct task *task_get(struct pl_py_thread *pt, PyObject *root)
+{
+	struct task *tk = pl_py_map_get(&task_map, (uintptr_t)root);
+	return tk && tk->t == pt->t && tk->forks == pl_py_forks ? tk : NULL;
+}
+
+static void task_free(struct task *tk)
+{
+	Py_XDECREF(tk->ref);
+	free(tk);
+}
+
+/* Forgets root's task; finishes its context when it is this thread's. */
+static void task_drop(struct pl_py_thread *pt, PyObject *root)
+{
+	struct task *tk = pl_py_map_del(&task_map, (uintptr_t)root);
+	if (!tk)
+		return;
+	if (tk->t == pt->t && tk->forks == pl_py_forks)
+		coprof_ctx_finish(pt->t, tk->ctx);
+	task_free(tk);
+}
+
+/* Nonzero when the coroutine `ref` names is gone or has returned. Reads the object's
+ * state only: no Python code runs, nothing is allocated. */
+static int coro_ended(PyObject *ref)
+{
+	if (!ref)
+		return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+	PyObject *g = NULL;
+	if (PyWeakref_GetRef(ref, &g) <= 0)
+		return 1;
+#else
+	PyObject *g = PyWeakref_GetObject(ref);
+	if (!g || g == Py_None)
+		return 1;
+	Py_INCREF(g);
+#endif
+#if PY_VERSION_HEX >= 0x030B0000 /* coroutines, async generators: a generator's layout */
+	int ended = ((PyGenObject *)g)->gi_frame_state >= FRAME_COMPLETED;
+#else
+	int ended = ((PyGenObject *)g)->gi_frame == NULL;
+#endif
+	Py_DECREF(g); /* others hold it: no finalizer runs here */
+	return ended;
+}
+
+/* At this thread's first event of a window: finishes the contexts of its tasks that
+ * ended while profiling was off, and forgets a parent's (after fork). */
+static int task_sweep(uintptr_t k, void *v, void *arg)
+{
+	(void)k;
+	struct pl_py_thread *pt = arg;
+	struct task *tk = v;
+	if (tk->forks != pl_py_forks) {
+		task_free(tk);
+		return 1;
+	}
+	if (tk->t != pt->t || !coro_ended(tk->ref))
+		return 0;
+	coprof_ctx_finish(pt->t, tk->ctx);
+	task_free(tk);
+	return 1;
+}
+
 static void thread_free(struct pl_py_thread *pt)
 {
 	free(pt->drivers);
-	pl_py_map_free(&pt->tasks);
 	pl_py_map_free(&pt->agens);
 	free(pt);
 }
 
-/* Forgets everything made before the last start or fork: the engine's contexts of
- * that time are gone (cleared, or the parent's). */
+/* Forgets what the last start or fork made stale: the stacks (cleared) and, after a
+ * fork, the parent's contexts. Tasks keep their contexts (struct task). */
 static void thread_reset(struct pl_py_thread *pt)
 {
-	pl_py_map_free(&pt->tasks);
 	pl_py_map_free(&pt->agens);
 	pt->root = NULL;
 	pt->ctx = NULL;
@@ -89,6 +171,12 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
 	pt->t = pl_py_host->thread();
+	if (pt->t) {
+		struct pl_py_exc e;
+		pl_py_exc_save(&e);
+		pl_py_map_sweep(&task_map, task_sweep, pt);
+		pl_py_exc_restore(&e);
+	}
 }
 
 /* pt, brought up to date with the last start or fork; NULL when nothing is recorded
@@ -231,9 +319,6 @@ static int grow_drivers(struct pl_py_thread *pt)
 	return 0;
 }
 
-/* In pl_py_thread.tasks, a context's low bit: its name is to be read again. */
-#define RENAME ((uintptr_t)1)
-
 static void switch_in(struct pl_py_thread *pt, PyObject *root, struct coprof_ctx *ctx)
 {
 	if (pl_py_unlikely(pt->ndrivers == pt->cap) && grow_drivers(pt) != 0) {
@@ -259,8 +344,10 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 	else if (pt->ndrivers)
 		d = pt->drivers[--pt->ndrivers];
 	if (finished) {
+		struct task *tk = pl_py_map_del(&task_map, (uintptr_t)pt->root);
 		coprof_ctx_finish(pt->t, pt->ctx);
-		pl_py_map_del(&pt->tasks, (uintptr_t)pt->root);
+		if (tk)
+			task_free(tk);
 	}
 	pt->root = d.root;
 	pt->ctx = d.ctx;
@@ -270,52 +357,83 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 
 /* Switches to the task whose root coroutine is `root`, making its context on first
  * sight. `fresh`: the root starts now, so a context left under the same address is a
- * dead coroutine's (its memory was reused) and is finished first. -1: the state went
- * stale while asyncio was asked for the task's name (thread_stale); the event ends. */
+ * dead coroutine's (its memory was reused) and is finished first. A task seen for the
+ * first time in this window (made now, or kept from an earlier one, whose stack the
+ * clear emptied) is adopted: its suspended frames are pushed as they resume. -1: the
+ * state went stale while asyncio was asked for the task's name (thread_stale); the
+ * event ends. */
 static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn, int fresh)
 {
-	uintptr_t v = (uintptr_t)pl_py_map_get(&pt->tasks, (uintptr_t)root);
-	struct coprof_ctx *ctx = (struct coprof_ctx *)(v & ~RENAME);
-	if (pl_py_unlikely(v & RENAME) && !fresh) {
+	struct task *tk = task_get(pt, root);
+	if (pl_py_unlikely(tk && tk->rename) && !fresh) {
 		char name[128] = "";
 		uint64_t id;
 		const char *rt = NULL;
 		name_task(root, name, sizeof(name), &id, &rt);
 		if (thread_stale(pt))
 			return -1;
+		tk = task_get(pt, root); /* asyncio ran no Python code, but be sure */
+		if (!tk)
+			return 0;
 		if (rt)
-			coprof_ctx_set_name(ctx, name);
-		pl_py_map_put(&pt->tasks, (uintptr_t)root, ctx);
+			coprof_ctx_set_name(tk->ctx, name);
+		tk->rename = 0;
 	}
-	if (ctx && fresh) {
-		coprof_ctx_finish(pt->t, ctx);
+	if (fresh && pl_py_map_get(&task_map, (uintptr_t)root)) {
+		task_drop(pt, root);
 		if (coprof_ctx_current(pt->t) != pt->ctx)
 			coprof_ctx_switch(pt->t, pt->ctx);
-		ctx = NULL;
+		tk = NULL;
 	}
-	if (!ctx) {
+	if (!tk) {
 		char name[128];
 		uint64_t id = (uint64_t)(uintptr_t)root;
 		const char *rt = "coroutine";
+		struct coprof_ctx *ctx;
 		snprintf(name, sizeof(name), "%s", fn && fn->name ? fn->name : "?");
 		name_task(root, name, sizeof(name), &id, &rt);
 		if (thread_stale(pt))
 			return -1;
-		if (coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0)
+		tk = calloc(1, sizeof(*tk));
+		if (!tk)
 			return 0;
+		struct pl_py_exc e;
+		pl_py_exc_save(&e);
+		tk->ref = PyWeakref_NewRef(root, NULL);
+		if (!tk->ref)
+			PyErr_Clear();
+		pl_py_exc_restore(&e);
+		/* A weak reference is a collected object: its allocation may collect,
+		 * and a finalizer drop the GIL. */
+		if (thread_stale(pt) || coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0) {
+			task_free(tk);
+			return thread_stale(pt) ? -1 : 0;
+		}
+		tk->ctx = ctx;
+		tk->t = pt->t;
+		tk->forks = pl_py_forks;
+		tk->gen = pt->gen - 1;
 		/* An asyncio task run eagerly, by the code that creates it (another
 		 * task): asyncio names it once that code goes on (3.12's create_task,
 		 * eager_task_factory), so a default name is read again at its next run. */
-		int again = fresh && pt->root && rt && strncmp(name, "Task-", 5) == 0;
-		if (pl_py_map_put(&pt->tasks, (uintptr_t)root,
-				  (void *)((uintptr_t)ctx | (again ? RENAME : 0))) != 0)
+		tk->rename = fresh && pt->root && rt && strncmp(name, "Task-", 5) == 0;
+		struct task *old = pl_py_map_get(&task_map, (uintptr_t)root);
+		if (pl_py_map_put(&task_map, (uintptr_t)root, tk) != 0) {
+			coprof_ctx_finish(pt->t, ctx);
+			task_free(tk);
 			return 0;
-		/* Started before profiling did: its suspended frames are pushed as they
+		}
+		if (old) /* another thread's (or a parent's): that thread cannot be asked */
+			task_free(old);
+	}
+	if (tk->gen != pt->gen) {
+		/* Started before this window: its suspended frames are pushed as they
 		 * resume (counting no call), so the time of this run has its stack. */
+		tk->gen = pt->gen;
 		if (!fresh)
 			pt->adopting = root;
 	}
-	switch_in(pt, root, ctx);
+	switch_in(pt, root, tk->ctx);
 	return 0;
 }
 
@@ -369,7 +487,7 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
 	/* A chain no task holds, resumed by a coroutine that called something (a
 	 * collection closing a coroutine awaited by a dead task, whose root is closed
 	 * first): no task started before profiling to adopt; it unwinds where it is. */
-	if (!pl_py_map_get(&pt->tasks, (uintptr_t)g) && is_gen_frame(pl_py_frame_back(root)))
+	if (!task_get(pt, g) && is_gen_frame(pl_py_frame_back(root)))
 		return 0;
 	return task_enter(pt, g, pl_py_func_of(pl_py_frame_code(root)), 0);
 }

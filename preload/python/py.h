@@ -71,6 +71,9 @@ PL_PY_HIDDEN int pl_py_resolve(void *arg, uintptr_t key, struct coprof_func_info
 extern PL_PY_HIDDEN const struct pl_py_host *pl_py_host;
 /* Bumped at every start and after fork: per-thread state made before is reset. */
 extern PL_PY_HIDDEN unsigned pl_py_gen;
+/* Forks seen (bumped in the child): a task context made before belongs to the parent's
+ * profiler. */
+extern PL_PY_HIDDEN unsigned pl_py_forks;
 /* A thread was started since the hook was last put on every thread state. */
 extern PL_PY_HIDDEN int pl_py_new_threads;
 /* The profile hook is on (the thread states that exist carry it). */

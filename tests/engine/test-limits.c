@@ -224,3 +224,17 @@ Test(limits, thread_exit_closes_its_stacks_and_keeps_its_data)
 	cr_expect_null(fx_func(&f.prof->stats, "late"));
 	cr_expect_eq(fx_ns(f.prof->ex.threads[0].ttot), 30);
 }
+
+Test(limits, mark_start_moves_the_windows_start)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	at(0), coprof_enter(f.t, K("x"));
+	fx_snap(&f);
+	double first = f.prof->ex.start;
+	usleep(20000);
+	cr_assert_eq(coprof_mark_start(f.p), 0);
+	fx_snap(&f);
+	cr_expect_geq(f.prof->ex.start - first, 0.015, "start moved by %.3f s",
+		      f.prof->ex.start - first);
+	cr_expect_eq(coprof_mark_start(NULL), -EINVAL);
+}
