@@ -374,7 +374,7 @@ def case_windows_sample():
     """Sample mode: windows back to back whose merge is the whole run (cpu-split's
     2/3 heavy share), exported to pprof like any merged files."""
     t0 = time.time()
-    tmpl, _ = record_windows("ws", ["--mode", "sample", "-c", "cpu"],
+    tmpl, _ = record_windows("ws", ["--mode", "sample", "-c", "cpu", "--hz", "997"],
                              [os.path.join(CPU, "cpu-split"), "1.5"], 0.2)
     ws = windows(tmpl)
     check(len(ws) >= 4, f"{len(ws)} windows in {time.time() - t0:.1f} s at 0.2 s")

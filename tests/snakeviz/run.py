@@ -212,8 +212,13 @@ def run_case(name, argv, rec, must, build, venv, driver, outdir):
     t0 = time.time()
     path = os.path.join(outdir, name + ".pstat")
     coprof = os.path.join(build, "viewer", "coprof")
+    env = dict(os.environ)
+    asan = os.environ.get("COPROF_ASAN_RUNTIME", "")
+    if asan:  # the sanitizer build: its runtime first (record adds the shim after it)
+        env["LD_PRELOAD"] = asan
+        env["ASAN_OPTIONS"] = "detect_leaks=0"  # CPython leaks at exit by design
     r = subprocess.run([coprof, "record", "-o", path] + rec + ["--"] + argv, capture_output=True,
-                       text=True, timeout=CASE_LIMIT / 2)
+                       text=True, timeout=CASE_LIMIT / 2, env=env)
     if r.returncode or not os.path.exists(path):
         fail("%s: coprof record: %s" % (name, r.stderr.strip()))
     with open(os.path.join(outdir, name + ".server.log"), "w") as log:

@@ -19,7 +19,7 @@ preload=$PRELOAD
 # 3 rounds, 20 ms crunch, 2 ms nap: well under a second.
 COPROF_OUT="$dir/trace.pstat" COPROF_CLOCK=wall LD_PRELOAD=$preload "$SCHED" 3 20 2 >/dev/null
 check "the engine wrote a traced file" test -s "$dir/trace.pstat"
-COPROF_OUT="$dir/sample.pstat" COPROF_MODE=sample COPROF_CLOCK=cpu LD_PRELOAD=$preload \
+COPROF_OUT="$dir/sample.pstat" COPROF_MODE=sample COPROF_HZ=997 COPROF_CLOCK=cpu LD_PRELOAD=$preload \
 	"$SCHED" 3 30 2 >/dev/null
 check "the engine wrote a sampled file" test -s "$dir/sample.pstat"
 
