@@ -148,7 +148,12 @@ static int check_target(struct target *t, int want)
 			(int)t->pid);
 		return -1;
 	}
-	rc = find_control(t);
+	/* A program that has just started may not have its control thread yet: look for
+	 * it for up to a second before saying toggling is off. */
+	for (int tries = 0; (rc = find_control(t)) < 0 && tries < 100; tries++) {
+		struct timespec pause = {0, 10 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+	}
 	if (rc < 0) {
 		fprintf(stderr,
 			"coprof toggle: %d runs coprof, but toggling is off in it "

@@ -129,7 +129,10 @@ Test(sampler, cpu_split_two_thirds)
 	stub_stop();
 	uint64_t nh, nl;
 	uint64_t h = leaf_ns("spin_heavy", 0, 0, &nh), l = leaf_ns("spin_light", 0, 0, &nl);
-	cr_assert_gt(nh + nl, 300, "about 600 ticks expected, got %lu", (unsigned long)(nh + nl));
+	/* About 600 ticks on an idle CPU; fewer where another process preempts this one
+	 * (the task clock's period starts again at each schedule-in; the weights still
+	 * carry all the CPU), but enough to judge a share. */
+	cr_assert_gt(nh + nl, 100, "about 600 ticks expected, got %lu", (unsigned long)(nh + nl));
 	double share = 100.0 * (double)h / (double)(h + l);
 	cr_expect(share > 61.7 && share < 71.7, "spin_heavy has %.1f%% of the CPU, not 66.7%%",
 		  share);
@@ -257,13 +260,15 @@ Test(sampler, cpu_low_rate_rides_the_cpu_timer)
 	cr_expect_eq(eintr, 0, "the sleep was interrupted %u times", eintr);
 }
 
-static uint64_t thread_unit;
+static uint64_t thread_unit, light_cpu_ns;
 
 static void *light_thread(void *arg)
 {
 	(void)arg;
 	stub_thread_start();
+	uint64_t t0 = cpu_ns();
 	spin_light(thread_unit * 200);
+	light_cpu_ns = cpu_ns() - t0;
 	stub_thread_exit();
 	return NULL;
 }
@@ -275,18 +280,25 @@ Test(sampler, threads_are_sampled_apart)
 	stub_start();
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, light_thread, NULL), 0);
+	uint64_t t0 = cpu_ns();
 	spin_heavy(thread_unit * 200);
+	uint64_t heavy_ms = (cpu_ns() - t0) / 1000000u;
 	pthread_join(th, NULL); /* it exits before the stop: its samples must survive */
 	stub_stop();
 	/* Under cpu the weights are CPU time, whatever else runs on the machine: each
-	 * thread spent about 200 ms of CPU in its function. */
-	uint64_t l1, h2;
+	 * thread's function is charged the CPU it measured itself spending there (about
+	 * 200 ms; the calibration's unit may be off on a busy machine, the weights not). */
+	uint64_t l1, h2, light_ms = light_cpu_ns / 1000000u;
 	uint64_t h1 = leaf_ns("spin_heavy", 1, 0, NULL) / 1000000u;
 	leaf_ns("spin_light", 1, 0, &l1);
 	leaf_ns("spin_heavy", 2, 0, &h2);
 	uint64_t l2 = leaf_ns("spin_light", 2, 0, NULL) / 1000000u;
-	cr_expect_gt(h1, 100, "main thread: %lu ms sampled in spin_heavy", (unsigned long)h1);
-	cr_expect_gt(l2, 100, "second thread: %lu ms sampled in spin_light", (unsigned long)l2);
+	cr_assert_gt(heavy_ms + light_ms, 100, "the threads ran %lu + %lu ms",
+		     (unsigned long)heavy_ms, (unsigned long)light_ms);
+	cr_expect(h1 * 10 >= heavy_ms * 8, "main thread: %lu ms sampled in spin_heavy of %lu ms",
+		  (unsigned long)h1, (unsigned long)heavy_ms);
+	cr_expect(l2 * 10 >= light_ms * 8, "second thread: %lu ms sampled in spin_light of %lu ms",
+		  (unsigned long)l2, (unsigned long)light_ms);
 	cr_expect_eq(l1 + h2, 0, "no sample lands on the wrong thread");
 }
 
