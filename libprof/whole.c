@@ -10,6 +10,7 @@
 
 #include "grow.h"
 #include "keymap.h"
+#include "marshal.h"
 #include "whole.h"
 
 /* Below this a remainder is rounding: trace times are whole ns turned into seconds. */
@@ -79,24 +80,30 @@ static void sub(struct cp_stat *a, const struct cp_stat *b)
 }
 
 /* Adds synthetic key ("~", 0, "<what>"), made unique with a number ("<what 2>") if a
- * function of the profile, or an earlier node, already has it. */
+ * function of the profile, or an earlier node, already has it. The name is checked
+ * as it will be written, invalid UTF-8 repaired (two task names that differ only in
+ * invalid bytes are one name in the file). */
 static int add_node(struct build *b, const char *what)
 {
 	char n[600];
+	const char *name;
 	uint32_t idx = b->s->nfuncs + b->nnodes;
 	int found = 1;
 
 	snprintf(n, sizeof(n), "<%s>", what);
-	for (unsigned k = 2; found; k++) {
+	for (unsigned k = 2;; k++) {
 		uint32_t v = idx;
-		if (cp_keymap_get_or_put(&b->keys, "~", 1, 0, n, strlen(n), &v, &found) < 0)
+		if (!(name = cp_utf8_repair(b->a, n)))
 			return -ENOMEM;
-		if (found)
-			snprintf(n, sizeof(n), "<%s %u>", what, k);
+		if (cp_keymap_get_or_put(&b->keys, "~", 1, 0, name, strlen(name), &v, &found) < 0)
+			return -ENOMEM;
+		if (!found)
+			break;
+		snprintf(n, sizeof(n), "<%s %u>", what, k);
 	}
 	if (cp_grow(&b->nodes, &b->cnodes, b->nnodes + 1, sizeof(*b->nodes), 16) < 0)
 		return -ENOMEM;
-	const char *copy = cp_arena_strdup(b->a, n, strlen(n));
+	const char *copy = cp_arena_strdup(b->a, name, strlen(name));
 	if (!copy)
 		return -ENOMEM;
 	b->nodes[b->nnodes++] = (struct cp_key){"~", 0, copy};
@@ -408,6 +415,14 @@ int cp_whole_program(const struct cp_profile *p, const struct cp_stats *s, struc
 		int found;
 		if (cp_keymap_get_or_put(&b.keys, file, strlen(file), k->line, name, strlen(name),
 					 &v, &found) < 0)
+			goto out;
+		/* a node's name must differ from the key as written, invalid UTF-8 repaired */
+		const char *rf = cp_utf8_repair(b.a, file), *rn = cp_utf8_repair(b.a, name);
+		uint32_t w = i;
+		if (!rf || !rn ||
+		    ((rf != file || rn != name) &&
+		     cp_keymap_get_or_put(&b.keys, rf, strlen(rf), k->line, rn, strlen(rn), &w,
+					  &found) < 0))
 			goto out;
 		b.rem[i] = cp_root_part(s, i);
 		if (!cp_is_root(s, i, &b.rem[i]))
