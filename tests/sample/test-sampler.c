@@ -267,7 +267,9 @@ static void *light_thread(void *arg)
 	(void)arg;
 	stub_thread_start();
 	uint64_t t0 = cpu_ns();
-	spin_light(thread_unit * 200);
+	do /* 200 ms of CPU, whatever the calibrated unit says */
+		spin_light(thread_unit * 10);
+	while (cpu_ns() - t0 < 200000000u);
 	light_cpu_ns = cpu_ns() - t0;
 	stub_thread_exit();
 	return NULL;
@@ -281,7 +283,9 @@ Test(sampler, threads_are_sampled_apart)
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, light_thread, NULL), 0);
 	uint64_t t0 = cpu_ns();
-	spin_heavy(thread_unit * 200);
+	do
+		spin_heavy(thread_unit * 10);
+	while (cpu_ns() - t0 < 200000000u);
 	uint64_t heavy_ms = (cpu_ns() - t0) / 1000000u;
 	pthread_join(th, NULL); /* it exits before the stop: its samples must survive */
 	stub_stop();
@@ -305,19 +309,22 @@ Test(sampler, threads_are_sampled_apart)
 Test(sampler, toggle_samples_only_while_on)
 {
 	cr_assert_eq(stub_init(0, 997), 0);
-	uint64_t unit = unit_1ms();
+	uint64_t unit = unit_1ms(), used = 0;
 	for (int i = 0; i < 5; i++) {
 		stub_start();
+		uint64_t t0 = cpu_ns();
 		spin_heavy(unit * 40);
+		used += cpu_ns() - t0;
 		stub_stop();
 		spin_off(unit * 40);
 	}
-	/* 200 ms of CPU while on: the weights say so even when the machine is busy and
-	 * fewer, heavier ticks arrive. */
+	/* The CPU used while on (about 200 ms): the weights say so even when the machine
+	 * is busy and fewer, heavier ticks arrive. */
 	uint64_t off;
 	uint64_t on = leaf_ns("spin_heavy", 0, -1, NULL) / 1000000u;
 	leaf_ns("spin_off", 0, -1, &off);
-	cr_expect_gt(on, 100, "%lu ms sampled while on", (unsigned long)on);
+	cr_expect(on * 10 >= used / 1000000u * 6, "%lu ms sampled while on, of %lu ms",
+		  (unsigned long)on, (unsigned long)(used / 1000000u));
 	cr_expect_eq(off, 0, "%lu samples while off", (unsigned long)off);
 }
 
@@ -431,7 +438,10 @@ Test(sampler, program_with_sigtrap_handler_keeps_it)
 	uint64_t unit = unit_1ms();
 	stub_start();
 	raise(SIGTRAP);
-	spin_heavy(unit * 100);
+	uint64_t t0 = cpu_ns();
+	do /* 100 ms of CPU, whatever the calibrated unit says */
+		spin_heavy(unit * 10);
+	while (cpu_ns() - t0 < 100000000u);
 	stub_stop();
 	cr_expect_eq(traps, 1, "the program's handler ran %d times for one raise", (int)traps);
 	cr_expect_gt(leaf_ns("spin_heavy", 0, 0, NULL), 50000000u, "the timer sampled");
