@@ -317,6 +317,16 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 	t->guard = 0;
 }
 
+/* A switch to `to` that did not happen: the thread is back in `from`, still inside the
+ * switch for the sampler (the caller clears in_switch). */
+static void switch_failed(struct pl_tls *t, struct pl_coro *from, struct pl_coro *to)
+{
+	t->guard = 1;
+	pl_ntls.cur = from;
+	announce(to, from);
+	t->guard = 0;
+}
+
 PL_EXPORT int swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 {
 	if (!pl_real.swapcontext)
@@ -338,13 +348,8 @@ PL_EXPORT int swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 	int rc = pl_real.swapcontext(oucp, ucp);
 	/* resumed: whoever switched here already made this context current */
 	t = &pl_tls_data;
-	if (rc != 0) {
-		/* it failed: back to `from`, still inside the switch for the sampler */
-		t->guard = 1;
-		pl_ntls.cur = from;
-		announce(to, from);
-		t->guard = 0;
-	}
+	if (rc != 0)
+		switch_failed(t, from, to);
 	t->in_switch = 0;
 	return rc;
 }
@@ -369,11 +374,7 @@ PL_EXPORT int setcontext(const ucontext_t *ucp)
 	announce_ex(from, to, 1);
 	t->guard = 0;
 	int rc = pl_real.setcontext(ucp);
-	/* only a failure returns: back to `from`, still inside the switch */
-	t->guard = 1;
-	pl_ntls.cur = from;
-	announce(to, from);
-	t->guard = 0;
+	switch_failed(t, from, to); /* only a failure returns */
 	t->in_switch = 0;
 	return rc;
 }
