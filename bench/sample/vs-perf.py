@@ -13,8 +13,8 @@ counts for the wrapper that made it, as coprof charges it; samples inside the sh
 swapcontext hook count for swapcontext, as coprof charges a tick mid-switch). Prints
 the three largest
 libc functions (the syscall wrappers) and the largest gap; medians of RUNS runs. The
-lower rates get three times the requests, so that each profile holds a few hundred
-samples (a share's standard error is sqrt(p(1-p)/samples))."""
+lower rates get requests in proportion to their period (10x at 99 Hz, 3x at 250 Hz),
+so that every profile holds about as many samples (a share's standard error is sqrt(p(1-p)/samples))."""
 import argparse
 import marshal
 import os
@@ -174,8 +174,8 @@ def main():
     worst = 0.0
     for kind in a.servers.split(","):
         for rate in RATES:
-            # about as many samples at every rate: more requests at the lower ones
-            n = a.requests * min(3, 997 // rate)
+            # as many samples at every rate: the requests scale with the period
+            n = a.requests * (997 // rate)
             runs = [one_run(kind, build, rate, n, tmp) for _ in range(a.runs)]
             # the three largest libc functions by perf's median share
             dsos = {}
