@@ -1,20 +1,24 @@
 #!/usr/bin/env python3
-"""vs-perf.py BUILD [-r RUNS] [-n REQUESTS]: sample mode's shares against perf's, one run.
+"""vs-perf.py BUILD [-r RUNS] [-n REQUESTS] [--perf-hz HZ]: sample mode's shares against
+perf's, in one run.
 
 A server runs under coprof (COPROF_MODE=sample, cpu clock, at 99, 250 and 997 Hz) and,
-in the same run, under `perf record -e cpu-clock -c PERIOD -g -p PID` (the same
-period; -F gives no samples with -p on this kernel), while
-redis-benchmark (loopback, -t get, 50 clients, a bounded request count) loads it. Two
-servers: the RESP sample (bench/sample/resp-plain, samples/native/resp.c without
+in the same run, under `perf record -e cpu-clock -c PERIOD -g -p PID` at a fixed
+reference rate (997 Hz unless --perf-hz; -F gives no samples with -p on this kernel),
+while redis-benchmark (loopback, -t get, 50 clients, a bounded request count) loads it.
+Two servers: the RESP sample (bench/sample/resp-plain, samples/native/resp.c without
 -finstrument-functions) and Debian's redis-server. For each profile, the share of each
 function where the CPU was spent: for coprof its own time (tt) over the total; for perf
 the share of samples whose first user-space frame is that function (time in a syscall
 counts for the wrapper that made it, as coprof charges it; samples inside the shim's
-swapcontext hook count for swapcontext, as coprof charges a tick mid-switch). Prints
-the three largest
-libc functions (the syscall wrappers) and the largest gap; medians of RUNS runs. The
-lower rates get requests in proportion to their period (10x at 99 Hz, 3x at 250 Hz),
-so that every profile holds about as many samples (a share's standard error is sqrt(p(1-p)/samples))."""
+swapcontext hook count for swapcontext, as coprof charges a tick mid-switch).
+
+Prints the three largest libc functions (the syscall wrappers), each with the gap and
+the gap's standard error, and the largest gap. Shares are pooled over RUNS runs (each
+run weighted by its samples), which halves the noise of a median of three. The lower
+rates get requests in proportion to their period (10x at 99 Hz, 3x at 250 Hz), so that
+every coprof profile holds about as many samples; a share's standard error is
+sqrt(p(1-p)/samples), for coprof counted in ticks (CPU seconds x rate)."""
 import argparse
 import marshal
 import os
@@ -115,7 +119,7 @@ def perf_shares(data, tid):
     return {k: 100.0 * v / n for k, v in counts.items()}, dsos, n
 
 
-def one_run(kind, build, rate, requests, tmp):
+def one_run(kind, build, rate, perf_hz, requests, tmp):
     shim = os.path.join(build, "preload", "libcoprof-preload.so")
     coprof = os.path.join(build, "viewer", "coprof")
     out = os.path.join(tmp, "c.%n.pstat")
@@ -132,7 +136,7 @@ def one_run(kind, build, rate, requests, tmp):
         ctl, ack = os.path.join(tmp, "ctl"), os.path.join(tmp, "ack")
         os.mkfifo(ctl)
         os.mkfifo(ack)
-        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-c", str(10**9 // rate),
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-c", str(10**9 // perf_hz),
                                  "-g", "-D", "-1", "--control", f"fifo:{ctl},{ack}",
                                  "-p", str(srv.pid), "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -160,43 +164,52 @@ def one_run(kind, build, rate, requests, tmp):
     return c, pf, dsos, ctotal, pn
 
 
+def pooled(runs, share, weight):
+    """{function: share %} over runs, each run weighted by its samples."""
+    total = sum(weight(r) for r in runs)
+    funcs = {f for r in runs for f in share(r)}
+    return {f: sum(share(r).get(f, 0.0) * weight(r) for r in runs) / total for f in funcs}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("-r", "--runs", type=int, default=3)
     ap.add_argument("-n", "--requests", type=int, default=100000)
+    ap.add_argument("--perf-hz", type=int, default=997)
     ap.add_argument("--servers", default="resp,redis")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="coprof-vs-perf-")
-    print("| server | Hz | function | coprof % | perf % | gap (points) |")
-    print("|---|---|---|---|---|---|")
+    print("| server | Hz | function | coprof % | perf % | gap (points) | standard error |")
+    print("|---|---|---|---|---|---|---|")
     worst = 0.0
     for kind in a.servers.split(","):
         for rate in RATES:
             # as many samples at every rate: the requests scale with the period
             n = a.requests * (997 // rate)
-            runs = [one_run(kind, build, rate, n, tmp) for _ in range(a.runs)]
-            # the three largest libc functions by perf's median share
+            runs = [one_run(kind, build, rate, a.perf_hz, n, tmp) for _ in range(a.runs)]
             dsos = {}
             for r in runs:
                 dsos.update(r[2])
-            funcs = {f for r in runs for f in r[1] if dsos.get(f, "").startswith("libc")}
-            med = {f: (statistics.median(r[0].get(f, 0.0) for r in runs),
-                       statistics.median(r[1].get(f, 0.0) for r in runs)) for f in funcs}
-            top = sorted(med, key=lambda f: -med[f][1])[:3]
-            for f in top:
-                gap = med[f][0] - med[f][1]
-                worst = max(worst, abs(gap))
-                print(f"| {kind} | {rate} | {f} | {med[f][0]:.1f} | {med[f][1]:.1f} | {gap:+.1f} |")
-            ns = statistics.median(r[3] for r in runs)
-            pn = statistics.median(r[4] for r in runs)
-            print(f"| {kind} | {rate} | (coprof {ns:.3f} s sampled; perf {pn:.0f} samples; "
-                  f"{n} requests) | | | |")
+            cop = pooled(runs, lambda r: r[0], lambda r: r[3])
+            prf = pooled(runs, lambda r: r[1], lambda r: r[4])
+            ticks = sum(r[3] for r in runs) * rate
+            psamples = sum(r[4] for r in runs)
+            # the three largest libc functions by perf's share
+            funcs = [f for f in prf if dsos.get(f, "").startswith("libc")]
+            for f in sorted(funcs, key=lambda f: -prf[f])[:3]:
+                c, p = cop.get(f, 0.0), prf[f]
+                q = p / 100.0
+                se = 100.0 * (q * (1 - q) / ticks + q * (1 - q) / psamples) ** 0.5
+                worst = max(worst, abs(c - p))
+                print(f"| {kind} | {rate} | {f} | {c:.1f} | {p:.1f} | {c - p:+.1f} | {se:.1f} |")
+            print(f"| {kind} | {rate} | (coprof {ticks / rate:.3f} s sampled, about {ticks:.0f} "
+                  f"ticks; perf {psamples} samples at {a.perf_hz} Hz; {n} requests a run) | | | | |")
             sys.stdout.flush()
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\nlargest gap: {worst:.1f} points; medians of {a.runs} runs, "
-          f"{a.requests} GET requests each, 50 clients, loopback")
+    print(f"\nlargest gap: {worst:.1f} points; pooled over {a.runs} runs, "
+          f"{a.requests} GET requests (x 997/Hz), 50 clients, loopback")
 
 
 if __name__ == "__main__":
