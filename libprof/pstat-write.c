@@ -565,6 +565,21 @@ static int temp_name(const char *target, unsigned serial, char tmp[PATH_MAX])
 	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
+int cp_profile_write_fd(const struct cp_profile *p, int fd)
+{
+	struct cp_mw w;
+	int err;
+
+	if (!p || fd < 0)
+		return -EINVAL;
+	cp_mw_init(&w, fd);
+	err = encode(p, &w);
+	if (err == 0)
+		err = cp_mw_flush(&w);
+	cp_mw_fini(&w);
+	return err;
+}
+
 int cp_profile_write(const struct cp_profile *p, const char *path)
 {
 	static unsigned counter;

@@ -1,0 +1,517 @@
+/* creds.c: processes that change their credentials after coprof set up (an nginx or
+ * php-fpm worker switching to `nobody`). The set*id, setgroups, initgroups and capset
+ * calls are interposed; they run in the program's thread that makes the change.
+ *
+ * Two things happen around each such call. First, when the threads' capabilities
+ * differ, the shim's own threads (the control thread, the sampler's folding thread)
+ * stop for its length and start again after it, from the calling thread, whose
+ * per-thread credentials they inherit: glibc makes every thread run the same set*id
+ * call and aborts the process if their results differ, and capset and the effect of
+ * prctl(PR_SET_KEEPCAPS) apply to one thread only (setpriv sets both, then calls
+ * setresuid and setresgid). Second, if the profile's directory is writable before
+ * the call, coprof-keeper (keeper.c) is started with those rights; if it is no longer
+ * writable after the call, the keeper stays and publishes this process's files
+ * (pl_creds_dump); otherwise it is let go. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "creds.h"
+#include "internal.h"
+#include "keeper.h"
+
+#define PL_KEEPER_WAIT_MS 5000 /* for the keeper's "ready" */
+
+/* keeper_lock guards everything below; taken by the interposers and by dumps (which
+ * hold control.c's lock first). */
+static pthread_mutex_t keeper_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_fd keeper_fd = PL_FD_NONE; /* the shim's end of the socketpair */
+static pid_t keeper_pid;		    /* 0: no keeper */
+static char keeper_exe[PATH_MAX];	    /* coprof-keeper, next to the shim; "": none */
+static int said_no_keeper;		    /* the reason it could not start was said */
+static char keeper_stack[32 * 1024] __attribute__((aligned(16)));
+
+/* The keeper lives next to the shim: in the build tree, the same folder; installed,
+ * LIBDIR/coprof/. */
+void pl_creds_init(void)
+{
+	Dl_info info;
+	keeper_exe[0] = 0;
+	if (!dladdr((void *)&pl_creds_init, &info) || !info.dli_fname)
+		return;
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", info.dli_fname);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	static const char *const subdirs[] = {"", "/coprof"};
+	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
+		int n = snprintf(keeper_exe, sizeof(keeper_exe), "%s%s/" PL_KEEPER_NAME, dir,
+				 subdirs[i]);
+		if (n > 0 && (size_t)n < sizeof(keeper_exe) && access(keeper_exe, X_OK) == 0)
+			return;
+	}
+	keeper_exe[0] = 0;
+}
+
+/* The directory every file of COPROF_OUT goes to, when it is one fixed folder (no %
+ * in it): 0, or -EINVAL. */
+static int out_dir(char dir[PATH_MAX])
+{
+	const char *t = pl_cfg.out;
+	const char *slash = strrchr(t, '/');
+	if (!slash)
+		snprintf(dir, PATH_MAX, ".");
+	else if (slash == t)
+		snprintf(dir, PATH_MAX, "/");
+	else
+		snprintf(dir, PATH_MAX, "%.*s", (int)(slash - t), t);
+	return strchr(dir, '%') ? -EINVAL : 0;
+}
+
+/* The process may make files in the profile's directory, as its effective ids stand. */
+static int dir_writable(void)
+{
+	char dir[PATH_MAX];
+	return out_dir(dir) == 0 && faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) == 0;
+}
+
+struct spawn_arg {
+	int sock;
+	char *const *argv;
+};
+
+/* In the child, sharing the caller's memory until execve (CLONE_VM | CLONE_VFORK, the
+ * caller waits): only system calls. Every signal is blocked (the caller's mask). */
+static int spawn_child(void *p)
+{
+	const struct spawn_arg *a = p;
+	if (dup2(a->sock, PL_KEEPER_FD) != PL_KEEPER_FD)
+		syscall(SYS_exit, 127);
+	if (syscall(SYS_close_range, PL_KEEPER_FD + 1, ~0U, 0) != 0)
+		for (int fd = PL_KEEPER_FD + 1; fd < 65536; fd++)
+			close(fd);
+	char *const envp[] = {NULL};
+	execve(a->argv[0], a->argv, envp);
+	syscall(SYS_exit, 127);
+	return 127;
+}
+
+static void reap(pid_t pid)
+{
+	while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
+		;
+}
+
+/* The keeper goes: its end sees the socket close and returns. */
+static void dismiss_locked(void)
+{
+	pl_fd_close(&keeper_fd);
+	if (keeper_pid > 0)
+		reap(keeper_pid);
+	keeper_pid = 0;
+}
+
+static int await_reply(int fd, int timeout_ms, int *rc)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	int ready;
+	while ((ready = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (ready == 0)
+		return -ETIMEDOUT;
+	struct pl_keep_reply r;
+	ssize_t n;
+	while ((n = recv(fd, &r, sizeof(r), 0)) < 0 && errno == EINTR)
+		;
+	if (n < 0)
+		return -errno;
+	if (n != (ssize_t)sizeof(r))
+		return -EPIPE;
+	*rc = r.rc;
+	return 0;
+}
+
+static void say_no_keeper(const char *why, int err)
+{
+	if (said_no_keeper)
+		return;
+	said_no_keeper = 1;
+	pl_say("cannot start %s (%s: %s); a profile this process can no longer write after "
+	       "changing its credentials is lost",
+	       PL_KEEPER_NAME, why, strerror(-err));
+}
+
+/* Starts the keeper with the caller's rights. The child is made with exit signal 0, so
+ * the program never hears of it (no SIGCHLD; wait and waitpid(-1) without __WALL skip
+ * it), and execs at once with an empty environment (no LD_PRELOAD). */
+static void spawn_locked(void)
+{
+	char dir[PATH_MAX];
+	if (!keeper_exe[0]) {
+		say_no_keeper("not found next to the shim", -ENOENT);
+		return;
+	}
+	if (out_dir(dir) != 0)
+		return; /* a template with % in its folders: no one directory to keep */
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		say_no_keeper("socketpair", -errno);
+		return;
+	}
+	int one = 1;
+	setsockopt(sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	char pid[24];
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	char *argv[] = {keeper_exe, pl_cfg.out, pid, NULL};
+	struct spawn_arg a = {.sock = sv[1], .argv = argv};
+	sigset_t old;
+	pl_sig_block_all(&old);
+	pid_t k =
+	    clone(spawn_child, keeper_stack + sizeof(keeper_stack), CLONE_VM | CLONE_VFORK, &a);
+	int err = errno;
+	pl_sig_restore(&old);
+	close(sv[1]);
+	if (k < 0) {
+		close(sv[0]);
+		say_no_keeper("clone", -err);
+		return;
+	}
+	int rc = -EPIPE;
+	int got = await_reply(sv[0], PL_KEEPER_WAIT_MS, &rc);
+	if (got != 0 || rc != 0) {
+		close(sv[0]);
+		if (got == -ETIMEDOUT)
+			kill(k, SIGKILL);
+		reap(k);
+		say_no_keeper(keeper_exe, got != 0 ? got : rc);
+		return;
+	}
+	if (pl_fd_adopt(&keeper_fd, sv[0]) != 0) {
+		reap(k);
+		return;
+	}
+	keeper_pid = k;
+}
+
+/* What before() did, for after(). */
+struct creds_step {
+	int active;  /* the shim looked at this call */
+	int paused;  /* and stopped its threads around it */
+	int handler; /* it may run in one of the program's signal handlers */
+};
+
+/* CPython calls the set*id functions holding the GIL, which the control thread may be
+ * waiting for: release it while the shim's threads stop. Found with dlsym, like every
+ * Python symbol the shim uses. */
+typedef void *(*py_tstate_fn)(void);
+typedef void (*py_restore_fn)(void *);
+
+static void pause_threads(void)
+{
+	static py_tstate_fn current, mine, save;
+	static py_restore_fn restore;
+	static int looked;
+	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+		current = (py_tstate_fn)dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked");
+		if (!current)
+			current = (py_tstate_fn)dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet");
+		mine = (py_tstate_fn)dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+		save = (py_tstate_fn)dlsym(RTLD_DEFAULT, "PyEval_SaveThread");
+		restore = (py_restore_fn)dlsym(RTLD_DEFAULT, "PyEval_RestoreThread");
+		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+	}
+	/* The thread holding the GIL is the one whose state is current (before 3.12 that
+	 * is a process-wide pointer, so it must also be this thread's own state). */
+	void *ts = NULL;
+	if (current && mine && save && restore) {
+		void *cur = current();
+		if (cur && cur == mine())
+			ts = save();
+	}
+	pl_control_threads_pause();
+	if (ts)
+		restore(ts);
+}
+
+struct caps {
+	struct __user_cap_header_struct hdr;
+	struct __user_cap_data_struct data[2];
+};
+
+static int get_caps(pid_t tid, struct caps *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->hdr.version = _LINUX_CAPABILITY_VERSION_3;
+	c->hdr.pid = tid;
+	return (int)syscall(SYS_capget, &c->hdr, c->data);
+}
+
+/* async-signal-safe: some other thread of the process has capabilities other than the
+ * calling thread's (capset, and the effect of PR_SET_KEEPCAPS, are per thread), so a
+ * set*id call that glibc runs on every thread may succeed on one and fail on another.
+ * Reads /proc/self/task with system calls only. */
+static int threads_differ(void)
+{
+	struct caps me, other;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	if (get_caps(self, &me) != 0)
+		return 0;
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096] __attribute__((aligned(8)));
+	int differ = 0;
+	long n;
+	while (!differ && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && !differ;) {
+			struct {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *d = (void *)(buf + off);
+			off += d->reclen;
+			pid_t tid = 0;
+			for (const char *c = d->name; *c >= '0' && *c <= '9'; c++)
+				tid = tid * 10 + (*c - '0');
+			if (tid <= 0 || tid == self || get_caps(tid, &other) != 0)
+				continue;
+			differ = memcmp(me.data, other.data, sizeof(me.data)) != 0;
+		}
+	}
+	close(fd);
+	return differ;
+}
+
+/* keeper_lock, but never waited for where the code interrupted may be what holds it up
+ * (the control thread's dump may wait for the allocator's lock that code holds). */
+static int lock_keeper(int handler)
+{
+	if (!handler)
+		return pthread_mutex_lock(&keeper_lock) == 0;
+	return pthread_mutex_trylock(&keeper_lock) == 0;
+}
+
+/* Before a credential change: if the threads' capabilities differ, the shim's stop
+ * (outside signal handlers: joining and starting threads is not async-signal-safe);
+ * a keeper starts while the directory is writable. */
+static void before(struct creds_step *s)
+{
+	s->active = s->paused = 0;
+	struct pl_tls *t = &pl_tls_data;
+	if (!pl_active || !pl_prof || t->guard || pl_ntls.dead || getpid() != pl_pid)
+		return;
+	t->guard = 1;
+	s->active = 1;
+	s->handler = pl_sig_maybe_in_handler();
+	if (!s->handler && threads_differ()) {
+		pause_threads();
+		s->paused = 1;
+	}
+	if (lock_keeper(s->handler)) {
+		if (keeper_pid == 0 && dir_writable())
+			spawn_locked();
+		pthread_mutex_unlock(&keeper_lock);
+	}
+	t->guard = 0;
+}
+
+/* After it: the keeper goes if the directory is still writable; the shim's threads
+ * start again from this thread, with its credentials. */
+static void after(const struct creds_step *s)
+{
+	if (!s->active)
+		return;
+	int saved = errno;
+	struct pl_tls *t = &pl_tls_data;
+	t->guard = 1;
+	if (lock_keeper(s->handler)) {
+		if (keeper_pid > 0 && dir_writable())
+			dismiss_locked();
+		pthread_mutex_unlock(&keeper_lock);
+	}
+	if (s->paused)
+		pl_control_threads_resume();
+	t->guard = 0;
+	errno = saved;
+}
+
+#define REAL(name)                                                                                 \
+	static __typeof__(name) *real;                                                             \
+	if (!real)                                                                                 \
+		real = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                                \
+	if (!real) {                                                                               \
+		errno = ENOSYS;                                                                    \
+		return -1;                                                                         \
+	}
+
+#define AROUND(call)                                                                               \
+	struct creds_step s;                                                                       \
+	before(&s);                                                                                \
+	int rc = (call);                                                                           \
+	after(&s);                                                                                 \
+	return rc;
+
+PL_EXPORT int setuid(uid_t uid)
+{
+	REAL(setuid);
+	AROUND(real(uid));
+}
+
+PL_EXPORT int setgid(gid_t gid)
+{
+	REAL(setgid);
+	AROUND(real(gid));
+}
+
+PL_EXPORT int seteuid(uid_t uid)
+{
+	REAL(seteuid);
+	AROUND(real(uid));
+}
+
+PL_EXPORT int setegid(gid_t gid)
+{
+	REAL(setegid);
+	AROUND(real(gid));
+}
+
+PL_EXPORT int setreuid(uid_t r, uid_t e)
+{
+	REAL(setreuid);
+	AROUND(real(r, e));
+}
+
+PL_EXPORT int setregid(gid_t r, gid_t e)
+{
+	REAL(setregid);
+	AROUND(real(r, e));
+}
+
+PL_EXPORT int setresuid(uid_t r, uid_t e, uid_t s_)
+{
+	REAL(setresuid);
+	AROUND(real(r, e, s_));
+}
+
+PL_EXPORT int setresgid(gid_t r, gid_t e, gid_t s_)
+{
+	REAL(setresgid);
+	AROUND(real(r, e, s_));
+}
+
+PL_EXPORT int setgroups(size_t n, const gid_t *list)
+{
+	REAL(setgroups);
+	AROUND(real(n, list));
+}
+
+PL_EXPORT int initgroups(const char *user, gid_t group)
+{
+	REAL(initgroups);
+	AROUND(real(user, group));
+}
+
+/* glibc exports capset without declaring it (libcap's header does). A capability
+ * drop (CAP_DAC_OVERRIDE) can take the directory away from a root process. */
+int capset(void *hdr, const void *data);
+PL_EXPORT int capset(void *hdr, const void *data)
+{
+	REAL(capset);
+	AROUND(real(hdr, data));
+}
+
+/* Through the keeper, when there is one and the directory is not writable now; the
+ * engine's own rename otherwise. Called under control.c's lock. */
+int pl_creds_dump(const char *path, unsigned n, int child, int clear)
+{
+	pthread_mutex_lock(&keeper_lock);
+	int kfd = keeper_pid > 0 ? pl_fd_get(&keeper_fd) : -1;
+	if (kfd < 0 || dir_writable()) {
+		pthread_mutex_unlock(&keeper_lock);
+		return clear ? coprof_dump_clear(pl_prof, path) : coprof_dump(pl_prof, path);
+	}
+	int rc;
+	int mfd = memfd_create("coprof-dump", MFD_CLOEXEC);
+	if (mfd < 0) {
+		rc = -errno;
+		if (clear) /* the window is dropped, as coprof_dump_clear drops a failed one */
+			coprof_clear(pl_prof);
+	} else {
+		rc = coprof_dump_fd(pl_prof, mfd, clear);
+	}
+	if (rc == 0) {
+		struct pl_keep_req req = {.op = PL_KEEP_WRITE, .n = n, .child = (uint32_t)child};
+		union {
+			char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} ctl;
+		memset(&ctl, 0, sizeof(ctl));
+		struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
+		struct msghdr m = {.msg_iov = &iov,
+				   .msg_iovlen = 1,
+				   .msg_control = ctl.b,
+				   .msg_controllen = sizeof(ctl.b)};
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+		if (sendmsg(kfd, &m, MSG_NOSIGNAL) < 0)
+			rc = -errno;
+		else if (await_reply(kfd, -1, &rc) != 0)
+			rc = -EPIPE;
+	}
+	if (mfd >= 0)
+		close(mfd);
+	if (rc == -EPIPE) /* the keeper is gone (killed): later dumps try the rename */
+		dismiss_locked();
+	pthread_mutex_unlock(&keeper_lock);
+	return rc;
+}
+
+int pl_creds_remove(const char *path, unsigned n, int child)
+{
+	pthread_mutex_lock(&keeper_lock);
+	int kfd = keeper_pid > 0 ? pl_fd_get(&keeper_fd) : -1;
+	if (kfd < 0 || dir_writable()) {
+		pthread_mutex_unlock(&keeper_lock);
+		return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+	}
+	struct pl_keep_req req = {.op = PL_KEEP_REMOVE, .n = n, .child = (uint32_t)child};
+	int rc = 0;
+	if (send(kfd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
+		rc = -errno;
+	else if (await_reply(kfd, -1, &rc) != 0)
+		rc = -EPIPE;
+	pthread_mutex_unlock(&keeper_lock);
+	return rc;
+}
+
+/* A forked child has its own pid, so its own files: the parent's keeper is not its
+ * (it answers only the parent), and a thread of the parent may have held the lock. */
+void pl_creds_fork_child(void)
+{
+	pthread_mutex_init(&keeper_lock, NULL);
+	pl_fd_close(&keeper_fd);
+	keeper_pid = 0;
+}
