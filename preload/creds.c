@@ -11,7 +11,8 @@
  * setresuid and setresgid). Second, if the profile's directory is writable before
  * the call, coprof-keeper (keeper.c) is started with those rights; if it is no longer
  * writable after the call, the keeper stays and publishes this process's files
- * (pl_creds_dump); otherwise it is let go. */
+ * (pl_creds_dump); otherwise it is let go. A process that regains the rights keeps
+ * its keeper; its dumps then go the usual way while the directory is writable. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -216,6 +217,7 @@ struct creds_step {
 	int active;  /* the shim looked at this call */
 	int paused;  /* and stopped its threads around it */
 	int handler; /* it may run in one of the program's signal handlers */
+	int spawned; /* it started the keeper */
 };
 
 /* CPython calls the set*id functions holding the GIL, which the control thread may be
@@ -311,12 +313,29 @@ static int lock_keeper(int handler)
 	return pthread_mutex_trylock(&keeper_lock) == 0;
 }
 
+/* The calling thread may write any file whatever its groups (CAP_DAC_OVERRIDE in its
+ * effective set, as root has): a call that changes only groups leaves it able to. */
+static int groups_irrelevant(void)
+{
+	struct caps me;
+	return get_caps(0, &me) == 0 && (me.data[0].effective & (1u << CAP_DAC_OVERRIDE));
+}
+
+/* A call that sets the effective uid to `e` ((uid_t)-1: leaves it) may take the
+ * directory away only if it changes it. */
+static int uid_may_drop(uid_t e)
+{
+	return e != (uid_t)-1 && e != geteuid();
+}
+
 /* Before a credential change: if the threads' capabilities differ, the shim's stop
  * (outside signal handlers: joining and starting threads is not async-signal-safe);
- * a keeper starts while the directory is writable. */
-static void before(struct creds_step *s)
+ * a keeper starts while the directory is writable, if the call may take it away
+ * (`may_drop`): not a call that leaves the effective uid as it is, nor one that
+ * changes only groups of a thread they do not matter to. */
+static void before(struct creds_step *s, int may_drop)
 {
-	s->active = s->paused = 0;
+	s->active = s->paused = s->spawned = 0;
 	struct pl_tls *t = &pl_tls_data;
 	if (!pl_active || !pl_prof || t->guard || pl_ntls.dead || getpid() != pl_pid)
 		return;
@@ -327,16 +346,20 @@ static void before(struct creds_step *s)
 		pause_threads();
 		s->paused = 1;
 	}
-	if (lock_keeper(s->handler)) {
-		if (keeper_pid == 0 && dir_writable())
+	if (may_drop && lock_keeper(s->handler)) {
+		if (keeper_pid == 0 && dir_writable()) {
 			spawn_locked();
+			s->spawned = keeper_pid > 0;
+		}
 		pthread_mutex_unlock(&keeper_lock);
 	}
 	t->guard = 0;
 }
 
-/* After it: the keeper goes if the directory is still writable; the shim's threads
- * start again from this thread, with its credentials. */
+/* After it: the keeper this call started goes if the directory is still writable (one
+ * started by an earlier call stays: a process that took its rights back, as a server
+ * acting for a user around each request does, will likely give them up again); the
+ * shim's threads start again from this thread, with its credentials. */
 static void after(const struct creds_step *s)
 {
 	if (!s->active)
@@ -344,7 +367,7 @@ static void after(const struct creds_step *s)
 	int saved = errno;
 	struct pl_tls *t = &pl_tls_data;
 	t->guard = 1;
-	if (lock_keeper(s->handler)) {
+	if (s->spawned && lock_keeper(s->handler)) {
 		if (keeper_pid > 0 && dir_writable())
 			dismiss_locked();
 		pthread_mutex_unlock(&keeper_lock);
@@ -364,9 +387,9 @@ static void after(const struct creds_step *s)
 		return -1;                                                                         \
 	}
 
-#define AROUND(call)                                                                               \
+#define AROUND(may_drop, call)                                                                     \
 	struct creds_step s;                                                                       \
-	before(&s);                                                                                \
+	before(&s, may_drop);                                                                      \
 	int rc = (call);                                                                           \
 	after(&s);                                                                                 \
 	return rc;
@@ -374,61 +397,61 @@ static void after(const struct creds_step *s)
 PL_EXPORT int setuid(uid_t uid)
 {
 	REAL(setuid);
-	AROUND(real(uid));
+	AROUND(uid_may_drop(uid), real(uid));
 }
 
 PL_EXPORT int setgid(gid_t gid)
 {
 	REAL(setgid);
-	AROUND(real(gid));
+	AROUND(!groups_irrelevant(), real(gid));
 }
 
 PL_EXPORT int seteuid(uid_t uid)
 {
 	REAL(seteuid);
-	AROUND(real(uid));
+	AROUND(uid_may_drop(uid), real(uid));
 }
 
 PL_EXPORT int setegid(gid_t gid)
 {
 	REAL(setegid);
-	AROUND(real(gid));
+	AROUND(!groups_irrelevant(), real(gid));
 }
 
 PL_EXPORT int setreuid(uid_t r, uid_t e)
 {
 	REAL(setreuid);
-	AROUND(real(r, e));
+	AROUND(uid_may_drop(e), real(r, e));
 }
 
 PL_EXPORT int setregid(gid_t r, gid_t e)
 {
 	REAL(setregid);
-	AROUND(real(r, e));
+	AROUND(!groups_irrelevant(), real(r, e));
 }
 
 PL_EXPORT int setresuid(uid_t r, uid_t e, uid_t s_)
 {
 	REAL(setresuid);
-	AROUND(real(r, e, s_));
+	AROUND(uid_may_drop(e), real(r, e, s_));
 }
 
 PL_EXPORT int setresgid(gid_t r, gid_t e, gid_t s_)
 {
 	REAL(setresgid);
-	AROUND(real(r, e, s_));
+	AROUND(!groups_irrelevant(), real(r, e, s_));
 }
 
 PL_EXPORT int setgroups(size_t n, const gid_t *list)
 {
 	REAL(setgroups);
-	AROUND(real(n, list));
+	AROUND(!groups_irrelevant(), real(n, list));
 }
 
 PL_EXPORT int initgroups(const char *user, gid_t group)
 {
 	REAL(initgroups);
-	AROUND(real(user, group));
+	AROUND(!groups_irrelevant(), real(user, group));
 }
 
 /* glibc exports capset without declaring it (libcap's header does). A capability
@@ -437,7 +460,7 @@ int capset(void *hdr, const void *data);
 PL_EXPORT int capset(void *hdr, const void *data)
 {
 	REAL(capset);
-	AROUND(real(hdr, data));
+	AROUND(1, real(hdr, data));
 }
 
 /* Through the keeper, when there is one and the directory is not writable now; the
