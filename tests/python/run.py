@@ -520,6 +520,26 @@ def case_dropped_sample(r):
     case_dropped(r, "sample")
 
 
+def case_keepcaps(r):
+    """A process that keeps capabilities in its main thread only (PR_SET_KEEPCAPS, a
+    raw capset) and then calls os.setresgid with the GIL held: the shim's threads stop
+    for the call (releasing the GIL while they do) and start again with the main
+    thread's credentials, so glibc does not abort; the file comes from the keeper."""
+    check(os.geteuid() == 0, "this case drops privileges: run it as root")
+    if os.uname().machine != "x86_64":
+        return  # the raw capset number is x86_64's
+    cmd = [r.python, os.path.join(PROGS, "keepcaps.py"), "65534"]
+    for i in range(3):
+        out = os.path.join(r.tmp, "keep.%d.pstat" % i)
+        p = subprocess.run(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=out),
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout == "ok 65534 65534\n",
+              "run %d: exit %d, %r %r" % (i, p.returncode, p.stdout, p.stderr[-2000:]))
+        check("coprof:" not in p.stderr, "the shim complained: " + p.stderr[-2000:])
+        check(os.stat(out).st_uid == 65534, "%s is not nobody's" % out)
+        check(Profile(out).nc("work") == 2, "work: nc %d" % Profile(out).nc("work"))
+
+
 def case_forked_toggle(r):
     """After os.fork and multiprocessing forks, the toggle signal still opens and closes
     a window in the parent: the control thread, stopped around each fork, is back."""
