@@ -45,7 +45,10 @@ static struct pl_fd keeper_fd = PL_FD_NONE; /* the shim's end of the socketpair 
 static pid_t keeper_pid;		    /* 0: no keeper */
 static char keeper_exe[PATH_MAX];	    /* coprof-keeper, next to the shim; "": none */
 static int said_no_keeper;		    /* the reason it could not start was said */
+/* The stacks of the two processes that start a keeper (spawn_locked), used while the
+ * caller waits, under keeper_lock. */
 static char keeper_stack[32 * 1024] __attribute__((aligned(16)));
+static char between_stack[16 * 1024] __attribute__((aligned(16)));
 
 /* The keeper lives next to the shim: in the build tree, the same folder; installed,
  * LIBDIR/coprof/. */
@@ -97,11 +100,12 @@ static int dir_writable(void)
 struct spawn_arg {
 	int sock;
 	char *const *argv;
+	pid_t keeper; /* set by the go-between: the keeper's pid, or -errno */
 };
 
-/* In the child, sharing the caller's memory until execve (CLONE_VM | CLONE_VFORK, the
- * caller waits): only system calls. Every signal is blocked (the caller's mask). */
-static int spawn_child(void *p)
+/* The keeper, sharing the caller's memory until execve (CLONE_VM | CLONE_VFORK):
+ * only system calls. Every signal is blocked (the caller's mask). */
+static int keeper_child(void *p)
 {
 	const struct spawn_arg *a = p;
 	if (dup2(a->sock, PL_KEEPER_FD) != PL_KEEPER_FD)
@@ -115,18 +119,33 @@ static int spawn_child(void *p)
 	return 127;
 }
 
+/* The go-between: makes the keeper and leaves once it has exec'd, so the keeper is
+ * reparented (to init, or the nearest subreaper) and is never a child of the program:
+ * an exec makes a process's exit signal SIGCHLD, so as the program's child the keeper
+ * would wake its SIGCHLD handler, be reaped by its waitpid(-1), and keep a wait() for
+ * all children waiting. The go-between itself never execs, so its exit signal stays 0
+ * (none) and only creds.c reaps it, by pid with __WCLONE. System calls only. */
+static int go_between(void *p)
+{
+	struct spawn_arg *a = p;
+	pid_t k =
+	    clone(keeper_child, keeper_stack + sizeof(keeper_stack), CLONE_VM | CLONE_VFORK, a);
+	a->keeper = k < 0 ? -errno : k;
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
 static void reap(pid_t pid)
 {
 	while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
 		;
 }
 
-/* The keeper goes: its end sees the socket close and returns. */
+/* The keeper goes: its end sees the socket close and returns (its parent, not this
+ * process, reaps it). */
 static void dismiss_locked(void)
 {
 	pl_fd_close(&keeper_fd);
-	if (keeper_pid > 0)
-		reap(keeper_pid);
 	keeper_pid = 0;
 }
 
@@ -160,9 +179,9 @@ static void say_no_keeper(const char *why, int err)
 	       PL_KEEPER_NAME, why, strerror(-err));
 }
 
-/* Starts the keeper with the caller's rights. The child is made with exit signal 0, so
- * the program never hears of it (no SIGCHLD; wait and waitpid(-1) without __WALL skip
- * it), and execs at once with an empty environment (no LD_PRELOAD). */
+/* Starts the keeper with the caller's rights, through a go-between, so that it is no
+ * child of the program (go_between says why), and from an empty environment (no
+ * LD_PRELOAD); waits for its "ready". */
 static void spawn_locked(void)
 {
 	char dir[PATH_MAX];
@@ -182,33 +201,34 @@ static void spawn_locked(void)
 	char pid[24];
 	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
 	char *argv[] = {keeper_exe, pl_cfg.out, pid, NULL};
-	struct spawn_arg a = {.sock = sv[1], .argv = argv};
+	struct spawn_arg a = {.sock = sv[1], .argv = argv, .keeper = -ECHILD};
 	sigset_t old;
 	pl_sig_block_all(&old);
-	pid_t k =
-	    clone(spawn_child, keeper_stack + sizeof(keeper_stack), CLONE_VM | CLONE_VFORK, &a);
+	pid_t b =
+	    clone(go_between, between_stack + sizeof(between_stack), CLONE_VM | CLONE_VFORK, &a);
 	int err = errno;
 	pl_sig_restore(&old);
 	close(sv[1]);
-	if (k < 0) {
+	if (b < 0 || a.keeper < 0) {
 		close(sv[0]);
-		say_no_keeper("clone", -err);
+		if (b >= 0)
+			reap(b);
+		say_no_keeper("clone", b < 0 ? -err : a.keeper);
 		return;
 	}
+	reap(b);
+	pid_t k = a.keeper;
 	int rc = -EPIPE;
 	int got = await_reply(sv[0], PL_KEEPER_WAIT_MS, &rc);
 	if (got != 0 || rc != 0) {
 		close(sv[0]);
 		if (got == -ETIMEDOUT)
 			kill(k, SIGKILL);
-		reap(k);
 		say_no_keeper(keeper_exe, got != 0 ? got : rc);
 		return;
 	}
-	if (pl_fd_adopt(&keeper_fd, sv[0]) != 0) {
-		reap(k);
+	if (pl_fd_adopt(&keeper_fd, sv[0]) != 0)
 		return;
-	}
 	keeper_pid = k;
 }
 
@@ -528,6 +548,15 @@ int pl_creds_remove(const char *path, unsigned n, int child)
 		rc = -EPIPE;
 	pthread_mutex_unlock(&keeper_lock);
 	return rc;
+}
+
+void pl_creds_exec(void)
+{
+	if (!lock_keeper(pl_sig_maybe_in_handler()))
+		return;
+	if (keeper_pid > 0)
+		dismiss_locked();
+	pthread_mutex_unlock(&keeper_lock);
 }
 
 /* A forked child has its own pid, so its own files: the parent's keeper is not its

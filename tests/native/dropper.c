@@ -3,12 +3,14 @@
  *
  * The master forks NWORKERS children. Each clears its supplementary groups (as
  * root), calls setgid(UID) and setuid(UID) (how = "setuid", the default) or
- * setresgid/setresuid ("setres"), prints "worker I PID uid U", then burns MS ms of
- * CPU in calls of 10 ms to a function of its own (work_0 .. work_3), and leaves: even
- * workers return from main (exit(3)), odd ones call _exit(2). The master waits for
- * all of them, then works in master_work. With MS negative, a worker works until
- * stdin closes (the toggle tests). */
+ * setresgid/setresuid ("setres"), checks that it has no child (wait() returns
+ * ECHILD), prints "worker I PID uid U", then burns MS ms of CPU in calls of 10 ms to
+ * a function of its own (work_0 .. work_3), and leaves: even workers return from main
+ * (exit(3)), odd ones call _exit(2). The master waits for all of them, then works in
+ * master_work. With MS negative, a worker works until stdin closes (the toggle
+ * tests). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <grp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,6 +108,12 @@ int main(int argc, char **argv)
 		if (drop(id, how) != 0) {
 			perror("drop");
 			_exit(3);
+		}
+		/* No child of coprof's for the program to see: a wait() for all children
+		 * returns at once (a keeper as a child would keep it waiting). */
+		if (wait(NULL) != -1 || errno != ECHILD) {
+			printf("worker %d has a child it did not make\n", i);
+			_exit(4);
 		}
 		printf("worker %d %d uid %d\n", i, (int)getpid(), (int)getuid());
 		fflush(stdout);
