@@ -584,7 +584,6 @@ int cp_profile_write(const struct cp_profile *p, const char *path)
 {
 	static unsigned counter;
 	char tmp[PATH_MAX], target[PATH_MAX];
-	struct cp_mw w;
 	int fd = -1, err = 0;
 
 	if (!p || !path || !*path)
@@ -601,11 +600,7 @@ int cp_profile_write(const struct cp_profile *p, const char *path)
 	}
 	if (fd < 0)
 		return -EEXIST;
-	cp_mw_init(&w, fd);
-	err = encode(p, &w);
-	if (err == 0)
-		err = cp_mw_flush(&w);
-	cp_mw_fini(&w);
+	err = cp_profile_write_fd(p, fd);
 	if (err == 0 && fsync(fd) < 0)
 		err = -errno;
 	if (close(fd) < 0 && err == 0)

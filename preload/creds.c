@@ -483,13 +483,51 @@ PL_EXPORT int capset(void *hdr, const void *data)
 	AROUND(1, real(hdr, data));
 }
 
+/* Sends `req` to the keeper (with descriptor `fd` when not -1) and returns its answer;
+ * -EPIPE when it is gone (killed), and then it is let go: later dumps try the rename. */
+static int ask_locked(int kfd, const struct pl_keep_req *req, int fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = {.iov_base = (void *)req, .iov_len = sizeof(*req)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		m.msg_control = ctl.b;
+		m.msg_controllen = sizeof(ctl.b);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	int rc = 0;
+	if (sendmsg(kfd, &m, MSG_NOSIGNAL) < 0)
+		rc = -errno;
+	else if (await_reply(kfd, -1, &rc) != 0)
+		rc = -EPIPE;
+	if (rc == -EPIPE)
+		dismiss_locked();
+	return rc;
+}
+
+/* The keeper's descriptor when it should do the work: there is one and the directory
+ * is not writable now. -1: the process does it itself. Called with keeper_lock. */
+static int keeper_needed_locked(void)
+{
+	int kfd = keeper_pid > 0 ? pl_fd_get(&keeper_fd) : -1;
+	return kfd >= 0 && !dir_writable() ? kfd : -1;
+}
+
 /* Through the keeper, when there is one and the directory is not writable now; the
  * engine's own rename otherwise. Called under control.c's lock. */
 int pl_creds_dump(const char *path, unsigned n, int child, int clear)
 {
 	pthread_mutex_lock(&keeper_lock);
-	int kfd = keeper_pid > 0 ? pl_fd_get(&keeper_fd) : -1;
-	if (kfd < 0 || dir_writable()) {
+	int kfd = keeper_needed_locked();
+	if (kfd < 0) {
 		pthread_mutex_unlock(&keeper_lock);
 		return clear ? coprof_dump_clear(pl_prof, path) : coprof_dump(pl_prof, path);
 	}
@@ -504,30 +542,10 @@ int pl_creds_dump(const char *path, unsigned n, int child, int clear)
 	}
 	if (rc == 0) {
 		struct pl_keep_req req = {.op = PL_KEEP_WRITE, .n = n, .child = (uint32_t)child};
-		union {
-			char b[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} ctl;
-		memset(&ctl, 0, sizeof(ctl));
-		struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
-		struct msghdr m = {.msg_iov = &iov,
-				   .msg_iovlen = 1,
-				   .msg_control = ctl.b,
-				   .msg_controllen = sizeof(ctl.b)};
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &mfd, sizeof(int));
-		if (sendmsg(kfd, &m, MSG_NOSIGNAL) < 0)
-			rc = -errno;
-		else if (await_reply(kfd, -1, &rc) != 0)
-			rc = -EPIPE;
+		rc = ask_locked(kfd, &req, mfd);
 	}
 	if (mfd >= 0)
 		close(mfd);
-	if (rc == -EPIPE) /* the keeper is gone (killed): later dumps try the rename */
-		dismiss_locked();
 	pthread_mutex_unlock(&keeper_lock);
 	return rc;
 }
@@ -535,17 +553,13 @@ int pl_creds_dump(const char *path, unsigned n, int child, int clear)
 int pl_creds_remove(const char *path, unsigned n, int child)
 {
 	pthread_mutex_lock(&keeper_lock);
-	int kfd = keeper_pid > 0 ? pl_fd_get(&keeper_fd) : -1;
-	if (kfd < 0 || dir_writable()) {
+	int kfd = keeper_needed_locked();
+	if (kfd < 0) {
 		pthread_mutex_unlock(&keeper_lock);
 		return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
 	}
 	struct pl_keep_req req = {.op = PL_KEEP_REMOVE, .n = n, .child = (uint32_t)child};
-	int rc = 0;
-	if (send(kfd, &req, sizeof(req), MSG_NOSIGNAL) < 0)
-		rc = -errno;
-	else if (await_reply(kfd, -1, &rc) != 0)
-		rc = -EPIPE;
+	int rc = ask_locked(kfd, &req, -1);
 	pthread_mutex_unlock(&keeper_lock);
 	return rc;
 }
