@@ -6,19 +6,23 @@
  * closes its end (exit, exec, or the directory is writable after all). It makes only
  * the paths COPROF_OUT gives for that pid, in the directory it opened at start, through
  * a temporary name and rename(2) as the engine does, so "never half a file" holds; it
- * follows no symbolic link, and gives each file to the user and group the process runs
- * as when it asks. Single-threaded; every signal stays blocked (the mask it was started
- * with), so it ends only when the process is gone, or by SIGKILL. */
+ * follows no symbolic link, gives each file to the user and group the process runs as
+ * when it asks, and keeps only the capabilities that takes. Single-threaded; every
+ * signal stays blocked (the mask it was started with), so it ends only when the
+ * process is gone, or by SIGKILL. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -113,7 +117,9 @@ static int publish(unsigned n, int child, int from, uid_t uid, gid_t gid)
 	if (fd < 0)
 		return -EEXIST;
 	rc = copy_all(from, fd);
-	if (rc == 0 && fchown(fd, uid, gid) != 0)
+	/* A keeper that is not root may not give the file away: then it stays the one
+	 * of the ids the process had when the keeper started. */
+	if (rc == 0 && fchown(fd, uid, gid) != 0 && errno != EPERM)
 		rc = -errno;
 	if (rc == 0 && fsync(fd) != 0)
 		rc = -errno;
@@ -199,6 +205,25 @@ static int serve(void)
 	return 0;
 }
 
+/* Keeps only the capabilities publishing needs (writing and searching directories
+ * whatever their modes, giving files away) and can gain none by exec. Best effort: a
+ * keeper that has no capabilities loses nothing. */
+static void narrow(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) == 0) {
+		uint32_t keep = (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH) |
+				(1u << CAP_CHOWN) | (1u << CAP_FOWNER);
+		data[0].effective &= keep;
+		data[0].permitted &= keep;
+		data[0].inheritable = 0;
+		data[1].effective = data[1].permitted = data[1].inheritable = 0;
+		syscall(SYS_capset, &hdr, data);
+	}
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
 /* coprof-keeper TEMPLATE PID: started by creds.c, never by hand. Says "ready" (rc 0)
  * once the directory is open, or why not (then ends). */
 int main(int argc, char **argv)
@@ -221,6 +246,7 @@ int main(int argc, char **argv)
 		reply(dirfd_ < 0 ? -errno : -EINVAL);
 		return 1;
 	}
+	narrow();
 	reply(0);
 	while (serve() == 0)
 		;
