@@ -266,6 +266,30 @@ def case_setpriv():
             check("coprof:" not in p.stderr, f"the shim complained: {p.stderr}")
 
 
+def case_symlink():
+    """A symbolic link where a dropped process's file goes: the keeper, which has rights
+    the process has not, does not write through it. One line says so, with the path;
+    the link and the file it names are left as they were."""
+    need_root()
+    d = fresh("symlink")
+    victim = os.path.join(d, "victim")
+    with open(victim, "w") as f:
+        f.write("root's file\n")
+    link = os.path.join(d, "p.pstat")
+    os.symlink(victim, link)
+    prog = f"import os; os.setgid({NOBODY}); os.setuid({NOBODY}); sum(range(300000)); print('done')"
+    p = run(["/usr/bin/python3", "-c", prog], preload_env(COPROF_OUT=link))
+    check(p.stdout == "done\n", f"stdout {p.stdout!r}")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    check(lines == [f"coprof: cannot write the profile to {link}: it is a symbolic link, and a "
+                    "process that dropped its privileges writes through none; nothing was written"],
+          f"stderr: {p.stderr!r}")
+    check(os.path.islink(link) and os.readlink(link) == victim, "the link was replaced")
+    with open(victim) as f:
+        check(f.read() == "root's file\n", "the file the link names was written")
+    no_leftovers(d)
+
+
 def case_exec():
     """A process that dropped its privileges and then execs (setpriv running a shell):
     the keeper goes before the exec, so the new image finds no child of coprof's (one
