@@ -169,14 +169,38 @@ static int await_reply(int fd, int timeout_ms, int *rc)
 	return 0;
 }
 
+/* Once per process: why no keeper runs (`err`, a -errno, as the OS says it; 0: none). */
 static void say_no_keeper(const char *why, int err)
 {
 	if (said_no_keeper)
 		return;
 	said_no_keeper = 1;
-	pl_say("cannot start %s (%s: %s); a profile this process can no longer write after "
+	pl_say("cannot start %s (%s%s%s); a profile this process can no longer write after "
 	       "changing its credentials is lost",
-	       PL_KEEPER_NAME, why, strerror(-err));
+	       PL_KEEPER_NAME, why, err ? ": " : "", err ? strerror(-err) : "");
+}
+
+/* async-signal-safe: the process runs under a seccomp filter (/proc/self/status says
+ * "Seccomp: 2"), which may kill it for a clone or an execve it did not expect: no
+ * keeper is started there. */
+static int seccomp_filtered(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *line = strstr(buf, "\nSeccomp:");
+	if (!line)
+		return 0;
+	line += strlen("\nSeccomp:");
+	while (*line == ' ' || *line == '\t')
+		line++;
+	return *line == '2';
 }
 
 /* Starts the keeper with the caller's rights, through a go-between, so that it is no
@@ -187,6 +211,10 @@ static void spawn_locked(void)
 	char dir[PATH_MAX];
 	if (!keeper_exe[0]) {
 		say_no_keeper("not found next to the shim", -ENOENT);
+		return;
+	}
+	if (seccomp_filtered()) {
+		say_no_keeper("the process runs under a seccomp filter, which may not allow it", 0);
 		return;
 	}
 	if (out_dir(dir) != 0)

@@ -249,6 +249,26 @@ def case_never_writable():
     check(os.listdir(d) == [], f"files left in {d}: {os.listdir(d)}")
 
 
+def case_seccomp():
+    """Workers under a seccomp filter that kills the process at execve (a sandbox): the
+    shim starts no keeper there, says so once, and the worker runs on (its file is then
+    lost, said with the path and the reason)."""
+    need_root()
+    d = fresh("seccomp")
+    tmpl = os.path.join(d, "s.%p.pstat")
+    p = run(DROPPER_CMD(2, 50, "seccomp"), preload_env(COPROF_OUT=tmpl))
+    pids = workers(p.stdout, 2)
+    lines = [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+    for pid in pids.values():
+        path = tmpl.replace("%p", str(pid))
+        check(f"coprof: cannot write the profile to {path}: Permission denied" in lines, f"{lines}")
+    keeper = [l for l in lines if l == "coprof: cannot start coprof-keeper (the process runs under a "
+              "seccomp filter, which may not allow it); a profile this process can no longer write "
+              "after changing its credentials is lost"]
+    check(len(keeper) == 2, f"expected one seccomp line per worker: {lines}")
+    check(len(lines) == 4, f"lines: {lines}")
+
+
 def case_setpriv():
     """setpriv sets PR_SET_KEEPCAPS and capabilities in its one thread, then calls
     setresuid and setresgid, which glibc runs on every thread and aborts on if they

@@ -3,7 +3,8 @@
  *
  * The master forks NWORKERS children. Each clears its supplementary groups (as
  * root), calls setgid(UID) and setuid(UID) (how = "setuid", the default) or
- * setresgid/setresuid ("setres"), checks that it has no child (wait() returns
+ * setresgid/setresuid ("setres"; "seccomp": setgid/setuid under a seccomp filter
+ * that kills at execve), checks that it has no child (wait() returns
  * ECHILD), prints "worker I PID uid U", then burns MS ms of CPU in calls of 10 ms to
  * a function of its own (work_0 .. work_3), and leaves: even workers return from main
  * (exit(3)), odd ones call _exit(2). The master waits for all of them, then works in
@@ -12,10 +13,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,8 +86,24 @@ static void work_until_eof(int i)
 	}
 }
 
+/* A seccomp filter that kills the process at any execve (a sandbox's kind): the shim
+ * must not start its keeper there. */
+static int forbid_exec(void)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execve, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+}
+
 static int drop(unsigned id, const char *how)
 {
+	if (strcmp(how, "seccomp") == 0 && forbid_exec() != 0)
+		return -1;
 	if (geteuid() == 0 && setgroups(0, NULL) != 0) /* only root may, and needs to */
 		return -1;
 	if (strcmp(how, "setres") == 0)
