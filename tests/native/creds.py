@@ -377,6 +377,7 @@ http {{
                              nginx, "-c", conf, "-p", run_dir], env=base_env(), cwd=TMP,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: os.umask(0o022))
+    workers_ = []
     try:
         def kids():
             """The nginx processes under `coprof record` that run as nobody."""
@@ -394,7 +395,7 @@ http {{
                     pass
             return found
         wait_for(lambda: len(kids()) == 2, 30, "two nginx workers running as nobody")
-        workers_ = kids()
+        workers_ = kids()  # the test's own (its nginx's): killed below if anything fails
         a = subprocess.run([ab, "-q", "-n", "20000", "-c", "8", f"http://127.0.0.1:{port}/"],
                            capture_output=True, text=True, timeout=120)
         check(a.returncode == 0 and "Complete requests:      20000" in a.stdout
@@ -405,6 +406,14 @@ http {{
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+            for w in workers_:  # a killed master leaves its workers running
+                try:
+                    with open(f"/proc/{w}/comm") as f:
+                        still = f.read().strip() == "nginx" and os.stat(f"/proc/{w}").st_uid == NOBODY
+                    if still:
+                        os.kill(w, signal.SIGKILL)
+                except OSError:
+                    pass
     check("coprof:" not in err, f"the shim complained: {err}")
     worker_files = [os.path.join(out, f"n.{w}.pstat") for w in workers_]
     served = 0
