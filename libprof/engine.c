@@ -304,11 +304,12 @@ void cp_clear_paused(struct coprof *p)
 		atomic_fetch_or(&p->state, CP_RECORDING);
 }
 
-/* coprof_dump and coprof_dump_clear: a snapshot (with `clear`, taken and cleared in
- * one pause of the writers), then the file, written with no lock held. */
-static int dump(struct coprof *p, const char *path, int clear)
+/* coprof_dump, coprof_dump_clear and coprof_dump_fd: a snapshot (with `clear`, taken
+ * and cleared in one pause of the writers), then the file, written with no lock held,
+ * to `path` or, when path is NULL, to `fd`. */
+static int dump(struct coprof *p, const char *path, int fd, int clear)
 {
-	if (!p || !path)
+	if (!p || (!path && fd < 0))
 		return -EINVAL;
 	if (!atomic_load(&p->recorded))
 		return COPROF_ENODATA;
@@ -316,19 +317,24 @@ static int dump(struct coprof *p, const char *path, int clear)
 	int rc = cp_snapshot_take(p, clear, &prof);
 	if (rc)
 		return rc;
-	rc = cp_profile_write(prof, path);
+	rc = path ? cp_profile_write(prof, path) : cp_profile_write_fd(prof, fd);
 	cp_profile_free(prof);
 	return rc;
 }
 
 int coprof_dump(struct coprof *p, const char *path)
 {
-	return dump(p, path, 0);
+	return dump(p, path, -1, 0);
 }
 
 int coprof_dump_clear(struct coprof *p, const char *path)
 {
-	return dump(p, path, 1);
+	return dump(p, path, -1, 1);
+}
+
+int coprof_dump_fd(struct coprof *p, int fd, int clear)
+{
+	return dump(p, NULL, fd, clear != 0);
 }
 
 int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg)

@@ -147,6 +147,10 @@ void cp_profile_free(struct cp_profile *p);
  * `path` is not a regular file (coprof_dump in coprof.h says which are replaced). */
 int cp_profile_write(const struct cp_profile *p, const char *path);
 
+/* The bytes cp_profile_write would write, written to `fd` from its current offset (no
+ * temporary, no rename, no fsync: the caller publishes). 0, -EINVAL or -errno. */
+int cp_profile_write_fd(const struct cp_profile *p, int fd);
+
 /* The bytes cp_profile_write would write, in a malloc'ed buffer the caller frees (for
  * tests, fuzzing and pipes). 0, -EINVAL (a caller, frame or task index out of range)
  * or -ENOMEM. */

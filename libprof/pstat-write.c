@@ -565,11 +565,25 @@ static int temp_name(const char *target, unsigned serial, char tmp[PATH_MAX])
 	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
+int cp_profile_write_fd(const struct cp_profile *p, int fd)
+{
+	struct cp_mw w;
+	int err;
+
+	if (!p || fd < 0)
+		return -EINVAL;
+	cp_mw_init(&w, fd);
+	err = encode(p, &w);
+	if (err == 0)
+		err = cp_mw_flush(&w);
+	cp_mw_fini(&w);
+	return err;
+}
+
 int cp_profile_write(const struct cp_profile *p, const char *path)
 {
 	static unsigned counter;
 	char tmp[PATH_MAX], target[PATH_MAX];
-	struct cp_mw w;
 	int fd = -1, err = 0;
 
 	if (!p || !path || !*path)
@@ -586,11 +600,7 @@ int cp_profile_write(const struct cp_profile *p, const char *path)
 	}
 	if (fd < 0)
 		return -EEXIST;
-	cp_mw_init(&w, fd);
-	err = encode(p, &w);
-	if (err == 0)
-		err = cp_mw_flush(&w);
-	cp_mw_fini(&w);
+	err = cp_profile_write_fd(p, fd);
 	if (err == 0 && fsync(fd) < 0)
 		err = -errno;
 	if (close(fd) < 0 && err == 0)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "creds.h"
 #include "fd.h"
 #include "internal.h"
 #include "interval.h"
@@ -172,7 +173,7 @@ static void stop_dump_locked(void)
 	if (rc != 0) /* the path itself is too long to make */
 		pl_say("cannot write the profile to COPROF_OUT=%s: %s", pl_cfg.out,
 		       coprof_strerror(rc));
-	else if ((rc = coprof_dump(pl_prof, path)) == 0)
+	else if ((rc = pl_creds_dump(path, dumps + 1, forked, 0)) == 0)
 		pl_interval_keep(++dumps, forked);
 	else if (rc != COPROF_ENODATA)
 		say_dump_error(rc, path);
@@ -588,6 +589,20 @@ void pl_control_fork_pause(void)
 	}
 	fork_pauser = 1; /* its own thread's, so no lock needed; set for the child */
 	pthread_mutex_unlock(&pause_lock);
+}
+
+/* Around a credential change (creds.c), from the thread that makes it: the shim's
+ * threads stop as for a fork, but no fork follows, and start again from that thread,
+ * whose per-thread credentials they inherit. */
+void pl_control_threads_pause(void)
+{
+	pl_control_fork_pause();
+	fork_pauser = 0;
+}
+
+void pl_control_threads_resume(void)
+{
+	pl_control_fork_resume();
 }
 
 /* After os.fork, in the parent ('after_in_parent', also when the fork failed) and in

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "internal.h"
 
 extern char **environ;
@@ -86,6 +87,7 @@ static char *const *with_state(char *const env[], char **out, char *var)
 		size_t off_ = strlen(var_);                                                        \
 		pl_tls_data.guard = 1; /* nothing the shim does here is the program's */           \
 		int was_ = pl_control_exec_prepare(var_ + off_, sizeof(var_) - off_);              \
+		pl_creds_exec();                                                                   \
 		char *new_env_[count(env) + 2];                                                    \
 		char *const *envp_ = with_state((env), new_env_, var_[off_] ? var_ : NULL);        \
 		int rc_ = (call);                                                                  \

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "creds.h"
 #include "interval.h"
 
 static uint64_t due;   /* CLOCK_MONOTONIC ns at which the open window ends; 0: none */
@@ -61,7 +62,7 @@ int pl_interval_write_due(unsigned n, int child)
 	char path[PATH_MAX];
 	int rc = pl_out_path(pl_cfg.out, (long)getpid(), n, child, path, sizeof(path));
 	if (rc == 0)
-		rc = coprof_dump_clear(pl_prof, path);
+		rc = pl_creds_dump(path, n, child, 1);
 	if (rc == 0) {
 		if (last_error)
 			pl_say("windows are written again (%s)", path);
@@ -72,7 +73,8 @@ int pl_interval_write_due(unsigned n, int child)
 	 * as the OS says it, and keep profiling (each failed window's data is dropped,
 	 * not kept). */
 	if (rc != COPROF_ENODATA && rc != last_error) {
-		pl_say("cannot write the window %s: %s; profiling goes on", path, coprof_strerror(rc));
+		pl_say("cannot write the window %s: %s; profiling goes on", path,
+		       coprof_strerror(rc));
 		last_error = rc;
 	}
 	return 0;
@@ -83,8 +85,10 @@ void pl_interval_keep(unsigned n, int child)
 	char path[PATH_MAX];
 	if (!pl_cfg.keep || n <= pl_cfg.keep)
 		return;
-	if (pl_out_path(pl_cfg.out, (long)getpid(), n - pl_cfg.keep, child, path, sizeof(path)) ==
-		0 &&
-	    unlink(path) != 0 && errno != ENOENT)
-		pl_say("cannot remove the old window %s: %s", path, strerror(errno));
+	if (pl_out_path(pl_cfg.out, (long)getpid(), n - pl_cfg.keep, child, path, sizeof(path)) !=
+	    0)
+		return;
+	int rc = pl_creds_remove(path, n - pl_cfg.keep, child);
+	if (rc != 0)
+		pl_say("cannot remove the old window %s: %s", path, coprof_strerror(rc));
 }

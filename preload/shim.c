@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "creds.h"
 #include "internal.h"
 #include "symbols.h"
 
@@ -125,6 +126,7 @@ static void fork_child(void)
 	if (pl_syms)
 		pl_symbols_unlock(pl_syms);
 	pl_sig_after_fork_child();
+	pl_creds_fork_child();
 	pl_tls_data.thread = NULL;
 	pl_pid = getpid();
 	pl_control_fork_child();
@@ -160,6 +162,7 @@ __attribute__((constructor)) static void pl_init(void)
 		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
 	pl_uctx_init();
 	pl_threads_init();
+	pl_creds_init();
 	pl_thread();
 	pl_signals_install(pl_cfg.signo);
 	pl_control_init();

@@ -196,11 +196,19 @@ void pl_symbols_unlock(struct pl_symbols *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Re-reads /proc/self/maps. Modules already known keep their tables. */
+/* Re-reads /proc/self/maps. Modules already known keep their tables. libdwfl reads
+ * /proc/PID/auxv first (for the vDSO), which a process that changed its credentials
+ * (setuid from root: no longer dumpable) may not open; then the maps are read alone. */
 static void refresh(struct pl_symbols *s)
 {
 	dwfl_report_begin(s->dwfl);
-	dwfl_linux_proc_report(s->dwfl, getpid());
+	if (dwfl_linux_proc_report(s->dwfl, getpid()) != 0) {
+		FILE *maps = fopen("/proc/self/maps", "re");
+		if (maps) {
+			dwfl_linux_proc_maps_report(s->dwfl, maps);
+			fclose(maps);
+		}
+	}
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	s->last_refresh = now_ns();
 }

@@ -27,7 +27,10 @@ extern "C" {
 	X(COPROF_EFIFO, -10005, "it is a FIFO, not a regular file; nothing was written")           \
 	X(COPROF_ESOCKET, -10006, "it is a socket, not a regular file; nothing was written")       \
 	X(COPROF_ELINK, -10007,                                                                    \
-	  "it is a symbolic link to something other than a regular file; nothing was written")
+	  "it is a symbolic link to something other than a regular file; nothing was written")     \
+	X(COPROF_ENOFOLLOW, -10008,                                                                \
+	  "it is a symbolic link, and a process that dropped its privileges writes through "       \
+	  "none; nothing was written")
 
 enum coprof_error {
 #define COPROF_ERROR_ENUM(name, value, text) name = value,
@@ -116,6 +119,12 @@ COPROF_API int coprof_dump(struct coprof *p, const char *path);
  * if writing fails. COPROF_ENODATA (nothing cleared, nothing written) when no event was
  * recorded since the last clear. */
 COPROF_API int coprof_dump_clear(struct coprof *p, const char *path);
+/* The same file written to the open descriptor `fd` from its offset, with no temporary
+ * and no rename: for a caller that publishes it itself (the preload shim hands a
+ * process's profile to a helper that still may write where the process may not).
+ * With `clear`, as coprof_dump_clear; otherwise as coprof_dump. -errno on a write
+ * error; COPROF_ENODATA (nothing written) when no event was recorded. */
+COPROF_API int coprof_dump_fd(struct coprof *p, int fd, int clear);
 COPROF_API int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg);
 /* Metadata for the extras. The command line defaults to /proc/self/cmdline. */
 COPROF_API int coprof_set_note(struct coprof *p, const char *note);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # meson install, staged with --destdir: the engine library, its header, the pkg-config
-# file, the man pages, the preload shim and the CPython adapters land in place; a
-# program builds against the installed header and library through pkg-config; and the
+# file, the man pages, the preload shim, coprof-keeper and the CPython adapters land
+# in place; a program builds against the installed header and library through
+# pkg-config; and the
 # installed `coprof record` finds the installed shim (beside its own install) and
 # profiles a sample.
 # usage: check-install.sh BUILD_DIR SAMPLE
@@ -29,6 +30,11 @@ bin=$(find_one bin/coprof)
 find_one coprof.1 >/dev/null
 find_one libcoprof.3 >/dev/null
 [ -x "$bin" ] || fail "$bin is not executable"
+# coprof-keeper, which the shim starts for a process that drops its privileges, where
+# the shim looks for it: LIBDIR/coprof/, beside the shim's own LIBDIR
+keeper=$(find_one coprof/coprof-keeper)
+[ -x "$keeper" ] && [ "$(dirname "$(dirname "$keeper")")" = "$(dirname "$shim")" ] ||
+	fail "coprof-keeper is not installed in $(dirname "$shim")/coprof/"
 man -l "$(find_one coprof.1)" 2>/dev/null | grep -q 'COPROF_OUT' || fail "coprof(1) does not document COPROF_OUT"
 
 # A program built against the installed files only.

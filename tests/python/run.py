@@ -471,6 +471,75 @@ def case_forked_mp_sample(r):
     case_forked(r, "mp", "sample")
 
 
+def case_dropped(r, mode="trace"):
+    """Workers made with os.fork switch to nobody (os.setgroups, os.setgid, os.setuid)
+    and work, in a directory only root may write (the test's own, 0700): each still
+    gets its file, from coprof-keeper, owned by nobody, holding its own work only;
+    the master's holds the master's. Needs root."""
+    check(os.geteuid() == 0, "this case drops privileges: run it as root")
+    nobody = 65534
+    tmpl = os.path.join(r.tmp, "drop.%p.pstat")
+    cmd = [r.python, os.path.join(PROGS, "dropper.py"), str(nobody)]
+    p = subprocess.run(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_MODE=mode,
+                                      COPROF_HZ="997"),
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    err = p.stderr
+    if mode == "sample":
+        err = "".join(l for l in err.splitlines(True) if not l.startswith(SAMPLER_NOTE.decode()))
+    check("coprof:" not in err, "the shim complained: " + err[-2000:])
+    pids = {}
+    for line in p.stdout.splitlines():
+        _, i, pid, _, uid = line.split()
+        check(int(uid) == nobody, "worker %s runs as uid %s" % (i, uid))
+        pids[int(i)] = int(pid)
+    check(sorted(pids) == [0, 1, 2, 3], "workers said %r" % p.stdout)
+    works = ["work_%d" % i for i in range(4)]
+    files = glob.glob(os.path.join(r.tmp, "drop.*.pstat"))
+    check(len(files) == 5, "expected 5 files (master, 4 workers): %s" % files)
+    check(not [f for f in os.listdir(r.tmp) if ".tmp." in f], "temporary files left")
+    for f in files:
+        st = os.stat(f)
+        pid = int(f.split(".")[-2])
+        owner = nobody if pid in pids.values() else 0
+        check(st.st_uid == owner and st.st_gid == owner,
+              "%s owned by %d:%d, expected %d" % (f, st.st_uid, st.st_gid, owner))
+        prof = Profile(f)
+        check(prof.stats and prof.extras["pid"] == pid, "%s: empty, or pid %s" % (f, prof.extras["pid"]))
+        own = works[[i for i, w in pids.items() if w == pid][0]] if owner else "master_work"
+        if mode == "sample" and not prof.funcs("burn"):
+            continue  # the sampler does not see Python frames (yet): the pid says whose
+        check(prof.funcs(own), "%s: no %s" % (f, own))
+        for other in works + ["master_work"]:
+            check(other == own or not prof.funcs(other), "%s holds %s too" % (f, other))
+        if mode == "trace":
+            check(prof.nc(own) == (5 if owner else 1), "%s: %s nc %d" % (f, own, prof.nc(own)))
+
+
+def case_dropped_sample(r):
+    case_dropped(r, "sample")
+
+
+def case_keepcaps(r):
+    """A process that keeps capabilities in its main thread only (PR_SET_KEEPCAPS, a
+    raw capset) and then calls os.setresgid with the GIL held: the shim's threads stop
+    for the call (releasing the GIL while they do) and start again with the main
+    thread's credentials, so glibc does not abort; the file comes from the keeper."""
+    check(os.geteuid() == 0, "this case drops privileges: run it as root")
+    if os.uname().machine != "x86_64":
+        return  # the raw capset number is x86_64's
+    cmd = [r.python, os.path.join(PROGS, "keepcaps.py"), "65534"]
+    for i in range(3):
+        out = os.path.join(r.tmp, "keep.%d.pstat" % i)
+        p = subprocess.run(cmd, env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=out),
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0 and p.stdout == "ok 65534 65534\n",
+              "run %d: exit %d, %r %r" % (i, p.returncode, p.stdout, p.stderr[-2000:]))
+        check("coprof:" not in p.stderr, "the shim complained: " + p.stderr[-2000:])
+        check(os.stat(out).st_uid == 65534, "%s is not nobody's" % out)
+        check(Profile(out).nc("work") == 2, "work: nc %d" % Profile(out).nc("work"))
+
+
 def case_forked_toggle(r):
     """After os.fork and multiprocessing forks, the toggle signal still opens and closes
     a window in the parent: the control thread, stopped around each fork, is back."""

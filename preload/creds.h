@@ -1,0 +1,34 @@
+/* creds.h: processes that change their credentials (creds.c), and the dumps they can
+ * no longer write themselves (through coprof-keeper, keeper.c). */
+#ifndef PL_CREDS_H
+#define PL_CREDS_H
+
+#include "shim.h"
+
+/* At start (the constructor): finds coprof-keeper next to the shim. */
+PL_HIDDEN void pl_creds_init(void);
+
+/* Writes dump number `n` (`child`: of a forked child) of pl_prof to `path`, as
+ * coprof_dump (coprof_dump_clear with `clear`) does; through the keeper when this
+ * process changed its credentials and can no longer write the directory. Same
+ * returns. Called under control.c's lock. */
+PL_HIDDEN int pl_creds_dump(const char *path, unsigned n, int child, int clear);
+
+/* Removes dump number `n` at `path` (COPROF_KEEP), through the keeper when needed.
+ * 0 (also when there was nothing), -errno. */
+PL_HIDDEN int pl_creds_remove(const char *path, unsigned n, int child);
+
+/* Before exec, once the last dump is written: the keeper goes, so that it is not left
+ * a child the new image cannot see to reap. If the exec fails, later dumps the process
+ * cannot write are lost (said as usual). */
+PL_HIDDEN void pl_creds_exec(void);
+
+/* In a forked child, right after fork. */
+PL_HIDDEN void pl_creds_fork_child(void);
+
+/* control.c: the shim's threads stop around a credential change and start again from
+ * the thread that made it. */
+PL_HIDDEN void pl_control_threads_pause(void);
+PL_HIDDEN void pl_control_threads_resume(void);
+
+#endif
