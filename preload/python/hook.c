@@ -53,6 +53,11 @@ struct pl_py_thread {
 	unsigned cap;
 	unsigned lost;		/* drivers not kept (no memory, or MAX_DRIVERS deep) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
+	/* The coroutine frame whose resume was the thread's last event, and the root of
+	 * its chain: a frame it resumes in turn (awaiting it) has the same root, found
+	 * without walking the chain again. Any other event clears it (chain_resume). */
+	PL_PY_FRAME *hint_fr;
+	PL_PY_FRAME *hint_root;
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
 	 * and the control thread then take the hook off), and the hook was taken off
 	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
@@ -167,6 +172,7 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->root = NULL;
 	pt->ctx = NULL;
 	pt->adopting = NULL;
+	pt->hint_fr = NULL;
 	pt->ndrivers = 0;
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
@@ -465,15 +471,41 @@ static PL_PY_FRAME *chain_root(PL_PY_FRAME *fr)
 	return root;
 }
 
+/* Nonzero when the coroutine frame fr is the root of its chain (chain_root(fr) == fr):
+ * no coroutine frame awaits it, directly or through generators that delegate. Stops
+ * at the first one, where chain_root walks the whole chain (a recursion of awaits
+ * made every fresh coroutine cost its depth). */
+static int chain_is_root(PL_PY_FRAME *fr)
+{
+	for (PL_PY_FRAME *b = pl_py_frame_back(fr); is_gen_frame(b) && pl_py_frame_delegating(b);
+	     b = pl_py_frame_back(b))
+		if (is_coro_frame(b))
+			return 0;
+	return 1;
+}
+
 /* A generator-like frame resumes: makes sure the task whose chain it belongs to is
  * the running context. A throw() resumes the innermost frame first, so any frame of
  * the chain may be the first one seen. A plain generator's chain is that of the
- * coroutine frames below it. */
-static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
+ * coroutine frames below it.
+ *
+ * A task's step resumes its chain from the root outwards, one event per frame, each
+ * frame awaiting the next: `hint` is the coroutine frame whose resume was this
+ * thread's event just before this one (the caller cleared it after any other event).
+ * When fr is resumed by that frame, which awaits it, both have one root: the one
+ * found for it, so a chain of depth d costs d steps per resume, not d * d / 2. Frames
+ * below a running one cannot change or die meanwhile. */
+static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro, PL_PY_FRAME *hint)
 {
 	PL_PY_FRAME *root = NULL;
 	if (is_coro) {
-		root = chain_root(fr);
+		PL_PY_FRAME *b = hint ? pl_py_frame_back(fr) : NULL;
+		if (b && b == hint && pl_py_frame_delegating(b))
+			root = pt->hint_root;
+		else
+			root = chain_root(fr);
+		pt->hint_fr = fr;
+		pt->hint_root = root;
 	} else {
 		for (PL_PY_FRAME *f = pl_py_frame_back(fr); is_coro_frame(f);
 		     f = pl_py_frame_back(f))
@@ -496,6 +528,8 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
 
 void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
+	PL_PY_FRAME *hint = pt->hint_fr;
+	pt->hint_fr = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -510,7 +544,7 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		/* Rule 6: each run of a generator is timed, one call per generator. */
 		if (fresh) {
 			coprof_enter(pt->t, key);
-		} else if (chain_resume(pt, fr, 0) == 0) {
+		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
 			coprof_resume(pt->t, key);
 		}
 		return;
@@ -521,13 +555,13 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		 * between a value yield and a resume, with no event (3.13). */
 		if (fn->flags & PL_PY_ASYNC_GEN)
 			pl_py_map_del(&pt->agens, (uintptr_t)gen);
-		if (gen && chain_root(fr) == fr && task_enter(pt, gen, fn, 1) < 0)
+		if (gen && chain_is_root(fr) && task_enter(pt, gen, fn, 1) < 0)
 			return;
 		coprof_enter(pt->t, key);
 		return;
 	}
 	/* Rule 3: a resumption is not a call; its frames are still on the task's stack. */
-	if (chain_resume(pt, fr, 1) < 0)
+	if (chain_resume(pt, fr, 1, hint) < 0)
 		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
 		coprof_resume(pt->t, key); /* after a value yield, a new run (rule 6) */
@@ -550,6 +584,7 @@ static int is_wrapped_value(PyObject *v)
 
 void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 {
+	pt->hint_fr = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -586,6 +621,7 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 {
+	pt->hint_fr = NULL;
 	if (enter)
 		coprof_enter(pt->t, (uintptr_t)fn);
 	else
@@ -608,6 +644,12 @@ static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
  * call). */
 static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
+	/* The C events, most of them when builtins are off: only start_new_thread's
+	 * return matters then (3.10, 3.11; start_thread_ml stays NULL on 3.12+). */
+	if (what >= PyTrace_C_CALL && !pl_py_host->builtins &&
+	    (what != PyTrace_C_RETURN || !start_thread_ml || !PyCFunction_Check(arg) ||
+	     ((PyCFunctionObject *)arg)->m_ml != start_thread_ml))
+		return 0;
 	struct pl_py_thread *pt = thread_ready(PyCapsule_GetPointer(obj, NULL));
 	if (pl_py_unlikely(!pt))
 		return 0;
