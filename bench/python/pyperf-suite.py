@@ -5,7 +5,7 @@ pyperf's own runner, each profiler wrapped around the worker processes
 (bench/python/pyperf-wrap/sitecustomize.py), side by side in one interleaved run.
 
 usage: pyperf-suite.py [--shim LABEL=PATH ...] [--python EXE ...] [--runs 3]
-                       [--values 3] [--bench NAME ...] [--config NAME ...]
+                       [--values 3] [--warmups 1] [--bench NAME ...] [--config NAME ...]
 
 For each interpreter it makes (once) a virtual environment under build/ with
 pyperformance, pyperf and yappi 1.7 from PyPI, and builds the floor there
@@ -13,7 +13,7 @@ pyperformance, pyperf and yappi 1.7 from PyPI, and builds the floor there
 none (unprofiled), floor, cprofile, yappi-cpu, yappi-wall, and per shim `LABEL wall`
 and `LABEL cpu` (COPROF_CLOCK; default shim: build/preload/libcoprof-preload.so as
 `coprof`). Loops are calibrated once, unprofiled, and fixed for every configuration;
-each run is one worker (-p 1) with one warm-up and --values values; a figure is the
+each run is one worker (-p 1) with --warmups warm-ups and --values values; a figure is the
 median over --runs rounds of each run's median, as a ratio to unprofiled. Prints
 Markdown tables: the ratios, then overheads (ratio - 1) of coprof, cProfile and
 yappi relative to the floor's overhead, and coprof's overhead / cProfile's.
@@ -108,7 +108,7 @@ def values(path):
     return vals, loops
 
 
-def one(vpy, script, args, config, shims, tmp, loops, nvalues):
+def one(vpy, script, args, config, shims, tmp, loops, nvalues, warmups=1):
     """Runs one benchmark under one configuration; (median value, loops)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
     env["PYTHONPATH"] = WRAP
@@ -123,7 +123,7 @@ def one(vpy, script, args, config, shims, tmp, loops, nvalues):
     out = os.path.join(tmp, "out.json")
     if os.path.exists(out):
         os.unlink(out)
-    cmd = [vpy, script] + args + ["-p", "1", "-w", "1", "-n", str(nvalues), "--quiet",
+    cmd = [vpy, script] + args + ["-p", "1", "-w", str(warmups), "-n", str(nvalues), "--quiet",
                                   "-o", out, "--inherit-environ", ",".join(inherit)]
     if loops:
         cmd += ["--loops", str(loops)]
@@ -144,6 +144,7 @@ def main():
     ap.add_argument("--python", action="append")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--values", type=int, default=3)
+    ap.add_argument("--warmups", type=int, default=1)
     ap.add_argument("--bench", action="append", choices=sorted(BENCHES))
     ap.add_argument("--config", action="append")
     args = ap.parse_args()
@@ -175,7 +176,7 @@ def main():
                 for _ in range(args.runs):
                     for c in configs:
                         times[c].append(one(vpy, script, bargs, c, shims, tmp, loops,
-                                            args.values)[0])
+                                            args.values, args.warmups)[0])
                 med = {c: statistics.median(t) for c, t in times.items()}
                 ratio = {c: med[c] / med["none"] for c in configs}
                 tables.append((tag, bench, loops, ratio))

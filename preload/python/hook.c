@@ -65,8 +65,23 @@ struct pl_py_thread {
 	int dead;
 };
 
-static PyObject *asyncio_str;  /* "asyncio", made on first use */
-static PyObject *casyncio_str; /* "_asyncio" */
+/* The names name_task looks up, interned on first use (a C string made a new str at
+ * every lookup, four per task). */
+enum {
+	S_ASYNCIO,
+	S_CASYNCIO,
+	S_CURRENT_TASK,
+	S_GET_RUNNING_LOOP,
+	S_CURRENT_TASKS,
+	S_GET_CORO,
+	S_GET_NAME,
+	S_COUNT
+};
+static const char *const str_text[S_COUNT] = {
+    "asyncio",	      "_asyncio", "current_task", "get_running_loop",
+    "_current_tasks", "get_coro", "get_name",
+};
+static PyObject *strs[S_COUNT];
 /* _thread.start_new_thread: 3.10 and 3.11 raise no audit event when a thread starts,
  * so its return (the new thread state exists, this thread still holds the GIL) is
  * when the hook goes on the new thread. */
@@ -250,12 +265,34 @@ struct pl_py_thread *pl_py_thread_current(void)
  * is never dropped while the hook is in the middle of its work (the control thread
  * could otherwise take the hook off and free this thread's state). New reference or
  * NULL. */
-static PyObject *call_c_method(PyObject *obj, const char *name)
+static PyObject *str(int i)
 {
-	PyObject *m = PyObject_GetAttrString(obj, name);
+	if (!strs[i])
+		strs[i] = PyUnicode_InternFromString(str_text[i]);
+	return strs[i];
+}
+
+static PyObject *call_c_method(PyObject *obj, int name)
+{
+	PyObject *m = str(name) ? PyObject_GetAttr(obj, strs[name]) : NULL;
 	PyObject *r = m && PyCFunction_Check(m) ? PyObject_CallNoArgs(m) : NULL;
 	Py_XDECREF(m);
 	return r;
+}
+
+/* asyncio's C Task type (_asyncio.Task), once seen. */
+static PyTypeObject *c_task_type;
+
+/* task.name() for a task of exactly asyncio's C Task type, whose methods are C: called
+ * unbound (no bound method made), as call_c_method would otherwise. */
+static PyObject *call_task_method(PyObject *task, int name)
+{
+	if (!c_task_type && strcmp(Py_TYPE(task)->tp_name, "_asyncio.Task") == 0)
+		c_task_type = Py_TYPE(task);
+	if (Py_TYPE(task) != c_task_type || !str(name))
+		return call_c_method(task, name);
+	PyObject *args[1] = {task};
+	return PyObject_VectorcallMethod(strs[name], args, 1, NULL);
 }
 
 /* asyncio's running task: asyncio.current_task where it is C (3.12+), else the C
@@ -263,18 +300,15 @@ static PyObject *call_c_method(PyObject *obj, const char *name)
  * NULL (an error may be set). */
 static PyObject *current_task(void)
 {
-	if (!asyncio_str)
-		asyncio_str = PyUnicode_InternFromString("asyncio");
-	if (!casyncio_str)
-		casyncio_str = PyUnicode_InternFromString("_asyncio");
-	PyObject *mod = asyncio_str ? PyImport_GetModule(asyncio_str) : NULL;
-	PyObject *task = mod ? call_c_method(mod, "current_task") : NULL;
+	PyObject *mod = str(S_ASYNCIO) ? PyImport_GetModule(strs[S_ASYNCIO]) : NULL;
+	PyObject *task = mod ? call_c_method(mod, S_CURRENT_TASK) : NULL;
 	Py_XDECREF(mod);
 	if (task)
 		return task;
-	PyObject *cmod = casyncio_str ? PyImport_GetModule(casyncio_str) : NULL;
-	PyObject *loop = cmod ? call_c_method(cmod, "get_running_loop") : NULL;
-	PyObject *tasks = loop ? PyObject_GetAttrString(cmod, "_current_tasks") : NULL;
+	PyObject *cmod = str(S_CASYNCIO) ? PyImport_GetModule(strs[S_CASYNCIO]) : NULL;
+	PyObject *loop = cmod ? call_c_method(cmod, S_GET_RUNNING_LOOP) : NULL;
+	PyObject *tasks =
+	    loop && str(S_CURRENT_TASKS) ? PyObject_GetAttr(cmod, strs[S_CURRENT_TASKS]) : NULL;
 	if (tasks && PyDict_CheckExact(tasks)) {
 		task = PyDict_GetItemWithError(tasks, loop);
 		Py_XINCREF(task);
@@ -294,9 +328,9 @@ static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const
 	pl_py_exc_save(&e);
 	PyObject *task = current_task();
 	if (task && task != Py_None) {
-		PyObject *c = call_c_method(task, "get_coro");
+		PyObject *c = call_task_method(task, S_GET_CORO);
 		if (c == coro) {
-			PyObject *nm = call_c_method(task, "get_name");
+			PyObject *nm = call_task_method(task, S_GET_NAME);
 			const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
 			if (s) {
 				snprintf(buf, len, "%s", s);
