@@ -5,7 +5,8 @@ pyperf's own runner, each profiler wrapped around the worker processes
 (bench/python/pyperf-wrap/sitecustomize.py), side by side in one interleaved run.
 
 usage: pyperf-suite.py [--shim LABEL=PATH ...] [--python EXE ...] [--runs 3]
-                       [--values 3] [--warmups 1] [--bench NAME ...] [--config NAME ...]
+                       [--values 3] [--warmups 1] [--timer wall|cpu] [--bench NAME ...]
+                       [--config NAME ...]
 
 For each interpreter it makes (once) a virtual environment under build/ with
 pyperformance, pyperf and yappi 1.7 from PyPI, and builds the floor there
@@ -14,7 +15,9 @@ none (unprofiled), floor, cprofile, yappi-cpu, yappi-wall, and per shim `LABEL w
 and `LABEL cpu` (COPROF_CLOCK; default shim: build/preload/libcoprof-preload.so as
 `coprof`). Loops are calibrated once, unprofiled, and fixed for every configuration;
 each run is one worker (-p 1) with --warmups warm-ups and --values values; a figure is the
-median over --runs rounds of each run's median, as a ratio to unprofiled. Prints
+median over --runs rounds of each run's median, as a ratio to unprofiled. --timer cpu
+makes the workers time with their CPU time (time.process_time) instead of the wall
+clock, for a machine that others load. Prints
 Markdown tables: the ratios, then overheads (ratio - 1) of coprof, cProfile and
 yappi relative to the floor's overhead, and coprof's overhead / cProfile's.
 """
@@ -108,11 +111,12 @@ def values(path):
     return vals, loops
 
 
-def one(vpy, script, args, config, shims, tmp, loops, nvalues, warmups=1):
+def one(vpy, script, args, config, shims, tmp, loops, nvalues, warmups=1, timer="wall"):
     """Runs one benchmark under one configuration; (median value, loops)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
     env["PYTHONPATH"] = WRAP
-    inherit = ["COPROF_BENCH_WRAP"]
+    env["COPROF_BENCH_TIMER"] = timer
+    inherit = ["COPROF_BENCH_WRAP", "COPROF_BENCH_TIMER"]
     label, _, clock = config.rpartition(" ")
     if label in shims:
         env.update(COPROF_BENCH_PRELOAD=shims[label], COPROF_CLOCK=clock,
@@ -145,6 +149,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--values", type=int, default=3)
     ap.add_argument("--warmups", type=int, default=1)
+    ap.add_argument("--timer", choices=("wall", "cpu"), default="wall",
+                    help="cpu: the workers time with the process's CPU time")
     ap.add_argument("--bench", action="append", choices=sorted(BENCHES))
     ap.add_argument("--config", action="append")
     args = ap.parse_args()
@@ -160,7 +166,8 @@ def main():
     if args.config:
         configs = ["none"] + [c for c in configs if c in args.config and c != "none"]
     benches = args.bench or list(BENCHES)
-    print("load average at start: %.1f %.1f %.1f" % os.getloadavg(), flush=True)
+    print("timer: %s; load average at start: %.1f %.1f %.1f" % ((args.timer,) + os.getloadavg()),
+          flush=True)
     t_start = time.time()
     tables = []
     with tempfile.TemporaryDirectory(prefix="coprof-pyperf-") as tmp:
@@ -171,12 +178,12 @@ def main():
                 folder, bargs = BENCHES[bench]
                 script = (os.path.join(HERE, "shapes.py") if folder is None else
                           os.path.join(bmdir, folder, "run_benchmark.py"))
-                _, loops = one(vpy, script, bargs, "none", shims, tmp, None, 1)
+                _, loops = one(vpy, script, bargs, "none", shims, tmp, None, 1, 1, args.timer)
                 times = {c: [] for c in configs}
                 for _ in range(args.runs):
                     for c in configs:
                         times[c].append(one(vpy, script, bargs, c, shims, tmp, loops,
-                                            args.values, args.warmups)[0])
+                                            args.values, args.warmups, args.timer)[0])
                 med = {c: statistics.median(t) for c, t in times.items()}
                 ratio = {c: med[c] / med["none"] for c in configs}
                 tables.append((tag, bench, loops, ratio))

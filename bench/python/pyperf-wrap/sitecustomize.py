@@ -3,7 +3,9 @@ worker process (imported at start-up through PYTHONPATH, which pyperf passes to 
 workers). COPROF_BENCH_WRAP picks it: cprofile, yappi-cpu, yappi-wall, floor (a no-op C
 hook on coprof's backend: the profile function before 3.12, sys.monitoring after), or
 nothing. In pyperf's manager process (no --worker argument), COPROF_BENCH_PRELOAD
-becomes LD_PRELOAD, so coprof is preloaded into the workers only."""
+becomes LD_PRELOAD, so coprof is preloaded into the workers only. COPROF_BENCH_TIMER=cpu
+makes time.perf_counter the process's CPU time in the workers (before pyperf or the
+benchmark import it), so that a loaded machine's waits do not count."""
 import os
 import sys
 
@@ -17,6 +19,9 @@ def _wrap():
         if os.environ.get("COPROF_BENCH_PRELOAD"):
             os.environ["LD_PRELOAD"] = os.environ["COPROF_BENCH_PRELOAD"]
         return
+    if os.environ.get("COPROF_BENCH_TIMER") == "cpu":
+        import time
+        time.perf_counter = time.process_time
     if how == "cprofile":
         import cProfile
         _keep = cProfile.Profile()
