@@ -295,27 +295,41 @@ static PyObject *call_task_method(PyObject *task, int name)
 	return PyObject_VectorcallMethod(strs[name], args, 1, NULL);
 }
 
+/* What current_task uses, looked up once their module is imported and kept for the
+ * process's life (a strong reference): asyncio.current_task (C from 3.12; a Python
+ * function before, never called), _asyncio.get_running_loop and _asyncio._current_tasks
+ * (a dict that lives as long as its module). */
+static PyObject *cur_task_fn, *get_loop_fn, *cur_tasks;
+
+/* *slot, or module.name once the module is imported (NULL before; an error may be
+ * set). */
+static PyObject *module_attr(PyObject **slot, int module, int name)
+{
+	if (*slot)
+		return *slot;
+	PyObject *m = str(module) ? PyImport_GetModule(strs[module]) : NULL;
+	*slot = m && str(name) ? PyObject_GetAttr(m, strs[name]) : NULL;
+	Py_XDECREF(m);
+	return *slot;
+}
+
 /* asyncio's running task: asyncio.current_task where it is C (3.12+), else the C
  * module's own table, _asyncio._current_tasks[get_running_loop()]. New reference or
  * NULL (an error may be set). */
 static PyObject *current_task(void)
 {
-	PyObject *mod = str(S_ASYNCIO) ? PyImport_GetModule(strs[S_ASYNCIO]) : NULL;
-	PyObject *task = mod ? call_c_method(mod, S_CURRENT_TASK) : NULL;
-	Py_XDECREF(mod);
+	PyObject *f = module_attr(&cur_task_fn, S_ASYNCIO, S_CURRENT_TASK);
+	PyObject *task = f && PyCFunction_Check(f) ? PyObject_CallNoArgs(f) : NULL;
 	if (task)
 		return task;
-	PyObject *cmod = str(S_CASYNCIO) ? PyImport_GetModule(strs[S_CASYNCIO]) : NULL;
-	PyObject *loop = cmod ? call_c_method(cmod, S_GET_RUNNING_LOOP) : NULL;
-	PyObject *tasks =
-	    loop && str(S_CURRENT_TASKS) ? PyObject_GetAttr(cmod, strs[S_CURRENT_TASKS]) : NULL;
+	f = module_attr(&get_loop_fn, S_CASYNCIO, S_GET_RUNNING_LOOP);
+	PyObject *loop = f && PyCFunction_Check(f) ? PyObject_CallNoArgs(f) : NULL;
+	PyObject *tasks = loop ? module_attr(&cur_tasks, S_CASYNCIO, S_CURRENT_TASKS) : NULL;
 	if (tasks && PyDict_CheckExact(tasks)) {
 		task = PyDict_GetItemWithError(tasks, loop);
 		Py_XINCREF(task);
 	}
-	Py_XDECREF(tasks);
 	Py_XDECREF(loop);
-	Py_XDECREF(cmod);
 	return task;
 }
 
