@@ -687,6 +687,20 @@ static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
 		pl_py_on_builtin(pt, what == PyTrace_C_CALL, fn);
 }
 
+/* A capsule's pointer is the first field after the object header in every version
+ * (Objects/capsule.c); read directly when the first capsule made showed it there, else
+ * through PyCapsule_GetPointer (a call into libpython and a name check per event). */
+struct capsule_head {
+	PyObject_HEAD void *pointer;
+};
+static int capsule_direct;
+
+static inline void *capsule_pointer(PyObject *cap)
+{
+	return pl_py_likely(capsule_direct) ? ((struct capsule_head *)cap)->pointer
+					    : PyCapsule_GetPointer(cap, NULL);
+}
+
 /* The profile function (Py_tracefunc). Never fails: profiling errors are not the
  * program's; it must not allocate on its common path (a cached function, an engine
  * call). */
@@ -698,7 +712,7 @@ static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 	    (what != PyTrace_C_RETURN || !start_thread_ml || !PyCFunction_Check(arg) ||
 	     ((PyCFunctionObject *)arg)->m_ml != start_thread_ml))
 		return 0;
-	struct pl_py_thread *pt = thread_ready(PyCapsule_GetPointer(obj, NULL));
+	struct pl_py_thread *pt = thread_ready(capsule_pointer(obj));
 	if (pl_py_unlikely(!pt))
 		return 0;
 	pt->busy++;
@@ -816,6 +830,8 @@ static void profile_install(PyThreadState *skip)
 			PyErr_Clear();
 			break;
 		}
+		if (!capsule_direct)
+			capsule_direct = ((struct capsule_head *)cap)->pointer == (void *)pt;
 		int rc = set_profile(ts, on_event, cap);
 		Py_DECREF(cap);
 		if (rc < 0)
