@@ -18,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -105,6 +106,7 @@ def main():
     cols = ["none", "floor", "cprofile"] + [label for label, _ in shims]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
     print("load average: %.1f %.1f %.1f" % os.getloadavg())
+    tmp = tempfile.mkdtemp(prefix="coprof-hotpath-")
     for w in args.workloads:
         times = {c: [] for c in cols}
         for _ in range(args.runs):
@@ -116,19 +118,16 @@ def main():
                     argv.append("--worker")  # the wrapper profiles workers only
                 elif c != "none":
                     env.update(LD_PRELOAD=os.path.abspath(dict(shims)[c]),
-                               COPROF_OUT=os.path.join(os.environ.get("TMPDIR", "/tmp"),
-                                                       "coprof-hotpath-%p.pstat"))
+                               COPROF_OUT=os.path.join(tmp, "%p.pstat"))
                 out = subprocess.run(argv, env=env, capture_output=True, text=True,
                                      check=True).stdout
                 times[c].append(float(out.split()[-1]))
-                if c not in ("none", "floor", "cprofile"):
-                    tmp = os.environ.get("TMPDIR", "/tmp")
-                    for f in os.listdir(tmp):
-                        if f.startswith("coprof-hotpath-"):
-                            os.unlink(os.path.join(tmp, f))
+                for f in os.listdir(tmp):
+                    os.unlink(os.path.join(tmp, f))
         med = {c: statistics.median(t) for c, t in times.items()}
         print("%s: %s" % (w, "  ".join("%s %.3f s (%.2fx)" % (c, med[c], med[c] / med["none"])
                                         for c in cols)), flush=True)
+    os.rmdir(tmp)
 
 
 main()
