@@ -53,6 +53,11 @@ struct pl_py_thread {
 	unsigned cap;
 	unsigned lost;		/* drivers not kept (no memory, or MAX_DRIVERS deep) */
 	struct pl_py_map agens; /* async generators between a value yield and a resume */
+	/* The coroutine frame whose resume was the thread's last event, and the root of
+	 * its chain: a frame it resumes in turn (awaiting it) has the same root, found
+	 * without walking the chain again. Any other event clears it (chain_resume). */
+	PL_PY_FRAME *hint_fr;
+	PL_PY_FRAME *hint_root;
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
 	 * and the control thread then take the hook off), and the hook was taken off
 	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
@@ -60,8 +65,23 @@ struct pl_py_thread {
 	int dead;
 };
 
-static PyObject *asyncio_str;  /* "asyncio", made on first use */
-static PyObject *casyncio_str; /* "_asyncio" */
+/* The names name_task looks up, interned on first use (a C string made a new str at
+ * every lookup, four per task). */
+enum {
+	S_ASYNCIO,
+	S_CASYNCIO,
+	S_CURRENT_TASK,
+	S_GET_RUNNING_LOOP,
+	S_CURRENT_TASKS,
+	S_GET_CORO,
+	S_GET_NAME,
+	S_COUNT
+};
+static const char *const str_text[S_COUNT] = {
+    "asyncio",	      "_asyncio", "current_task", "get_running_loop",
+    "_current_tasks", "get_coro", "get_name",
+};
+static PyObject *strs[S_COUNT];
 /* _thread.start_new_thread: 3.10 and 3.11 raise no audit event when a thread starts,
  * so its return (the new thread state exists, this thread still holds the GIL) is
  * when the hook goes on the new thread. */
@@ -167,6 +187,7 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->root = NULL;
 	pt->ctx = NULL;
 	pt->adopting = NULL;
+	pt->hint_fr = NULL;
 	pt->ndrivers = 0;
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
@@ -244,12 +265,52 @@ struct pl_py_thread *pl_py_thread_current(void)
  * is never dropped while the hook is in the middle of its work (the control thread
  * could otherwise take the hook off and free this thread's state). New reference or
  * NULL. */
-static PyObject *call_c_method(PyObject *obj, const char *name)
+static PyObject *str(int i)
 {
-	PyObject *m = PyObject_GetAttrString(obj, name);
+	if (!strs[i])
+		strs[i] = PyUnicode_InternFromString(str_text[i]);
+	return strs[i];
+}
+
+static PyObject *call_c_method(PyObject *obj, int name)
+{
+	PyObject *m = str(name) ? PyObject_GetAttr(obj, strs[name]) : NULL;
 	PyObject *r = m && PyCFunction_Check(m) ? PyObject_CallNoArgs(m) : NULL;
 	Py_XDECREF(m);
 	return r;
+}
+
+/* asyncio's C Task type (_asyncio.Task), once seen. */
+static PyTypeObject *c_task_type;
+
+/* task.name() for a task of exactly asyncio's C Task type, whose methods are C: called
+ * unbound (no bound method made), as call_c_method would otherwise. */
+static PyObject *call_task_method(PyObject *task, int name)
+{
+	if (!c_task_type && strcmp(Py_TYPE(task)->tp_name, "_asyncio.Task") == 0)
+		c_task_type = Py_TYPE(task);
+	if (Py_TYPE(task) != c_task_type || !str(name))
+		return call_c_method(task, name);
+	PyObject *args[1] = {task};
+	return PyObject_VectorcallMethod(strs[name], args, 1, NULL);
+}
+
+/* What current_task uses, looked up once their module is imported and kept for the
+ * process's life (a strong reference): asyncio.current_task (C from 3.12; a Python
+ * function before, never called), _asyncio.get_running_loop and _asyncio._current_tasks
+ * (a dict that lives as long as its module). */
+static PyObject *cur_task_fn, *get_loop_fn, *cur_tasks;
+
+/* *slot, or module.name once the module is imported (NULL before; an error may be
+ * set). */
+static PyObject *module_attr(PyObject **slot, int module, int name)
+{
+	if (*slot)
+		return *slot;
+	PyObject *m = str(module) ? PyImport_GetModule(strs[module]) : NULL;
+	*slot = m && str(name) ? PyObject_GetAttr(m, strs[name]) : NULL;
+	Py_XDECREF(m);
+	return *slot;
 }
 
 /* asyncio's running task: asyncio.current_task where it is C (3.12+), else the C
@@ -257,25 +318,18 @@ static PyObject *call_c_method(PyObject *obj, const char *name)
  * NULL (an error may be set). */
 static PyObject *current_task(void)
 {
-	if (!asyncio_str)
-		asyncio_str = PyUnicode_InternFromString("asyncio");
-	if (!casyncio_str)
-		casyncio_str = PyUnicode_InternFromString("_asyncio");
-	PyObject *mod = asyncio_str ? PyImport_GetModule(asyncio_str) : NULL;
-	PyObject *task = mod ? call_c_method(mod, "current_task") : NULL;
-	Py_XDECREF(mod);
+	PyObject *f = module_attr(&cur_task_fn, S_ASYNCIO, S_CURRENT_TASK);
+	PyObject *task = f && PyCFunction_Check(f) ? PyObject_CallNoArgs(f) : NULL;
 	if (task)
 		return task;
-	PyObject *cmod = casyncio_str ? PyImport_GetModule(casyncio_str) : NULL;
-	PyObject *loop = cmod ? call_c_method(cmod, "get_running_loop") : NULL;
-	PyObject *tasks = loop ? PyObject_GetAttrString(cmod, "_current_tasks") : NULL;
+	f = module_attr(&get_loop_fn, S_CASYNCIO, S_GET_RUNNING_LOOP);
+	PyObject *loop = f && PyCFunction_Check(f) ? PyObject_CallNoArgs(f) : NULL;
+	PyObject *tasks = loop ? module_attr(&cur_tasks, S_CASYNCIO, S_CURRENT_TASKS) : NULL;
 	if (tasks && PyDict_CheckExact(tasks)) {
 		task = PyDict_GetItemWithError(tasks, loop);
 		Py_XINCREF(task);
 	}
-	Py_XDECREF(tasks);
 	Py_XDECREF(loop);
-	Py_XDECREF(cmod);
 	return task;
 }
 
@@ -288,9 +342,9 @@ static void name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const
 	pl_py_exc_save(&e);
 	PyObject *task = current_task();
 	if (task && task != Py_None) {
-		PyObject *c = call_c_method(task, "get_coro");
+		PyObject *c = call_task_method(task, S_GET_CORO);
 		if (c == coro) {
-			PyObject *nm = call_c_method(task, "get_name");
+			PyObject *nm = call_task_method(task, S_GET_NAME);
 			const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
 			if (s) {
 				snprintf(buf, len, "%s", s);
@@ -465,15 +519,41 @@ static PL_PY_FRAME *chain_root(PL_PY_FRAME *fr)
 	return root;
 }
 
+/* Nonzero when the coroutine frame fr is the root of its chain (chain_root(fr) == fr):
+ * no coroutine frame awaits it, directly or through generators that delegate. Stops
+ * at the first one, where chain_root walks the whole chain (a recursion of awaits
+ * made every fresh coroutine cost its depth). */
+static int chain_is_root(PL_PY_FRAME *fr)
+{
+	for (PL_PY_FRAME *b = pl_py_frame_back(fr); is_gen_frame(b) && pl_py_frame_delegating(b);
+	     b = pl_py_frame_back(b))
+		if (is_coro_frame(b))
+			return 0;
+	return 1;
+}
+
 /* A generator-like frame resumes: makes sure the task whose chain it belongs to is
  * the running context. A throw() resumes the innermost frame first, so any frame of
  * the chain may be the first one seen. A plain generator's chain is that of the
- * coroutine frames below it. */
-static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
+ * coroutine frames below it.
+ *
+ * A task's step resumes its chain from the root outwards, one event per frame, each
+ * frame awaiting the next: `hint` is the coroutine frame whose resume was this
+ * thread's event just before this one (the caller cleared it after any other event).
+ * When fr is resumed by that frame, which awaits it, both have one root: the one
+ * found for it, so a chain of depth d costs d steps per resume, not d * d / 2. Frames
+ * below a running one cannot change or die meanwhile. */
+static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro, PL_PY_FRAME *hint)
 {
 	PL_PY_FRAME *root = NULL;
 	if (is_coro) {
-		root = chain_root(fr);
+		PL_PY_FRAME *b = hint ? pl_py_frame_back(fr) : NULL;
+		if (b && b == hint && pl_py_frame_delegating(b))
+			root = pt->hint_root;
+		else
+			root = chain_root(fr);
+		pt->hint_fr = fr;
+		pt->hint_root = root;
 	} else {
 		for (PL_PY_FRAME *f = pl_py_frame_back(fr); is_coro_frame(f);
 		     f = pl_py_frame_back(f))
@@ -496,6 +576,8 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro)
 
 void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
+	PL_PY_FRAME *hint = pt->hint_fr;
+	pt->hint_fr = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -510,7 +592,7 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		/* Rule 6: each run of a generator is timed, one call per generator. */
 		if (fresh) {
 			coprof_enter(pt->t, key);
-		} else if (chain_resume(pt, fr, 0) == 0) {
+		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
 			coprof_resume(pt->t, key);
 		}
 		return;
@@ -521,13 +603,13 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		 * between a value yield and a resume, with no event (3.13). */
 		if (fn->flags & PL_PY_ASYNC_GEN)
 			pl_py_map_del(&pt->agens, (uintptr_t)gen);
-		if (gen && chain_root(fr) == fr && task_enter(pt, gen, fn, 1) < 0)
+		if (gen && chain_is_root(fr) && task_enter(pt, gen, fn, 1) < 0)
 			return;
 		coprof_enter(pt->t, key);
 		return;
 	}
 	/* Rule 3: a resumption is not a call; its frames are still on the task's stack. */
-	if (chain_resume(pt, fr, 1) < 0)
+	if (chain_resume(pt, fr, 1, hint) < 0)
 		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
 		coprof_resume(pt->t, key); /* after a value yield, a new run (rule 6) */
@@ -550,6 +632,7 @@ static int is_wrapped_value(PyObject *v)
 
 void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 {
+	pt->hint_fr = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -586,6 +669,7 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 {
+	pt->hint_fr = NULL;
 	if (enter)
 		coprof_enter(pt->t, (uintptr_t)fn);
 	else
@@ -603,12 +687,32 @@ static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
 		pl_py_on_builtin(pt, what == PyTrace_C_CALL, fn);
 }
 
+/* A capsule's pointer is the first field after the object header in every version
+ * (Objects/capsule.c); read directly when the first capsule made showed it there, else
+ * through PyCapsule_GetPointer (a call into libpython and a name check per event). */
+struct capsule_head {
+	PyObject_HEAD void *pointer;
+};
+static int capsule_direct;
+
+static inline void *capsule_pointer(PyObject *cap)
+{
+	return pl_py_likely(capsule_direct) ? ((struct capsule_head *)cap)->pointer
+					    : PyCapsule_GetPointer(cap, NULL);
+}
+
 /* The profile function (Py_tracefunc). Never fails: profiling errors are not the
  * program's; it must not allocate on its common path (a cached function, an engine
  * call). */
 static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
-	struct pl_py_thread *pt = thread_ready(PyCapsule_GetPointer(obj, NULL));
+	/* The C events, most of them when builtins are off: only start_new_thread's
+	 * return matters then (3.10, 3.11; start_thread_ml stays NULL on 3.12+). */
+	if (what >= PyTrace_C_CALL && !pl_py_host->builtins &&
+	    (what != PyTrace_C_RETURN || !start_thread_ml || !PyCFunction_Check(arg) ||
+	     ((PyCFunctionObject *)arg)->m_ml != start_thread_ml))
+		return 0;
+	struct pl_py_thread *pt = thread_ready(capsule_pointer(obj));
 	if (pl_py_unlikely(!pt))
 		return 0;
 	pt->busy++;
@@ -726,6 +830,8 @@ static void profile_install(PyThreadState *skip)
 			PyErr_Clear();
 			break;
 		}
+		if (!capsule_direct)
+			capsule_direct = ((struct capsule_head *)cap)->pointer == (void *)pt;
 		int rc = set_profile(ts, on_event, cap);
 		Py_DECREF(cap);
 		if (rc < 0)

@@ -255,6 +255,28 @@ def case_deep_drivers(r):
     check(prof.nc("after") == depth + 1, "after nc %d" % prof.nc("after"))
 
 
+def case_await_chains(r):
+    """Two tasks, each an await chain 60 deep suspending 20 times at its innermost
+    level, interleaved (progs/chains.py): every level of a task
+    is in that task's own context, as each step resumes its chain root first. A
+    resumed frame takes the root of the frame that resumed it (preload/python/hook.c);
+    a wrong root would run levels in the other task's context or the driver's."""
+    depth, suspends = 60, 20
+    out, _ = r.run(os.path.join(PROGS, "chains.py"), [str(depth), str(suspends)])
+    prof = Profile(out)
+    check(prof.nc("level") == 2 * (depth + 1), "level nc %d" % prof.nc("level"))
+    marks = 2 * (depth + 1 + depth // 4)
+    check(prof.nc("mark") == marks, "mark nc %d != %d" % (prof.nc("mark"), marks))
+    check({k[2] for k in prof.one("mark")[4]} == {"level"}, "mark's callers")
+    for name in ("left", "right"):
+        t = prof.task(name)
+        calls = {k[2]: v[1] for k, v in t["stats"].items() if "chains.py" in k[0]}
+        want = {"chain": 1, "level": depth + 1, "mark": depth + 1 + depth // 4, "tick": 1}
+        check(calls == want, "task %s: calls %s, expected %s" % (name, calls, want))
+        check(t["state"] == "finished", "task %s %s" % (name, t["state"]))
+        check(t["resumes"] >= suspends, "task %s resumed %d times" % (name, t["resumes"]))
+
+
 def case_shapes(r):
     """Coroutine shapes that confused the task bookkeeping (progs/shapes.py): an eager
     task was pushed on its creator's stack, never popped, and named before asyncio

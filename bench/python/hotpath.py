@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""hotpath.py: the CPU time of small hook-heavy workloads, unprofiled, under the floor,
+cProfile and one or more coprof builds, interleaved, median of --runs: the quick A/B
+of a hot-path change (bench/RESULTS.md). CPU time (time.process_time), so that a
+loaded machine's waits do not count.
+
+usage: hotpath.py --python VENV_PYTHON --shim LABEL=PATH [--shim ...] [--runs 7]
+                  WORKLOAD...
+  VENV_PYTHON: a venv made by pyperf-suite.py (it has pyperformance and the floor)
+  WORKLOAD: calls (1M calls and fib(25)), coro (fib(25) awaited recursively, x3),
+            await (500,000 awaits of a coroutine), task (20,000 awaits of
+            ensure_future), tree (pyperformance's async_tree 'none'), gens
+            (pyperformance's generators), agens (pyperformance's async_generators)
+"""
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bench_module(name):
+    import importlib.util
+    import pyperformance
+    path = os.path.join(os.path.dirname(pyperformance.__file__), "data-files", "benchmarks",
+                        "bm_" + name, "run_benchmark.py")
+    spec = importlib.util.spec_from_file_location("bm_" + name, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def workload(which):
+    """Runs one workload; returns its CPU time in seconds."""
+    if which == "tree":
+        m = bench_module("async_tree")
+        t0 = time.process_time()
+        asyncio.run(m.NoneAsyncTree().run())
+    elif which == "gens":
+        m = bench_module("generators")
+        t0 = time.process_time()
+        m.bench_generators(2)
+    elif which == "agens":
+        m = bench_module("async_generators")
+        t0 = time.process_time()
+        asyncio.run(m.bench_async_generators())
+    elif which == "calls":
+        def f(x):
+            return x + 1
+
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+        t0 = time.process_time()
+        s = 0
+        for _ in range(1000000):
+            s = f(s)
+        fib(25)
+    elif which == "coro":
+        async def fibonacci(n):
+            if n <= 1:
+                return n
+            return await fibonacci(n - 1) + await fibonacci(n - 2)
+        t0 = time.process_time()
+        for _ in range(3):
+            c = fibonacci(25)
+            try:
+                while True:
+                    c.send(None)
+            except StopIteration:
+                pass
+    elif which in ("await", "task"):
+        async def add(a, b):
+            return a + b
+
+        async def main():
+            s = 0
+            if which == "await":
+                for _ in range(500000):
+                    s = await add(s, 1)
+            else:
+                for _ in range(20000):
+                    s = await asyncio.ensure_future(add(s, 1))
+        t0 = time.process_time()
+        asyncio.run(main())
+    else:
+        raise SystemExit("unknown workload %s" % which)
+    return time.process_time() - t0
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--child":
+        print("%.6f" % workload(sys.argv[2]))
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--shim", action="append", required=True)
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("workloads", nargs="+")
+    args = ap.parse_args()
+    shims = [s.partition("=")[::2] for s in args.shim]
+    cols = ["none", "floor", "cprofile"] + [label for label, _ in shims]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
+    print("load average: %.1f %.1f %.1f" % os.getloadavg())
+    tmp = tempfile.mkdtemp(prefix="coprof-hotpath-")
+    for w in args.workloads:
+        times = {c: [] for c in cols}
+        for _ in range(args.runs):
+            for c in cols:
+                env = dict(base, PYTHONPATH=os.path.join(HERE, "pyperf-wrap"))
+                argv = [args.python, os.path.abspath(__file__), "--child", w]
+                if c in ("floor", "cprofile"):
+                    env["COPROF_BENCH_WRAP"] = c
+                    argv.append("--worker")  # the wrapper profiles workers only
+                elif c != "none":
+                    env.update(LD_PRELOAD=os.path.abspath(dict(shims)[c]),
+                               COPROF_OUT=os.path.join(tmp, "%p.pstat"))
+                out = subprocess.run(argv, env=env, capture_output=True, text=True,
+                                     check=True).stdout
+                times[c].append(float(out.split()[-1]))
+                for f in os.listdir(tmp):
+                    os.unlink(os.path.join(tmp, f))
+        med = {c: statistics.median(t) for c, t in times.items()}
+        print("%s: %s" % (w, "  ".join("%s %.3f s (%.2fx)" % (c, med[c], med[c] / med["none"])
+                                        for c in cols)), flush=True)
+    os.rmdir(tmp)
+
+
+main()

@@ -1,0 +1,57 @@
+/* noop-hook.c: the floor of the CPython trace benchmark (bench/python/pyperf.py): a
+ * C hook on the same backend coprof uses that does nothing. `profile()` puts a no-op
+ * profile function on the calling thread (3.10/3.11: what coprof's adapter uses);
+ * `nothing` is a no-op METH_FASTCALL callable to register as a sys.monitoring callback
+ * (3.12+). Built per interpreter by the bench script; imported by its wrapper, in the
+ * benchmark's worker process, with the GIL held. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static int noop_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+	(void)obj;
+	(void)frame;
+	(void)what;
+	(void)arg;
+	return 0;
+}
+
+static PyObject *noop_profile(PyObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	PyEval_SetProfile(noop_event, NULL);
+	Py_RETURN_NONE;
+}
+
+static PyObject *noop_nothing(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	(void)args;
+	(void)n;
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef noop_methods[] = {
+    {"profile", noop_profile, METH_NOARGS, "Set a no-op C profile function on this thread."},
+    {"nothing", (PyCFunction)(void (*)(void))noop_nothing, METH_FASTCALL,
+     "A no-op callback for sys.monitoring."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef noop_module = {
+    PyModuleDef_HEAD_INIT,
+    "coprof_noop",
+    "The floor of coprof's trace benchmark.",
+    -1,
+    noop_methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit_coprof_noop(void)
+{
+	return PyModule_Create(&noop_module);
+}
