@@ -5,7 +5,8 @@
  * adapter built for its version and calls its one exported symbol with a struct of what
  * the adapter may use from the shim (the adapter cannot call the shim's hidden
  * functions). The adapter answers with its start/stop/fork callbacks. In sample mode
- * the adapter is loaded too, only to keep os.fork quiet (fork.c). */
+ * the adapter keeps os.fork quiet (fork.c) and lends the tick handler its frame reader
+ * (sample/). */
 #ifndef PL_PY_ADAPTER_H
 #define PL_PY_ADAPTER_H
 
@@ -30,7 +31,8 @@ struct pl_py_host {
 	struct coprof **prof; /* the shim's profiler (replaced in a forked child) */
 	enum coprof_clock clock;
 	int builtins; /* COPROF_BUILTINS=1: key C builtins too */
-	/* 0 (sample mode): the adapter only serves os.fork below, hooks and keys nothing. */
+	/* 0 (sample mode): the adapter serves os.fork below and the tick handler's frame
+	 * reader (sample/); it hooks nothing. */
 	int profile;
 	/* For os.fork's 'before' and 'after_in_parent'/'after_in_child' callbacks, called
 	 * without the GIL: the shim's own threads stop before the fork and start again

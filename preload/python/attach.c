@@ -5,7 +5,8 @@
  * main module is about to run) it registers fork.c's os.fork callbacks and puts the
  * profile hook on, so profiling starts at the main module's first line. Later starts
  * and stops come from the shim's control thread, which takes the GIL (gil.c). In
- * sample mode only the fork callbacks are registered. */
+ * sample mode only the fork callbacks are registered, and the tick handler reads frames
+ * through sample/. */
 #include <errno.h>
 #include <string.h>
 

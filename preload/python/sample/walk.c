@@ -23,14 +23,21 @@ static int aligned(const void *p)
 }
 
 #if PY_VERSION_HEX >= 0x030B0000
-/* Nonzero when fr lies in one of the thread's data-stack chunks. */
+/* Nonzero when fr lies in the used part of the thread's data stack: below its top in
+ * the newest chunk (a popped frame's memory lies above, stale), anywhere in older ones
+ * (a chunk is left only once full). */
 static int in_chunks(PyThreadState *ts, const PL_PY_FRAME *fr)
 {
 	uintptr_t lo = (uintptr_t)fr, hi = lo + offsetof(PL_PY_FRAME, localsplus);
 	_PyStackChunk *c = ts->datastack_chunk;
-	for (int i = 0; aligned(c) && i < 256; i++, c = c->previous)
-		if (lo >= (uintptr_t)c->data && hi <= (uintptr_t)c + c->size)
+	uintptr_t top = (uintptr_t)ts->datastack_top;
+	for (int i = 0; aligned(c) && i < 256; i++, c = c->previous) {
+		uintptr_t end = (uintptr_t)c + c->size;
+		if (i == 0 && top >= (uintptr_t)c->data && top <= end)
+			end = top;
+		if (lo >= (uintptr_t)c->data && hi <= end)
 			return 1;
+	}
 	return 0;
 }
 
@@ -43,8 +50,10 @@ static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp)
 		return 1;
 		/* Not in a chunk: read only what lies before the frame to tell where it is. */
 #if PY_VERSION_HEX >= 0x030C0000
-	if ((uintptr_t)fr > sp && (uintptr_t)fr - sp < CSTACK_SPAN)
-		return fr->owner == FRAME_OWNED_BY_CSTACK;
+	/* (A thread's stack may lie right below the heap: the owner decides.) */
+	if ((uintptr_t)fr > sp && (uintptr_t)fr - sp < CSTACK_SPAN &&
+	    fr->owner == FRAME_OWNED_BY_CSTACK)
+		return 1;
 #else
 	(void)sp;
 #endif
@@ -77,12 +86,20 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 {
 	unsigned n = 0, group = 0;
 	PL_PY_FRAME *fr = current_frame(ts);
+#if PY_VERSION_HEX >= 0x030C0000
+	/* Entry frames lie ever higher on the C stack: one at or below the last is stale
+	 * (a C call of the eval loop that has just begun may not have set its own yet). */
+	uintptr_t last_entry = s->sp;
+#endif
 	for (unsigned hops = 0; fr; hops++) {
 		if (hops == MAX_HOPS || !frame_ok(ts, fr, s->sp))
 			return -1;
 		PL_PY_FRAME *back = fr->previous;
 #if PY_VERSION_HEX >= 0x030C0000
 		if (fr->owner == FRAME_OWNED_BY_CSTACK) {
+			if ((uintptr_t)fr <= last_entry)
+				return -1;
+			last_entry = (uintptr_t)fr;
 			if (group && s->ngroups < PL_PY_SAMPLE_MAX)
 				s->groups[s->ngroups++] = (uint16_t)group;
 			group = 0;
