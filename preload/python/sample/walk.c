@@ -81,7 +81,8 @@ static PL_PY_FRAME *current_frame(PyThreadState *ts)
 
 /* 3.11+: walks from the innermost frame. A group of frames ends at an entry frame: the
  * first one a C call of the eval loop ran (3.11: is_entry; 3.12+: the one under an
- * entry shim frame, FRAME_OWNED_BY_CSTACK). */
+ * entry shim frame, FRAME_OWNED_BY_CSTACK). A C call that has run no frame yet has an
+ * empty group, so groups stay in step with the eval loop's C frames. */
 static int walk(PyThreadState *ts, struct pl_py_sample *s)
 {
 	unsigned n = 0, group = 0;
@@ -100,7 +101,7 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 			if ((uintptr_t)fr <= last_entry)
 				return -1;
 			last_entry = (uintptr_t)fr;
-			if (group && s->ngroups < PL_PY_SAMPLE_MAX)
+			if (s->ngroups < PL_PY_SAMPLE_MAX)
 				s->groups[s->ngroups++] = (uint16_t)group;
 			group = 0;
 			fr = back;
@@ -132,7 +133,7 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 		}
 #if PY_VERSION_HEX < 0x030C0000
 		if (fr->is_entry) {
-			if (group && s->ngroups < PL_PY_SAMPLE_MAX)
+			if (s->ngroups < PL_PY_SAMPLE_MAX)
 				s->groups[s->ngroups++] = (uint16_t)group;
 			group = 0;
 		}
