@@ -200,6 +200,8 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	}
 	if ((v = get("COPROF_BUILTINS")) != NULL && parse_bool(v, &cfg->builtins))
 		return bad(err, errlen, "COPROF_BUILTINS", v, "1 or 0 (yes or no)");
+	if ((v = get("COPROF_NATIVE")) != NULL && parse_bool(v, &cfg->native))
+		return bad(err, errlen, "COPROF_NATIVE", v, "1 or 0 (yes or no)");
 	if ((v = get("COPROF_PY_HOOK")) != NULL) {
 		if (!strcmp(v, "auto"))
 			cfg->py_hook = PL_PY_HOOK_AUTO;

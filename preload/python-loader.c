@@ -3,7 +3,8 @@
  * dlsym(RTLD_DEFAULT); the shim references no Python symbol), dlopens the adapter built
  * for that version (next to the shim: python/ in the build tree, coprof/ installed) and
  * registers it as the "python" runtime. Non-Python processes return after one dlsym.
- * In sample mode the adapter only keeps os.fork quiet (python/fork.c), silently. */
+ * In sample mode the adapter keeps os.fork quiet (python/fork.c) and lends the tick
+ * handler its frame reader (python/sample/). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "python/adapter.h"
+#include "sample/sampler-ring.h"
 #include "shim.h"
 
 static struct pl_py_host host;
@@ -91,8 +93,8 @@ static void *open_adapter(int major, int minor, char *path, size_t len, int loud
 }
 
 /* A struct of what the adapter may use, and its callbacks into pl_runtime_add. In
- * sample mode no Python hook is installed (the sampler samples native stacks) and the
- * adapter is not a runtime: it only pauses the shim's threads around os.fork. */
+ * sample mode no Python hook is installed (the tick handler reads frames) and the
+ * adapter pauses the shim's threads around os.fork and names the sampled frames. */
 int pl_python_init(void)
 {
 	if (!pl_prof)
@@ -135,7 +137,8 @@ int pl_python_init(void)
 			       rc);
 		return 0;
 	}
-	if (profile)
+	if (profile || adapter.sample)
 		pl_runtime_add(&python_runtime);
+	pl_sampler_python = adapter.sample;
 	return 0;
 }

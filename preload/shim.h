@@ -29,6 +29,7 @@ struct pl_config {
 	int start;               /* COPROF_START: 1 profile from start, 0 wait for signal */
 	unsigned hz;             /* COPROF_HZ: sampling rate (default PL_DEFAULT_HZ) */
 	int builtins;            /* COPROF_BUILTINS: 1 to key C builtins in Python */
+	int native;              /* COPROF_NATIVE: sample mode, Python frames among the C ones */
 	int py_hook;             /* COPROF_PY_HOOK: PL_PY_HOOK_* (python/adapter.h) */
 	char out[PATH_MAX];      /* COPROF_OUT: path template, %p pid, %n dump number */
 	uint64_t interval_ns;    /* COPROF_INTERVAL: window length; 0: no windows */

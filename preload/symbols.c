@@ -485,7 +485,9 @@ static void cache_put(struct pl_symbols *s, uintptr_t pc, const struct coprof_fu
 
 int pl_symbols_lookup(struct pl_symbols *s, uintptr_t pc, struct coprof_func_info *out)
 {
-	if (!s || !pc)
+	/* Above user space (x86-64's lower half) is no module of ours: such keys are other
+	 * resolvers' (the Python sampler tags its keys with the top bit). */
+	if (!s || !pc || (uint64_t)pc >> 47)
 		return -ENOENT;
 	pthread_mutex_lock(&s->lock);
 	for (size_t j = slot_of(pc, s->capcache); s->cache[j].pc; j = (j + 1) & (s->capcache - 1))

@@ -27,12 +27,15 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: coprof record [-o FILE] [-c cpu|wall] [--mode trace|sample] [--hz N]\n"
-		   "                     [--no-start] [--signal SIG] [--interval SECS] [--keep N]\n"
+		   "                     [--native] [--no-start] [--signal SIG] [--interval SECS]\n"
+		   "                     [--keep N]\n"
 		   "                     -- CMD [ARGS...]\n"
 		   "  -o, --output FILE  profile path; %%p: pid, %%n: dump number\n"
 		   "  -c, --clock CLOCK  cpu (default) or wall\n"
 		   "  --mode MODE        trace (default, -finstrument-functions) or sample\n"
 		   "  --hz N             sampling rate in sample mode (default 99)\n"
+		   "  --native           sample mode in CPython: C frames too, the eval loop's\n"
+		   "                     replaced by its Python frames (COPROF_NATIVE)\n"
 		   "  --no-start         wait for the toggle signal before profiling\n"
 		   "  --signal SIG       toggle signal (default USR2): see coprof toggle\n"
 		   "  --interval SECS    while profiling, write a window every SECS seconds\n"
@@ -94,15 +97,21 @@ static int setenv_or_die(const char *name, const char *value)
 int vw_cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},	{"clock", required_argument, NULL, 'c'},
-	    {"mode", required_argument, NULL, 'm'},	{"hz", required_argument, NULL, 'z'},
-	    {"no-start", no_argument, NULL, 'n'},	{"signal", required_argument, NULL, 's'},
-	    {"interval", required_argument, NULL, 'i'}, {"keep", required_argument, NULL, 'k'},
-	    {"help", no_argument, NULL, 'h'},		{NULL, 0, NULL, 0},
+	    {"output", required_argument, NULL, 'o'},
+	    {"clock", required_argument, NULL, 'c'},
+	    {"mode", required_argument, NULL, 'm'},
+	    {"hz", required_argument, NULL, 'z'},
+	    {"no-start", no_argument, NULL, 'n'},
+	    {"signal", required_argument, NULL, 's'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"keep", required_argument, NULL, 'k'},
+	    {"native", no_argument, NULL, 'N'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *interval = NULL, *keep = NULL;
 	const char *out = NULL, *clock = NULL, *mode = NULL, *hz = NULL, *sig = NULL;
-	int no_start = 0, c;
+	int no_start = 0, native = 0, c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+o:c:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -120,6 +129,9 @@ int vw_cmd_record(int argc, char **argv)
 			break;
 		case 'n':
 			no_start = 1;
+			break;
+		case 'N':
+			native = 1;
 			break;
 		case 's':
 			sig = optarg;
@@ -193,6 +205,7 @@ int vw_cmd_record(int argc, char **argv)
 	    (hz && setenv_or_die("COPROF_HZ", hz)) ||
 	    (sig && setenv_or_die("COPROF_SIGNAL", sig)) ||
 	    (no_start && setenv_or_die("COPROF_START", "0")) ||
+	    (native && setenv_or_die("COPROF_NATIVE", "1")) ||
 	    (interval && setenv_or_die("COPROF_INTERVAL", interval)) ||
 	    (keep && setenv_or_die("COPROF_KEEP", keep)))
 		return 2;

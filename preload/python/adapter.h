@@ -5,13 +5,14 @@
  * adapter built for its version and calls its one exported symbol with a struct of what
  * the adapter may use from the shim (the adapter cannot call the shim's hidden
  * functions). The adapter answers with its start/stop/fork callbacks. In sample mode
- * the adapter is loaded too, only to keep os.fork quiet (fork.c). */
+ * the adapter keeps os.fork quiet (fork.c) and lends the tick handler its frame reader
+ * (sample/). */
 #ifndef PL_PY_ADAPTER_H
 #define PL_PY_ADAPTER_H
 
 #include "coprof.h"
 
-#define PL_PY_ABI 2
+#define PL_PY_ABI 3
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
@@ -30,7 +31,8 @@ struct pl_py_host {
 	struct coprof **prof; /* the shim's profiler (replaced in a forked child) */
 	enum coprof_clock clock;
 	int builtins; /* COPROF_BUILTINS=1: key C builtins too */
-	/* 0 (sample mode): the adapter only serves os.fork below, hooks and keys nothing. */
+	/* 0 (sample mode): the adapter serves os.fork below and the tick handler's frame
+	 * reader (sample/); it hooks nothing. */
 	int profile;
 	/* For os.fork's 'before' and 'after_in_parent'/'after_in_child' callbacks, called
 	 * without the GIL: the shim's own threads stop before the fork and start again
@@ -44,6 +46,26 @@ struct pl_py_host {
 	enum pl_py_hook hook; /* COPROF_PY_HOOK */
 };
 
+/* One tick's Python stack, filled by the adapter's sample function in the tick
+ * handler of the interrupted thread (python/sample/walk.c). keys[] are the adapter's
+ * function keys, innermost first, resolved at dump by the adapter's resolver; groups[i]
+ * is the number of frames the i-th innermost run of the eval loop ran (the C frames of
+ * _PyEval_EvalFrameDefault that --native replaces). The function returns the number
+ * of frames written, 0 when the thread runs no Python code (sample its native stack),
+ * or -1 when its frames could not be read whole (the tick is dropped). */
+#define PL_PY_SAMPLE_MAX 128
+struct pl_py_sample {
+	uintptr_t sp;	    /* the interrupted stack pointer */
+	unsigned truncated; /* set when more frames than PL_PY_SAMPLE_MAX */
+	unsigned ngroups;
+	uintptr_t keys[PL_PY_SAMPLE_MAX];
+	uint16_t groups[PL_PY_SAMPLE_MAX];
+};
+
+/* The shim's tick handler calls this when the Python adapter registered it (sample
+ * mode, python-loader.c); NULL otherwise. */
+typedef int (*pl_py_sample_fn)(struct pl_py_sample *s);
+
 /* What the adapter gives back. start and stop run on the shim's control thread (or in
  * the constructor, before Python runs); after_fork_child in the child, right after fork,
  * before Python's own after-fork code. */
@@ -51,6 +73,9 @@ struct pl_py_adapter {
 	int (*start)(void);
 	int (*stop)(void);
 	void (*after_fork_child)(void);
+	/* Sample mode: reads the calling thread's Python frames from inside the tick
+	 * handler (async-signal-safe, python/sample/). NULL in trace mode. */
+	int (*sample)(struct pl_py_sample *s);
 };
 
 /* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */

@@ -5,11 +5,13 @@
  * main module is about to run) it registers fork.c's os.fork callbacks and puts the
  * profile hook on, so profiling starts at the main module's first line. Later starts
  * and stops come from the shim's control thread, which takes the GIL (gil.c). In
- * sample mode only the fork callbacks are registered. */
+ * sample mode only the fork callbacks are registered, and the tick handler reads frames
+ * through sample/. */
 #include <errno.h>
 #include <string.h>
 
 #include "py.h"
+#include "sample/sample.h"
 
 #include <internal/pycore_runtime.h>
 
@@ -31,7 +33,8 @@ static int audit(const char *event, PyObject *args, void *data);
 static void ensure_resolver(void)
 {
 	struct coprof *p = *pl_py_host->prof;
-	if (p && p != resolving && coprof_add_resolver(p, pl_py_resolve, NULL) == 0)
+	coprof_resolve_fn fn = pl_py_host->profile ? pl_py_resolve : pl_pys_resolve;
+	if (p && p != resolving && coprof_add_resolver(p, fn, NULL) == 0)
 		resolving = p;
 }
 
@@ -121,9 +124,21 @@ static int py_stop(void)
 	return 0;
 }
 
+/* Sample mode: nothing to put on; the profiler (a new one after a fork) must name the
+ * keys the tick handler records. */
+static int sample_start(void)
+{
+	ensure_resolver();
+	return 0;
+}
+
 /* Right after fork, in the child: the forking thread is the only one left. */
 static void py_after_fork_child(void)
 {
+	if (!pl_py_host->profile) {
+		ensure_resolver(); /* sample mode: the child's profiler names our keys */
+		return;
+	}
 	pl_py_gil_after_fork_child();
 	pl_py_forks++; /* the only thread left */
 	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
@@ -144,8 +159,16 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 	PyMem_GetAllocator(PYMEM_DOMAIN_RAW, &hook_alloc);
 	if (PySys_AddAuditHook(audit, &hook_alloc) != 0)
 		return -EPERM;
-	if (!host->profile)
-		return 0; /* sample mode: the audit hook only registers fork.c's callbacks */
+	if (!host->profile) {
+		/* Sample mode: the audit hook only registers fork.c's callbacks; the tick
+		 * handler reads frames through out->sample (sample/). */
+		if (pl_pys_init() == 0) {
+			out->start = sample_start;
+			out->after_fork_child = py_after_fork_child;
+			out->sample = pl_pys_sample;
+		}
+		return 0;
+	}
 	out->start = py_start;
 	out->stop = py_stop;
 	out->after_fork_child = py_after_fork_child;

@@ -13,8 +13,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "clock.h"
+#include "python/adapter.h"
 #include "shim.h"
 
 #define PL_SAMPLE_DEPTH 128 /* frames kept per stack; deeper stacks are truncated */
@@ -88,6 +90,7 @@ struct pl_sthread {
 	_Atomic(struct coprof_ctx *) cur; /* the running context, set by the hook */
 	_Atomic uint64_t ticks;		  /* wall ticks seen while sampling */
 	_Atomic uint64_t deferred, dropped, truncated, failed; /* counters, see sampler.c */
+	_Atomic uint64_t py_failed; /* Python frames that could not be read whole */
 
 	_Atomic uint32_t head; /* next record to write (producer) */
 	_Atomic uint32_t tail; /* next record to read (folding thread) */
@@ -170,5 +173,21 @@ static inline void pl_ring_publish(struct pl_sthread *st)
 	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
 	atomic_store_explicit(&st->head, h + 1, memory_order_release);
 }
+
+/* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
+ * CPython or without an adapter (python-loader.c sets it). */
+extern PL_HIDDEN pl_py_sample_fn pl_sampler_python;
+/* Finds the interpreter's text and its eval loop (constructor). */
+PL_HIDDEN void pl_sampler_python_init(void);
+/* Reads the thread's Python frames into s: their number, 0 for none (sample the native
+ * stack), -1 when they could not be read whole. */
+PL_HIDDEN int pl_sampler_python_read(struct pl_py_sample *s, const ucontext_t *uc);
+/* rec gets the n Python frames of s, the interrupted pc at the leaf when it is not the
+ * interpreter's. */
+PL_HIDDEN void pl_sampler_python_fill(struct pl_sthread *st, struct pl_rec *rec,
+				      const struct pl_py_sample *s, int n, const ucontext_t *uc);
+/* rec holds the native stack: each C frame of the eval loop becomes its Python frames. */
+PL_HIDDEN void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
+				       const struct pl_py_sample *s, int n);
 
 #endif

@@ -246,7 +246,18 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		rec->pcs[0] = pl_sconf.switch_pc;
 		rec->depth = 1;
 	} else {
-		capture(st, rec, ucv);
+		struct pl_py_sample py;
+		int n = pl_sampler_python_read(&py, ucv);
+		if (n < 0) {
+			atomic_fetch_add_explicit(&st->py_failed, 1, memory_order_relaxed);
+			goto out;
+		}
+		if (n == 0 || pl_cfg.native)
+			capture(st, rec, ucv);
+		if (n > 0 && pl_cfg.native)
+			pl_sampler_python_merge(st, rec, &py, n);
+		else if (n > 0)
+			pl_sampler_python_fill(st, rec, &py, n, ucv);
 	}
 	pl_ring_publish(st);
 out:

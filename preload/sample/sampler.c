@@ -16,8 +16,8 @@
 #include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -47,7 +47,7 @@ static struct pl_sthread *threads;
 static pthread_t folder;
 static int folder_running;
 static atomic_int folder_quit;
-static pid_t folder_tid;   /* its kernel id, for folder_fork_pause */
+static pid_t folder_tid; /* its kernel id, for folder_fork_pause */
 /* The program took the tick signal: never sample again. 1: said on stderr by the
  * signal guard, the folding thread still has to disarm and note it; 2: all done. */
 static atomic_int gave_up;
@@ -90,6 +90,8 @@ static void report_counts(struct pl_sthread *st)
 	    {"sample ticks dropped (buffer full)", offsetof(struct pl_sthread, dropped)},
 	    {"sample stacks truncated", offsetof(struct pl_sthread, truncated)},
 	    {"sample stacks not unwound", offsetof(struct pl_sthread, failed)},
+	    {"sample ticks dropped (Python frames unreadable)",
+	     offsetof(struct pl_sthread, py_failed)},
 	};
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
 		_Atomic uint64_t *c = (_Atomic uint64_t *)((char *)st + counters[i].off);
@@ -659,11 +661,13 @@ int pl_sampler_init(void)
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);
 	pl_sig_guard(pl_sconf.signo, &dfl, 1, tick_lost);
-	if (dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
-		pl_say("sample mode samples native stacks; Python frames are not sampled yet");
-		coprof_set_note(pl_prof, "sample mode: native stacks only, Python frames are "
-					 "not sampled yet");
-	}
+	/* A CPython without an adapter (a version coprof does not support) keeps its
+	 * native stacks; with one, the tick handler reads its Python frames. */
+	if (pl_sampler_python)
+		pl_sampler_python_init();
+	else if (dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+		pl_say("sample mode: no Python adapter for this interpreter; sampling its "
+		       "native stacks");
 	pl_runtime_add(&sampler_runtime);
 	pthread_atfork(fork_prepare, fork_parent, NULL);
 	thread_start(); /* the thread running the constructor */

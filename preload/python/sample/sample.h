@@ -1,0 +1,23 @@
+/* sample.h: the CPython adapter's side of sample mode (COPROF_MODE=sample), compiled
+ * into every per-version adapter. The shim's tick handler calls pl_pys_sample (through
+ * the pointer the adapter hands back, adapter.h) on the interrupted thread; it reads
+ * that thread's frame chain (walk.c) and names each code object into a table of its
+ * own (names.c). Both are async-signal-safe: no GIL, no allocation, no lock. */
+#ifndef PL_PYS_SAMPLE_H
+#define PL_PYS_SAMPLE_H
+
+#include "../py.h"
+
+/* Maps the name table and the string arena (attach time, outside any signal).
+ * 0 or -errno. */
+PL_PY_HIDDEN int pl_pys_init(void);
+/* The adapter's sample function (struct pl_pys_sample in adapter.h). */
+PL_PY_HIDDEN int pl_pys_sample(struct pl_py_sample *s);
+/* The function key of code object `co`, read from a thread that runs it (its frame
+ * holds a reference): its entry in the name table (names.c), made on first sight.
+ * 0 when `co` does not look like a live code object or the table is full. */
+PL_PY_HIDDEN uintptr_t pl_pys_key(PyCodeObject *co);
+/* The engine's resolver for those keys (dump time, any thread). */
+PL_PY_HIDDEN int pl_pys_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
+
+#endif

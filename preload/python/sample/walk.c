@@ -1,0 +1,193 @@
+/* walk.c: the Python frames of the thread a tick interrupted, read in its tick handler
+ * (the shim's sampler-signal.c calls pl_pys_sample through the adapter's pointer).
+ * async-signal-safe: no GIL, no allocation, no lock, no call into Python.
+ *
+ * The thread state comes from the thread's own TSS slot (PyGILState_GetThisThreadState).
+ * The chain is the interrupted thread's own: 3.10's PyFrameObject f_back chain, 3.11+'s
+ * _PyInterpreterFrame previous chain. Only this thread links and unlinks its frames, and
+ * CPython links a frame once it is built and unlinks it before it clears it (3.11.1+,
+ * gh-99729), so a frame on the chain holds its code object. Every frame is still checked
+ * before it is read: it must lie in one of the thread's data-stack chunks, inside a live
+ * generator, coroutine or frame object, or on the C stack just above the interrupted
+ * stack pointer (3.12+'s entry frames); its code object must be a code object. A chain
+ * that fails a check is not sampled (the tick counts in `dropped`). */
+/* async-signal-safe */
+#include "sample.h"
+
+#define MAX_HOPS 4096		/* frames followed, skipped ones too: a cycle is a bad chain */
+#define CSTACK_SPAN (64u << 20) /* how far above sp an entry frame may lie */
+
+static int aligned(const void *p)
+{
+	return p && ((uintptr_t)p & 7) == 0;
+}
+
+#if PY_VERSION_HEX >= 0x030B0000
+/* Nonzero when fr lies in the used part of the thread's data stack: below its top in
+ * the newest chunk (a popped frame's memory lies above, stale), anywhere in older ones
+ * (a chunk is left only once full). */
+static int in_chunks(PyThreadState *ts, const PL_PY_FRAME *fr)
+{
+	uintptr_t lo = (uintptr_t)fr, hi = lo + offsetof(PL_PY_FRAME, localsplus);
+	_PyStackChunk *c = ts->datastack_chunk;
+	uintptr_t top = (uintptr_t)ts->datastack_top;
+	for (int i = 0; aligned(c) && i < 256; i++, c = c->previous) {
+		uintptr_t end = (uintptr_t)c + c->size;
+		if (i == 0 && top >= (uintptr_t)c->data && top <= end)
+			end = top;
+		if (lo >= (uintptr_t)c->data && hi <= end)
+			return 1;
+	}
+	return 0;
+}
+
+/* Nonzero when fr may be read: see the file's comment. */
+static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp)
+{
+	if (!aligned(fr))
+		return 0;
+	if (in_chunks(ts, fr))
+		return 1;
+		/* Not in a chunk: read only what lies before the frame to tell where it is. */
+#if PY_VERSION_HEX >= 0x030C0000
+	/* (A thread's stack may lie right below the heap: the owner decides.) */
+	if ((uintptr_t)fr > sp && (uintptr_t)fr - sp < CSTACK_SPAN &&
+	    fr->owner == FRAME_OWNED_BY_CSTACK)
+		return 1;
+#else
+	(void)sp;
+#endif
+	const PyObject *gen =
+	    (const PyObject *)((const char *)fr - offsetof(PyGenObject, gi_iframe));
+	if (Py_TYPE(gen) == &PyGen_Type || Py_TYPE(gen) == &PyCoro_Type ||
+	    Py_TYPE(gen) == &PyAsyncGen_Type)
+		return fr->owner == FRAME_OWNED_BY_GENERATOR;
+	const PyObject *fo =
+	    (const PyObject *)((const char *)fr - offsetof(PyFrameObject, _f_frame_data));
+	if (Py_TYPE(fo) == &PyFrame_Type)
+		return fr->owner == FRAME_OWNED_BY_FRAME_OBJECT;
+	return 0;
+}
+
+static PL_PY_FRAME *current_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return ts->current_frame;
+#else
+	_PyCFrame *cf = ts->cframe;
+	return aligned(cf) ? cf->current_frame : NULL;
+#endif
+}
+
+/* 3.11+: walks from the innermost frame. A group of frames ends at an entry frame: the
+ * first one a C call of the eval loop ran (3.11: is_entry; 3.12+: the one under an
+ * entry shim frame, FRAME_OWNED_BY_CSTACK). A C call that has run no frame yet has an
+ * empty group, so groups stay in step with the eval loop's C frames. */
+static int walk(PyThreadState *ts, struct pl_py_sample *s)
+{
+	unsigned n = 0, group = 0;
+	PL_PY_FRAME *fr = current_frame(ts);
+#if PY_VERSION_HEX >= 0x030C0000
+	/* Entry frames lie ever higher on the C stack: one at or below the last is stale
+	 * (a C call of the eval loop that has just begun may not have set its own yet). */
+	uintptr_t last_entry = s->sp;
+#endif
+	for (unsigned hops = 0; fr; hops++) {
+		if (hops == MAX_HOPS || !frame_ok(ts, fr, s->sp))
+			return -1;
+		PL_PY_FRAME *back = fr->previous;
+#if PY_VERSION_HEX >= 0x030C0000
+		if (fr->owner == FRAME_OWNED_BY_CSTACK) {
+			if ((uintptr_t)fr <= last_entry)
+				return -1;
+			last_entry = (uintptr_t)fr;
+			if (s->ngroups < PL_PY_SAMPLE_MAX)
+				s->groups[s->ngroups++] = (uint16_t)group;
+			group = 0;
+			fr = back;
+			continue;
+		}
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+		PyCodeObject *co = (PyCodeObject *)fr->f_executable;
+		_Py_CODEUNIT *at = fr->instr_ptr;
+#else
+		PyCodeObject *co = fr->f_code;
+		_Py_CODEUNIT *at = fr->prev_instr;
+#endif
+		if (!aligned(co) || Py_TYPE(co) != &PyCode_Type)
+			return -1;
+		/* Not started yet: the frame that makes it is still running. */
+		int incomplete = fr->owner != FRAME_OWNED_BY_GENERATOR &&
+				 at < _PyCode_CODE(co) + co->_co_firsttraceable;
+		if (!incomplete) {
+			if (n == PL_PY_SAMPLE_MAX) {
+				s->truncated = 1;
+				break;
+			}
+			uintptr_t key = pl_pys_key(co);
+			if (!key)
+				return -1;
+			s->keys[n++] = key;
+			group++;
+		}
+#if PY_VERSION_HEX < 0x030C0000
+		if (fr->is_entry) {
+			if (s->ngroups < PL_PY_SAMPLE_MAX)
+				s->groups[s->ngroups++] = (uint16_t)group;
+			group = 0;
+		}
+#endif
+		fr = back;
+	}
+	if (group && s->ngroups < PL_PY_SAMPLE_MAX)
+		s->groups[s->ngroups++] = (uint16_t)group;
+	return (int)n;
+}
+#else /* 3.10: frame objects; each ran in a C call of its own */
+static int walk(PyThreadState *ts, struct pl_py_sample *s)
+{
+	unsigned n = 0;
+	PyFrameObject *f = ts->frame;
+	for (unsigned hops = 0; f; hops++) {
+		if (hops == MAX_HOPS || !aligned(f) || Py_TYPE(f) != &PyFrame_Type)
+			return -1;
+		if (n == PL_PY_SAMPLE_MAX) {
+			s->truncated = 1;
+			break;
+		}
+		uintptr_t key = pl_pys_key(f->f_code);
+		if (!key)
+			return -1;
+		s->keys[n] = key;
+		s->groups[n] = 1;
+		n++;
+		f = f->f_back;
+	}
+	s->ngroups = n;
+	return (int)n;
+}
+#endif
+
+static int finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
+	return _Py_IsFinalizing();
+#endif
+}
+
+int pl_pys_sample(struct pl_py_sample *s)
+{
+	s->truncated = 0;
+	s->ngroups = 0;
+	/* Before Python runs or once it finalizes (thread states are freed then, a
+	 * daemon thread's among them), the thread's native stack is sampled. */
+	if (!Py_IsInitialized() || finalizing())
+		return 0;
+	PyThreadState *ts = PyGILState_GetThisThreadState();
+	if (!aligned(ts))
+		return 0;
+	return walk(ts, s);
+}

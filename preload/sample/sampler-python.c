@@ -1,0 +1,122 @@
+/* sampler-python.c: Python frames in sample mode, the shim's side. async-signal-safe
+ * but for pl_sampler_python_init (the shim's constructor).
+ *
+ * In a CPython process the Python adapter (python/sample/) lends the tick handler a
+ * function that reads the interrupted thread's Python frames. A tick then records those
+ * frames, innermost first, under the adapter's keys, plus the interrupted pc at the leaf
+ * when it lies outside the interpreter and the dynamic loader (the C function Python
+ * was calling: an extension, libc); with COPROF_NATIVE=1 it records the native stack instead, with
+ * each C frame of the eval loop replaced by the Python frames that C call ran (as py-spy --native).
+ */
+/* async-signal-safe */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <string.h>
+
+#include "sampler-ring.h"
+
+pl_py_sample_fn pl_sampler_python;
+
+/* The interpreter's text (libpython, or the executable of a static build), and the eval
+ * loop's function in it. Set once by pl_sampler_python_init. */
+static uintptr_t interp_lo, interp_hi;
+static uintptr_t eval_lo, eval_hi;
+/* The dynamic loader's text: its __tls_get_addr serves the interpreter's own
+ * thread-locals, so a pc there is the interpreter's work, not a C function it called. */
+static uintptr_t ld_lo, ld_hi;
+
+struct text_of {
+	uintptr_t at, lo, hi;
+};
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct text_of *r = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && r->at >= lo &&
+		    r->at < lo + ph->p_memsz) {
+			r->lo = lo;
+			r->hi = lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void pl_sampler_python_init(void)
+{
+	if (!pl_sampler_python)
+		return;
+	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	struct text_of r = {.at = (uintptr_t)eval};
+	if (eval && dl_iterate_phdr(find_text, &r)) {
+		interp_lo = r.lo;
+		interp_hi = r.hi;
+	}
+	r = (struct text_of){.at = (uintptr_t)dlsym(RTLD_DEFAULT, "__tls_get_addr")};
+	if (r.at && dl_iterate_phdr(find_text, &r)) {
+		ld_lo = r.lo;
+		ld_hi = r.hi;
+	}
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	if (eval && dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+		eval_lo = (uintptr_t)eval;
+		eval_hi = eval_lo + sym->st_size;
+	}
+}
+
+int pl_sampler_python_read(struct pl_py_sample *s, const ucontext_t *uc)
+{
+	if (!pl_sampler_python || !uc)
+		return 0;
+	s->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	return pl_sampler_python(s);
+}
+
+void pl_sampler_python_fill(struct pl_sthread *st, struct pl_rec *rec, const struct pl_py_sample *s,
+			    int n, const ucontext_t *uc)
+{
+	uint32_t d = 0;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	if (!(pc >= interp_lo && pc < interp_hi) && !(pc >= ld_lo && pc < ld_hi) &&
+	    !pl_pc_is_ours(pc))
+		rec->pcs[d++] = pc;
+	int i = 0;
+	for (; i < n && d < PL_SAMPLE_DEPTH; i++)
+		rec->pcs[d++] = s->keys[i];
+	if (s->truncated || i < n)
+		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+	rec->depth = d;
+}
+
+void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
+			     const struct pl_py_sample *s, int n)
+{
+	uintptr_t native[PL_SAMPLE_DEPTH];
+	uint32_t nd = rec->depth < PL_SAMPLE_DEPTH ? rec->depth : PL_SAMPLE_DEPTH;
+	memcpy(native, rec->pcs, nd * sizeof(native[0]));
+	uint32_t d = 0;
+	unsigned g = 0;
+	int k = 0;
+	for (uint32_t i = 0; i < nd && d < PL_SAMPLE_DEPTH; i++) {
+		if (native[i] >= eval_lo && native[i] < eval_hi && g < s->ngroups) {
+			for (unsigned j = 0; j < s->groups[g] && k < n && d < PL_SAMPLE_DEPTH; j++)
+				rec->pcs[d++] = s->keys[k++];
+			g++;
+			continue;
+		}
+		rec->pcs[d++] = native[i];
+	}
+	/* Frames whose C frames the unwinder did not reach go at the root end. */
+	while (k < n && d < PL_SAMPLE_DEPTH)
+		rec->pcs[d++] = s->keys[k++];
+	if (k < n)
+		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+	rec->depth = d;
+}

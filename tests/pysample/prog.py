@@ -1,0 +1,165 @@
+"""prog.py: the programs tests/pysample/run.py samples (one per first argument).
+
+split     heavy() and light() share the CPU 2:1, for SECONDS (argv[2]) of CPU
+threads   two threads, one started while sampling runs, each with a function of its own
+phases    reads a phase name per line on stdin, spins in that phase's function, answers
+fork      os.fork(): the child spins in child_work, the parent in parent_work
+stress    frame races: threads make and drop functions, lambdas, generators and exec'd
+          code objects as fast as they can, for SECONDS (argv[2])
+Each prints a line of its own that the test compares with an unprofiled run.
+"""
+import os
+import sys
+import threading
+import time
+
+
+def spin_for(seconds, fn):
+    end = time.thread_time() + seconds
+    n = 0
+    while time.thread_time() < end:
+        fn(2000)
+        n += 1
+    return n
+
+
+def heavy(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def light(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def split(seconds, side=None):
+    """heavy does twice light's work per round. The program also times each call on
+    both clocks and writes the shares it measured to `side` (JSON): on a loaded machine
+    a thread's waits for a CPU land where it resumes, so the wall split of a run is
+    only 2:1 on average, and the test compares the samples with what this run did."""
+    end = time.process_time() + seconds
+    rounds = 0
+    spent = {"heavy": [0.0, 0.0], "light": [0.0, 0.0]}
+    while time.process_time() < end:
+        for fn, n in ((heavy, 40000), (light, 20000)):
+            w, c = time.perf_counter(), time.thread_time()
+            fn(n)
+            s = spent[fn.__name__]
+            s[0] += time.perf_counter() - w
+            s[1] += time.thread_time() - c
+        rounds += 1
+    if side:
+        import json
+        with open(side, "w") as f:
+            json.dump({clock: spent["heavy"][i] / (spent["heavy"][i] + spent["light"][i])
+                       for i, clock in enumerate(("wall", "cpu"))}, f)
+    print("split done", rounds > 0)
+
+
+def thread_a(n):
+    return heavy(n)
+
+
+def thread_b(n):
+    return light(n)
+
+
+def threads():
+    a = threading.Thread(target=spin_for, args=(0.5, thread_a), name="early")
+    a.start()
+    time.sleep(0.1)  # the second thread starts while the first is being sampled
+    b = threading.Thread(target=spin_for, args=(0.5, thread_b), name="late")
+    b.start()
+    a.join()
+    b.join()
+    print("threads done")
+
+
+def phase_a(n):
+    return heavy(n)
+
+
+def phase_b(n):
+    return heavy(n)
+
+
+def phase_c(n):
+    return heavy(n)
+
+
+def phases():
+    fns = {"a": phase_a, "b": phase_b, "c": phase_c}
+    print("ready", flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        spin_for(0.3, fns[name])
+        print("done", name, flush=True)
+
+
+def child_work(n):
+    return heavy(n)
+
+
+def parent_work(n):
+    return heavy(n)
+
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        spin_for(0.4, child_work)
+        sys.stdout.flush()
+        os._exit(0)
+    spin_for(0.4, parent_work)
+    _, status = os.waitpid(pid, 0)
+    print("fork done", status)
+
+
+def churn(seconds, k):
+    """Makes and drops code: exec'd functions named f<i> whose first line is i + 1 (the
+    test checks every sampled one against that), lambdas, closures, generators."""
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        j = (i * 7 + k) % 40
+        ns = {}
+        exec(compile("\n" * j + "def f%d(n):\n    return sum(range(n))\n" % j, "<churn>",
+                     "exec"), ns)
+        ns["f%d" % j](50)
+        f = lambda x: x + 1  # noqa: E731
+        f(i)
+
+        def gen(n):
+            for v in range(n):
+                yield v
+        sum(gen(20))
+
+        def outer():
+            def inner():
+                return i
+            return inner()
+        outer()
+        i += 1
+
+
+def stress(seconds):
+    ts = [threading.Thread(target=churn, args=(seconds, k)) for k in range(4)]
+    for t in ts:
+        t.start()
+    churn(seconds, 4)
+    for t in ts:
+        t.join()
+    print("stress done")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    arg = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+    {"split": lambda: split(arg, sys.argv[3] if len(sys.argv) > 3 else None),
+     "threads": threads, "phases": phases, "fork": fork,
+     "stress": lambda: stress(arg)}[what]()

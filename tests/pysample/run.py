@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""run.py: sample mode on a CPython process (issue 12), one case per run.
+
+usage: run.py --python EXE --shim LIB --coprof BIN [--asan LIB] CASE
+
+Each CASE runs prog.py on the interpreter EXE under LD_PRELOAD=LIB with
+COPROF_MODE=sample, reads the .pstat files it wrote (pstats and marshal) and asserts on
+the Python frames sampled; the program's output must equal an unprofiled run's.
+Cases end in _cpu or _wall, the clock. Exit status 0: passed; 1: failed (with why).
+"""
+import argparse
+import glob
+import json
+import marshal
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROG = os.path.join(HERE, "prog.py")
+
+
+class Failed(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Failed(what)
+
+
+def load(path):
+    stats = pstats.Stats(path).stats
+    with open(path, "rb") as f:
+        marshal.load(f)
+        extras = marshal.load(f)
+    synth = set(extras.get("synthetic", []))
+    return {k: v for k, v in stats.items() if k not in synth}, extras
+
+
+def ours(stats, name):
+    """The entry of prog.py's function `name`: (cc, nc, tt, ct, callers)."""
+    found = [v for k, v in stats.items() if k[0] == PROG and k[2] == name]
+    check(len(found) <= 1, "%s keyed %d times" % (name, len(found)))
+    return found[0] if found else None
+
+
+def ct(stats, name):
+    v = ours(stats, name)
+    return v[3] if v else 0.0
+
+
+class Runner:
+    def __init__(self, args, tmp):
+        self.a, self.tmp = args, tmp
+
+    def env(self, clock, **kw):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = " ".join(p for p in (self.a.asan, self.a.shim) if p)
+        env["ASAN_OPTIONS"] = "detect_leaks=0"  # CPython itself leaks at exit by design
+        env.pop("PYTHONPATH", None)
+        env.update(COPROF_MODE="sample", COPROF_CLOCK=clock, COPROF_HZ="997")
+        env.update({k: str(v) for k, v in kw.items()})
+        return env
+
+    def code_keys(self):
+        """(first line, name) of every code object in prog.py, as the interpreter under
+        test names them (co_qualname, or co_name before 3.11)."""
+        src = ("import sys\n"
+               "def walk(co):\n"
+               "    yield co.co_firstlineno, getattr(co, 'co_qualname', co.co_name)\n"
+               "    for c in co.co_consts:\n"
+               "        if hasattr(c, 'co_code'): yield from walk(c)\n"
+               "co = compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')\n"
+               "for line, name in walk(co): print(line, name)\n")
+        p = subprocess.run([self.a.python, "-c", src, PROG], capture_output=True, text=True,
+                           timeout=60, check=True)
+        return {(int(l.split(" ", 1)[0]), l.split(" ", 1)[1]) for l in p.stdout.splitlines()}
+
+    def plain(self, args, stdin=None):
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)
+        p = subprocess.run([self.a.python, PROG] + args, env=env, input=stdin,
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "unprofiled run failed: " + p.stderr[-2000:])
+        return p.stdout
+
+    def run(self, args, clock, out, stdin=None, **kw):
+        """Runs prog.py profiled; its output must be the unprofiled run's."""
+        base = self.plain(args, stdin)
+        p = subprocess.run([self.a.python, PROG] + args, input=stdin,
+                           env=self.env(clock, COPROF_OUT=out, **kw),
+                           capture_output=True, text=True, timeout=240)
+        check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+        check("coprof:" not in p.stderr, "the shim said: " + p.stderr[-2000:])
+        check(p.stdout == base, "output %r, unprofiled %r" % (p.stdout, base))
+        return p
+
+
+def split_share(r, clock, out, **kw):
+    """Runs the 2:1 split; heavy's sampled share must be within 3 points of the share
+    the program measured on the same clock (under cpu, itself within 3 points of 2/3;
+    under wall the waits for a CPU on a loaded machine move it, see prog.py)."""
+    side = os.path.join(r.tmp, "measured.json")
+    r.run(["split", "1.5", side], clock, out, **kw)
+    with open(side) as f:
+        measured = json.load(f)[clock]
+    stats, _ = load(out)
+    h, l = ct(stats, "heavy"), ct(stats, "light")
+    check(h > 0 and l > 0, "heavy %.3f s, light %.3f s" % (h, l))
+    share = h / (h + l)
+    if clock == "cpu":
+        check(abs(measured - 2 / 3) <= 0.03, "the program measured %.3f, not 2/3" % measured)
+    check(abs(share - measured) <= 0.03, "heavy's share %.3f, the program measured %.3f "
+          "(+- 0.03)" % (share, measured))
+    return share
+
+
+def case_split(r, clock):
+    """heavy and light share the CPU 2:1: the samples say so within 3 points, with the
+    keys trace mode gives them (so `coprof diff` compares the two files)."""
+    out = os.path.join(r.tmp, "split.pstat")
+    share = split_share(r, clock, out)
+    stats, ex = load(out)
+    check(ex["mode"] == "sample", "mode %r" % ex["mode"])
+    h, l = ct(stats, "heavy"), ct(stats, "light")
+    split = ours(stats, "split")
+    check(split and split[3] >= h + l - 1e-6, "split's ct %r below its callees'" % (split,))
+    check(any(k[2] == "<module>" and k[0] == PROG for k in stats), "no <module> of prog.py")
+    traced = os.path.join(r.tmp, "traced.pstat")
+    r.run(["split", "0.2"], clock, traced, COPROF_MODE="trace")
+    tstats, _ = load(traced)
+    for name in ("heavy", "light", "split"):
+        sk = [k for k in stats if k[0] == PROG and k[2] == name]
+        tk = [k for k in tstats if k[0] == PROG and k[2] == name]
+        check(sk == tk, "%s: sampled key %r, traced %r" % (name, sk, tk))
+    d = subprocess.run([r.a.coprof, "diff", traced, out, "--limit", "50"], capture_output=True,
+                       text=True, timeout=60)
+    check(d.returncode in (0, 1), "coprof diff: %s" % d.stderr)
+    rows = [l for l in d.stdout.splitlines() if " heavy " in " %s " % l or "heavy" in l.split()]
+    check(rows, "coprof diff shows no heavy row: %s" % d.stdout[-1500:])
+    print("heavy share %.3f (%.3f s / %.3f s)" % (share, h, l))
+
+
+def case_native(r, clock):
+    """--native (COPROF_NATIVE=1): the stacks hold C frames too, every C frame of the
+    eval loop replaced by the Python frames it ran, and the split still reads 2:1."""
+    out = os.path.join(r.tmp, "native.pstat")
+    share = split_share(r, clock, out, COPROF_NATIVE=1)
+    stats, ex = load(out)
+    mixed = 0
+    for st in ex["stacks"]:
+        frames = st[2]
+        py = [f for f in frames if f[0] == PROG]
+        if not py:
+            continue
+        names = [f[2] for f in frames]
+        check("_PyEval_EvalFrameDefault" not in names, "an eval C frame was left: %r" % names)
+        native = [f for f in frames if not f[0].endswith(".py") and not f[0].startswith("<")]
+        mixed += bool(native)
+    check(mixed, "no stack holds both Python and C frames")
+    print("heavy share %.3f, %d mixed stacks" % (share, mixed))
+
+
+def case_threads(r, clock):
+    """Each thread is sampled, the one started while sampling ran too, each under its
+    own thread id."""
+    out = os.path.join(r.tmp, "threads.pstat")
+    r.run(["threads"], clock, out)
+    stats, ex = load(out)
+    a, b = ct(stats, "thread_a"), ct(stats, "thread_b")
+    check(a >= 0.2 and b >= 0.2, "thread_a %.3f s, thread_b %.3f s of 0.5 s each" % (a, b))
+    tids = {}
+    for tid_ctx in ex["stacks"]:
+        ctx, tid, frames = tid_ctx[0], tid_ctx[1], tid_ctx[2]
+        names = {f[2] for f in frames if f[0] == PROG}
+        for n in ("thread_a", "thread_b"):
+            if n in names:
+                tids.setdefault(n, set()).add(tid)
+    check(len(tids) == 2 and all(len(t) == 1 for t in tids.values()) and
+          tids["thread_a"] != tids["thread_b"], "thread ids of the stacks: %r" % tids)
+    print("thread_a %.3f s, thread_b %.3f s" % (a, b))
+
+
+def case_toggled(r, clock):
+    """COPROF_START=0 and coprof toggle: only the window's phase is in the file."""
+    out = os.path.join(r.tmp, "win.%n.pstat")
+    p = subprocess.Popen([r.a.python, PROG, "phases"], env=r.env(clock, COPROF_OUT=out,
+                                                                COPROF_START=0),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline() == "ready\n", "the program did not start")
+
+        def phase(name):
+            p.stdin.write(name + "\n")
+            p.stdin.flush()
+            line = p.stdout.readline()
+            check(line == "done %s\n" % name, "phase %s: %r" % (name, line))
+
+        def toggle():
+            t = subprocess.run([r.a.coprof, "toggle", str(p.pid)], capture_output=True,
+                               text=True, timeout=60)
+            check(t.returncode == 0, "coprof toggle: %s %s" % (t.stdout, t.stderr))
+        phase("a")
+        toggle()
+        phase("b")
+        toggle()
+        phase("c")
+        p.stdin.close()
+        err = p.stderr.read()
+        check(p.wait(timeout=60) == 0, "exit %d: %s" % (p.returncode, err))
+        check("coprof:" not in err, "the shim said: " + err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
+    check(len(files) == 1, "one window expected: %r" % files)
+    stats, _ = load(files[0])
+    b = ct(stats, "phase_b")
+    check(b >= 0.2, "phase_b has %.3f s of its 0.3 s" % b)
+    check(ct(stats, "phase_a") == 0 and ct(stats, "phase_c") == 0,
+          "phases outside the window were sampled: a %.3f, c %.3f" %
+          (ct(stats, "phase_a"), ct(stats, "phase_c")))
+    print("window: phase_b %.3f s" % b)
+
+
+def case_fork(r, clock):
+    """os.fork: the child samples itself into its own file."""
+    out = os.path.join(r.tmp, "fork.%p.pstat")
+    r.run(["fork"], clock, out)
+    files = glob.glob(os.path.join(r.tmp, "fork.*.pstat"))
+    check(len(files) == 2, "parent and child files expected: %r" % files)
+    seen = {}
+    for f in files:
+        stats, ex = load(f)
+        c, p = ct(stats, "child_work"), ct(stats, "parent_work")
+        check((c >= 0.2) != (p >= 0.2), "%s: child_work %.3f s, parent_work %.3f s" % (f, c, p))
+        seen["child" if c >= 0.2 else "parent"] = ex["pid"]
+        check(min(c, p) == 0, "%s holds the other process's function" % f)
+    check(len(seen) == 2, "files: %r" % seen)
+
+
+def case_stress(r, clock):
+    """Frame races at 10 kHz: five threads make and drop code objects as fast as they
+    can. The host runs as unprofiled, and every sampled exec'd function carries its own
+    first line: no frame is ever named after another code object."""
+    out = os.path.join(r.tmp, "stress.pstat")
+    secs = os.environ.get("PYSAMPLE_STRESS_SECONDS", "3")
+    r.run(["stress", secs], clock, out, COPROF_HZ="10000")
+    stats, ex = load(out)
+    churned = [k for k in stats if k[0] == "<churn>"]
+    check(churned, "no exec'd function sampled")
+    for k in churned:
+        check(k[1:] == (1, "<module>") or (k[2].startswith("f") and k[1] == int(k[2][1:]) + 1),
+              "mislabelled: %r" % (k,))
+    real = r.code_keys()
+    for k in stats:
+        check(k[0] != PROG or k[1:] in real, "%r names no code object of prog.py" % (k,))
+    total = sum(v[2] for v in stats.values())
+    check(total > 0.5, "%.3f s sampled" % total)
+    print("%d exec'd functions sampled, dropped %r" % (len(churned), ex.get("dropped")))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--coprof", required=True)
+    ap.add_argument("--asan", default="")
+    ap.add_argument("case")
+    args = ap.parse_args()
+    name, _, clock = args.case.rpartition("_")
+    fn = globals().get("case_" + name)
+    if not fn or clock not in ("cpu", "wall"):
+        print("unknown case %s" % args.case)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="pysample-") as tmp:
+        try:
+            t = time.monotonic()
+            fn(Runner(args, tmp), clock)
+            print("%s: passed in %.1f s" % (args.case, time.monotonic() - t))
+            return 0
+        except Failed as e:
+            print("%s: FAILED: %s" % (args.case, e))
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
