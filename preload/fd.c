@@ -5,7 +5,8 @@
  * libunwind, which the sampler runs in its tick handler, keeps a pipe of its own to
  * check addresses, at whatever numbers it got, and reads, writes and re-opens it: so
  * pipe() and pipe2() are interposed, and a pipe made while libunwind works for the
- * shim (pl_tls()->raw_masks set) goes to high numbers too. */
+ * shim (pl_tls()->raw_masks set) goes to high numbers too, and is remembered by
+ * identity: the sampler walks no stack while a number of it names something else. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -78,6 +79,39 @@ void pl_fd_close(struct pl_fd *f)
 
 static int (*real_pipe2)(int[2], int);
 
+/* libunwind's pipe: the ends of the last pipe made while it worked for the shim. */
+static struct pl_fd unw_pipe[2] = {PL_FD_NONE, PL_FD_NONE};
+
+/* async-signal-safe */
+static void note_unw(struct pl_fd *f, int fd)
+{
+	struct stat st;
+	f->fd = -1;
+	if (fstat(fd, &st) != 0)
+		return;
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	f->fd = fd;
+}
+
+/* async-signal-safe: libunwind reads and writes its pipe by number (one byte of the
+ * address it checks), and closes both numbers when a read fails. A number that no
+ * longer names its end, but something else, is the program's now: 0 then. A closed
+ * number is safe (the read fails, libunwind makes a new pipe, which pipe2 notes). */
+int pl_fd_unw_pipe_safe(void)
+{
+	for (int i = 0; i < 2; i++) {
+		int fd = unw_pipe[i].fd;
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) != 0)
+			continue;
+		if (st.st_dev != unw_pipe[i].dev || st.st_ino != unw_pipe[i].ino)
+			return 0;
+	}
+	return 1;
+}
+
 /* async-signal-safe (libunwind may make its pipe in the tick handler): the floor is
  * read once, outside any signal, by the first pipe of the process. */
 PL_EXPORT int pipe2(int fds[2], int flags)
@@ -95,6 +129,8 @@ PL_EXPORT int pipe2(int fds[2], int flags)
 	if (rc == 0 && pl_tls_data.raw_masks) {
 		fds[0] = raise_fd(fds[0], floor < 0 ? PL_FD_FLOOR : floor);
 		fds[1] = raise_fd(fds[1], floor < 0 ? PL_FD_FLOOR : floor);
+		note_unw(&unw_pipe[0], fds[0]);
+		note_unw(&unw_pipe[1], fds[1]);
 	}
 	return rc;
 }

@@ -35,4 +35,8 @@ __attribute__((visibility("hidden"))) int pl_fd_get(const struct pl_fd *f);
  * a number the program reused is never closed); f is none afterwards. */
 __attribute__((visibility("hidden"))) void pl_fd_close(struct pl_fd *f);
 
+/* async-signal-safe: 0 when a number of libunwind's address-check pipe now names the
+ * program's object (libunwind would read, write or close it): walk no stack then. */
+__attribute__((visibility("hidden"))) int pl_fd_unw_pipe_safe(void);
+
 #endif

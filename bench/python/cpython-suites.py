@@ -9,7 +9,8 @@ usage: cpython-suites.py --shim build/preload/libcoprof-preload.so --python EXE 
 
 Configs: `cpu` and `wall` (COPROF_CLOCK, the version's default backend), `profile` and
 `monitoring` (COPROF_PY_HOOK, 3.12+ only, cpu clock), `toggle` (COPROF_START=0, a
-SIGUSR2 to the test process every 100 ms, so windows open and close all along).
+SIGUSR2 to the test process every 100 ms, so windows open and close all along),
+`sample` (COPROF_MODE=sample, cpu clock, the default rate).
 Tests run in one process (`python -m test`, no -j: the toggle signal must reach the
 process that runs them), under `nice -n 10`. Every profiled run must also leave a
 profile of its own process that pstats reads.
@@ -62,6 +63,8 @@ def config_env(config, shim, tmp):
         env["COPROF_PY_HOOK"] = config
     if config == "toggle":
         env["COPROF_START"] = "0"
+    if config == "sample":
+        env["COPROF_MODE"] = "sample"
     return env
 
 

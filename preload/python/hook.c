@@ -172,6 +172,19 @@ static int task_sweep(uintptr_t k, void *v, void *arg)
 	return 1;
 }
 
+/* Finishes the contexts of this thread's tasks whose coroutine is gone or returned
+ * without an event: at a window's first event, and when the thread's outermost frame
+ * returns. (3.13 closes a coroutine suspended outside any try block with no event at
+ * all: one a collection closes stays suspended otherwise, unless a later coroutine
+ * happens to start at its address.) */
+static void sweep_ended(struct pl_py_thread *pt)
+{
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	pl_py_map_sweep(&task_map, task_sweep, pt);
+	pl_py_exc_restore(&e);
+}
+
 static void thread_free(struct pl_py_thread *pt)
 {
 	free(pt->drivers);
@@ -192,12 +205,8 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
 	pt->t = pl_py_host->thread();
-	if (pt->t) {
-		struct pl_py_exc e;
-		pl_py_exc_save(&e);
-		pl_py_map_sweep(&task_map, task_sweep, pt);
-		pl_py_exc_restore(&e);
-	}
+	if (pt->t)
+		sweep_ended(pt);
 }
 
 /* pt, brought up to date with the last start or fork; NULL when nothing is recorded
@@ -640,6 +649,8 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
 		coprof_leave(pt->t, key);
+		if (pl_py_unlikely(!pl_py_frame_back(fr)))
+			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */
 		return;
 	}
 	PyObject *gen = pl_py_frame_gen(fr);

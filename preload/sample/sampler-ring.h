@@ -114,6 +114,9 @@ struct pl_sampler_conf {
 	uintptr_t asan_lo;   /* the sanitizer runtime's text, whose swapcontext */
 	uintptr_t asan_hi;   /* interceptor may call ours: skipped too */
 	uintptr_t switch_pc; /* libc's swapcontext: cpu ticks mid-switch are charged there */
+	/* The code of libc's swapcontext [0] and setcontext [1]: a tick there is mid-switch
+	 * (its stack pointer may be the target's already). Empty when not found. */
+	uintptr_t libc_switch_lo[2], libc_switch_hi[2];
 };
 extern PL_HIDDEN struct pl_sampler_conf pl_sconf;
 /* Nonzero: under cpu, never use perf events (tests and benches of the fallback). */

@@ -14,8 +14,11 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
+#include "fd.h"
 #include "sampler-ring.h"
 
 /* Arming needs no lock: timer_settime and ioctl are async-signal-safe. */
@@ -123,6 +126,13 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	if (!pl_fd_unw_pipe_safe()) {
+		/* libunwind's pipe numbers are the program's now: keep the pc alone. */
+		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
+		rec->pcs[0] = pc;
+		rec->depth = 1;
+		return;
+	}
 	sig_atomic_t raw = st->tls ? st->tls->raw_masks : 0;
 	if (st->tls)
 		st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
@@ -163,10 +173,21 @@ static uint64_t perf_data(const siginfo_t *si)
 static struct sigaction prev_trap; /* SIGTRAP's action before ours (perf ticks) */
 
 /* A SIGTRAP that is not a tick (a breakpoint, raise) gets what it would have got
- * without us: the handler before ours, or the default action, which ends the process
- * as it would have (the signal stays blocked until this handler returns). */
+ * without us: the handler before ours, under the mask the kernel would have given it
+ * (ours blocks every signal), or the default action, which ends the process as it
+ * would have (the signal stays blocked until this handler returns). */
 static void forward_trap(int sig, siginfo_t *si, void *ucv)
 {
+	if (ucv && prev_trap.sa_handler != SIG_DFL && prev_trap.sa_handler != SIG_IGN) {
+		sigset_t m = ((const ucontext_t *)ucv)->uc_sigmask;
+		for (int s = 1; s < NSIG; s++)
+			if (sigismember(&prev_trap.sa_mask, s) == 1)
+				sigaddset(&m, s);
+		if (!(prev_trap.sa_flags & SA_NODEFER))
+			sigaddset(&m, sig);
+		/* the kernel's call: the shim's pthread_sigmask would edit the mask */
+		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &m, NULL, (size_t)(_NSIG / 8));
+	}
 	if (prev_trap.sa_flags & SA_SIGINFO) {
 		prev_trap.sa_sigaction(sig, si, ucv);
 	} else if (prev_trap.sa_handler == SIG_DFL) {
@@ -182,12 +203,19 @@ static void forward_trap(int sig, siginfo_t *si, void *ucv)
 
 /* The adapter sets in_switch for a switch; when the switch goes where no hook of ours
  * returns (setcontext to a getcontext point, uc_link), nobody clears it. The switch is
- * over when the interrupted stack pointer is not just below the frame that set it, or
- * when PL_STALE_TICKS ticks in a row found it set. */
+ * over when the interrupted pc is out of libc's switch code and the stack pointer is
+ * not just below the frame that set it, or when PL_STALE_TICKS ticks in a row found it
+ * set. */
 static int switch_over(struct pl_sthread *st, const ucontext_t *uc)
 {
 	uintptr_t top = st->tls->switch_sp;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	/* Inside libc's swapcontext or setcontext the stack pointer may already be the
+	 * target's while the unwind info still describes the caller's frame: not over. */
+	for (int i = 0; i < 2; i++)
+		if (pc >= pl_sconf.libc_switch_lo[i] && pc < pl_sconf.libc_switch_hi[i])
+			return 0;
 	if (top && (sp > top || top - sp > PL_SWITCH_STACK))
 		return 1;
 	return ++st->switch_ticks >= PL_STALE_TICKS;
@@ -270,7 +298,13 @@ int pl_sampler_install_handler(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_tick;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
+	/* No handler of the program's may run inside a tick: one that switches stacks
+	 * (preemptive green threads: swapcontext in a SIGALRM handler) would leave this
+	 * tick half done on one stack while the thread, its signal mask now the target's,
+	 * takes the next tick on another: two producers in one ring slot, and libunwind's
+	 * per-thread trace cache entered twice (issue 19: a wait record of garbage weight
+	 * that folded forever, and segfaults in libunwind). */
+	sigfillset(&sa.sa_mask);
 	return sigaction(pl_sconf.signo, &sa, pl_sconf.signo == SIGTRAP ? &prev_trap : NULL) < 0
 		   ? -errno
 		   : 0;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fd.h"
 #include "sampler-ring.h"
 
 static uint64_t ticks_now(struct pl_sthread *st)
@@ -57,6 +58,8 @@ static void release(struct pl_sthread *st, struct pl_wait *w)
  * program's function that called the switch. */
 static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 {
+	if (!pl_fd_unw_pipe_safe()) /* libunwind's pipe numbers are the program's now */
+		return;
 	uint32_t n = atomic_load_explicit(&st->nwaits, memory_order_relaxed);
 	struct pl_wait *w = NULL;
 	for (uint32_t i = 0; i < n && !w; i++)

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "sampler-ring.h"
 
 #define FOLD_NS 10000000u /* ns between folds: 10 ms, PL_RING_SLOTS ticks at 25 kHz */
@@ -330,8 +331,9 @@ static void thread_start(void)
 	if (clock)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	void *warm[PL_SAMPLE_DEPTH];
-	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
-	unw_backtrace(warm, PL_SAMPLE_DEPTH);
+	st->tls->raw_masks = 1;	   /* libunwind's masks are its own (signal-guard.c) */
+	if (pl_fd_unw_pipe_safe()) /* (in a fork child, its pipe's numbers may be taken) */
+		unw_backtrace(warm, PL_SAMPLE_DEPTH);
 	st->tls->raw_masks = 0;
 	if (pl_sconf.perf) {
 		st->perf_fd = open_task_clock(pl_sconf.perf_user);
@@ -613,6 +615,20 @@ timer:;
 	return 0;
 }
 
+/* The code of libc's function `name` (the next definition after ours), or an empty
+ * range when its symbol has no size. */
+static void libc_code(const char *name, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = *hi = 0;
+	void *at = dlsym(RTLD_NEXT, name);
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	if (!at || !dladdr1(at, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || !sym->st_size)
+		return;
+	*lo = (uintptr_t)at;
+	*hi = (uintptr_t)at + sym->st_size;
+}
+
 int pl_sampler_init(void)
 {
 	if (pl_cfg.mode != COPROF_MODE_SAMPLE || !pl_prof)
@@ -650,6 +666,8 @@ int pl_sampler_init(void)
 	}
 	if (!pl_sconf.wall)
 		pl_sconf.switch_pc = (uintptr_t)dlsym(RTLD_NEXT, "swapcontext");
+	libc_code("swapcontext", &pl_sconf.libc_switch_lo[0], &pl_sconf.libc_switch_hi[0]);
+	libc_code("setcontext", &pl_sconf.libc_switch_lo[1], &pl_sconf.libc_switch_hi[1]);
 	int err = pl_sampler_install_handler();
 	if (err < 0) {
 		pl_say("sample mode: cannot install the tick handler: %s", strerror(-err));

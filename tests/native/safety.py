@@ -95,11 +95,11 @@ def case_exit_handler():
 
 def case_fd_reuse():
     for mode, clock in MODES:
-        # libunwind's pipe (sample mode) is kept high but not checked: the program's
-        # dup2 onto the high numbers is tried in trace mode only
-        args = ["low"] if mode == "sample" else []
-        p, _ = record(mode, clock, "fd-reuse", *args)
-        check("files intact" in p.stdout, f"{mode} {clock}: {p.stdout}")
+        # in sample mode the program's files land on libunwind's pipe numbers too,
+        # then ticks walk deep stacks: the sampler keeps libunwind off them
+        for args in ([], ["low"]):
+            p, _ = record(mode, clock, "fd-reuse", *args, opts=["--hz", "997"])
+            check("files intact" in p.stdout, f"{mode} {clock} {args}: {p.stdout}")
 
 
 def case_uc_chain():
@@ -151,14 +151,37 @@ def case_uc_migrate():
 
 
 def case_uc_preempt():
-    # sample mode: libunwind can fault unwinding a tick inside a signal handler that
-    # switched stacks (seen before this change too); trace mode only here
     prog = "uc-preempt"
     for clock in ("cpu", "wall"):
         for args, opts in (([], []), (["toggle"], ["--no-start"])):
             p, _ = record("trace", clock, prog, *args, opts=opts)
             check("done" in p.stdout, f"{clock} {args}: {p.stdout}")
             check("allocations in the handler: 0" in p.stdout, f"{clock} {args}: {p.stdout}")
+
+
+def case_uc_preempt_sample():
+    """Swapcontext in a SIGALRM handler every 2 ms, sampled at 997 Hz, so ticks land
+    inside the program's handler and mid-switch (a tick interrupted by that handler
+    used to be finished on another stack while the thread took the next one: a wait
+    record of garbage weight folded forever, or libunwind faulted). Each shape twice
+    here; bench/sample/preempt-loop.py runs it 100 times."""
+    prog = "uc-preempt"
+    # the program itself must survive a slow handler unprofiled, or a failure below
+    # could be its own race and not the profiler's
+    p = subprocess.run([os.path.join(TESTBIN, prog), "slow"], env=base_env(), capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 0 and "done" in p.stdout, f"unprofiled slow run: {p.returncode} {p.stdout}")
+    for clock in ("cpu", "wall"):
+        for rep in range(2):
+            for args, opts in (([], []), (["toggle"], ["--no-start"])):
+                what = f"{clock} {args} run {rep}"
+                p, out = record("sample", clock, prog, *args, opts=["--hz", "997"] + opts)
+                check("done" in p.stdout and "allocations in the handler: 0" in p.stdout,
+                      f"{what}: {p.stdout}")
+                check(not coprof_lines(p), f"{what}: stderr {p.stderr}")
+                stats, ex = load(out)
+                ran = samples_in(ex, "green_work")
+                check(ran > 0, f"{what}: green_work never sampled")
 
 
 def case_frames_hidden():
@@ -188,11 +211,11 @@ def case_stress():
     suite of the sanitizer build runs it), in bounded time."""
     for mode, clock in MODES:
         tmpl = os.path.join(TMP, f"stress-{mode}-{clock}.%n.pstat")
-        # 997 Hz in sample mode: at the default 99 Hz a 30 ms window of a process that
-        # a loaded machine gives a few ms of CPU takes no tick, and an empty window
-        # writes no file
+        # 997 Hz: at 99 a loaded machine gave the program ~0.3 ticks of CPU per 30-ms
+        # window, and a window's first tick per thread only starts its count, so every
+        # window could be empty (no file: "no window written")
         hz = ["--hz", "997"] if mode == "sample" else []
-        cmd = [BIN, "record", "--mode", mode, "-c", clock, *hz, "-o", tmpl, "--",
+        cmd = [BIN, "record", "--mode", mode, "-c", clock, "-o", tmpl] + hz + ["--",
                os.path.join(TESTBIN, "stress"), "2"]
         p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

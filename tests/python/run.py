@@ -280,16 +280,18 @@ def case_await_chains(r):
 def case_shapes(r):
     """Coroutine shapes that confused the task bookkeeping (progs/shapes.py): an eager
     task was pushed on its creator's stack, never popped, and named before asyncio
-    named it; a coroutine closed by a collection inside another task stayed suspended;
+    named it; a coroutine closed by a collection inside another task stayed suspended
+    (on 3.13 also one an automatic collection closed, with no event);
     `await` through a generator __await__ split one task in two; on 3.13 an async
     generator finalized with no event left an entry that gave a later one a second
     frame. Each mode ends with after() called at module level, on a clean stack."""
     ver = tuple(int(x) for x in subprocess.run(
         [r.python, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True,
         text=True).stdout.split())
-    modes = ["orphan", "bridge", "agen"] + (["eager", "factory"] if ver >= (3, 12) else [])
+    modes = ["orphan", "orphan_auto", "bridge", "agen"] + (
+        ["eager", "factory"] if ver >= (3, 12) else [])
     for mode in modes:
-        out, _ = r.run(os.path.join(PROGS, "shapes.py"), [mode])
+        out, p = r.run(os.path.join(PROGS, "shapes.py"), [mode])
         prof = Profile(out)
 
         def callers(fn):
@@ -311,9 +313,11 @@ def case_shapes(r):
             if mode == "factory":
                 check(owners[0]["name"] == "PARENT", "factory: the parent task is named %r"
                       % owners[0]["name"])
-        elif mode == "orphan":
+        elif mode in ("orphan", "orphan_auto"):
+            if mode == "orphan_auto":
+                check("collected" in p.stdout.splitlines(), "orphan_auto: %r" % p.stdout)
             t = prof.task("ORPHAN")
-            check(t["state"] == "finished", "orphan: the closed task is %s" % t["state"])
+            check(t["state"] == "finished", "%s: the closed task is %s" % (mode, t["state"]))
             check(len(tasks_with("parent_work")) == 1 and
                   tasks_with("parent_work")[0]["name"] != "ORPHAN", "orphan: parent_work's task")
         elif mode == "bridge":

@@ -3,7 +3,10 @@
  * its files on the numbers a preloaded library would keep high (512-520), then raises
  * SIGUSR2 and forks a child that writes to all of them. Checks that every file holds
  * exactly what it wrote, and prints "files intact". `fd-reuse low` leaves the high
- * numbers alone. Run by tests/native/safety.py in the directory it may write in. */
+ * numbers alone. Between the two it recurses deep for 300 ms, so a sampler's unwinder
+ * meets stack pages it has not seen (libunwind checks them through its pipe, which
+ * sat on those high numbers). Run by tests/native/safety.py in the directory it may
+ * write in. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,11 +14,34 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NLOW 3
 #define HIGH0 512
 #define NHIGH 9
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* n frames of 200 bytes or more, then 1 ms of work at the bottom. */
+__attribute__((noinline)) static unsigned long deep(int n)
+{
+	volatile char pad[200];
+	pad[0] = (char)n;
+	if (n == 0) {
+		unsigned long x = 0;
+		double until = now() + 0.001;
+		while (now() < until)
+			x++;
+		return x;
+	}
+	return deep(n - 1) + (unsigned long)pad[0];
+}
 
 static int open_file(const char *name)
 {
@@ -53,6 +79,12 @@ int main(int argc, char **argv)
 		fds[NLOW + i] = dup2(fd, HIGH0 + i);
 		close(fd);
 	}
+	unsigned long sum = 0;
+	double end = now() + 0.3;
+	for (int k = 0; now() < end; k++)
+		sum += deep(50 + k % 400);
+	if (!sum)
+		puts("no work done");
 	raise(SIGUSR2); /* a toggle, if the profiler listens */
 	usleep(100000);
 	raise(SIGUSR2);

@@ -4,7 +4,16 @@
  * while the handler runs (it allocates nothing itself: any are the profiler's) and
  * prints them. `uc-preempt toggle` raises SIGUSR2 as the timer starts (run it with the
  * profiler waiting for that signal: the window opens while the handler switches).
- * Run by tests/native/safety.py. */
+ *
+ * SIGALRM is blocked wherever a switch could go wrong, as a real preemptive scheduler
+ * must: the green threads are made with it blocked and unblock it once running (the
+ * first switch into one comes from the other's handler, and a timer that expired
+ * meanwhile must not fire inside swapcontext, between its mask change and its stack
+ * switch), block it again before they return through uc_link, and main drops a pending
+ * one before it resumes the last. Without that the program hangs or crashes unprofiled
+ * as soon as its handler is slow: `uc-preempt slow` spins 5 ms in the first handlers
+ * and in main as the first thread returns, and must still finish.
+ * Run by tests/native/safety.py and bench/sample/preempt-loop.py. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +28,7 @@ static volatile int cur;
 static __thread volatile sig_atomic_t in_handler; /* this thread is in on_alarm */
 static volatile unsigned long switches;
 static double deadline;
+static int slow; /* `slow`: stall where the races above would bite */
 
 #ifdef COUNT_ALLOC
 static volatile unsigned long allocs_in_handler;
@@ -54,10 +64,19 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static void stall(void)
+{
+	double until = now() + 0.005;
+	while (now() < until)
+		;
+}
+
 static void on_alarm(int sig)
 {
 	(void)sig;
 	in_handler = 1;
+	if (slow && switches < 3)
+		stall();
 	int from = cur;
 	cur = !from;
 	switches++;
@@ -72,16 +91,33 @@ __attribute__((noinline)) static void green_work(void)
 		x++;
 }
 
+static void alarm_mask(int how)
+{
+	sigset_t alrm;
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	sigprocmask(how, &alrm, NULL);
+}
+
+/* Running at last (from main or from the other's handler): take the timer until the
+ * work is done, and return through uc_link without it. */
+static void green_go(void)
+{
+	alarm_mask(SIG_UNBLOCK);
+	green_work();
+	alarm_mask(SIG_BLOCK);
+}
+
 static void green_a(void)
 {
 	swapcontext(&green[0], &main_uc); /* started: wait for the timer */
-	green_work();
+	green_go();
 }
 
 static void green_b(void)
 {
 	swapcontext(&green[1], &main_uc);
-	green_work();
+	green_go();
 }
 
 /* Makes green thread i and runs it to its first yield. */
@@ -98,6 +134,8 @@ static void start_green(int i, void (*fn)(void))
 
 int main(int argc, char **argv)
 {
+	slow = argc > 1 && strcmp(argv[1], "slow") == 0;
+	alarm_mask(SIG_BLOCK); /* main and the green threads start with it blocked */
 	start_green(0, green_a);
 	start_green(1, green_b);
 	struct sigaction sa = {.sa_handler = on_alarm};
@@ -110,8 +148,11 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "toggle") == 0)
 		raise(SIGUSR2);
 	swapcontext(&main_uc, &green[0]); /* back here when one of them returns */
+	if (slow)
+		stall();
 	struct itimerval off = {{0, 0}, {0, 0}};
 	setitimer(ITIMER_REAL, &off, NULL);
+	signal(SIGALRM, SIG_IGN); /* drops a pending one: the thread that returned is gone */
 	in_handler = 0;
 	int other = !cur;
 	cur = other;

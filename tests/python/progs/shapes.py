@@ -2,6 +2,8 @@
 mode. eager: a task started eagerly (Task(eager_start=True), 3.12+) by the coroutine
 that creates it. factory: eager_task_factory, the created task named PARENT (3.12+).
 orphan: a pending task whose coroutine a collection closes inside another task.
+orphan_auto: the same, closed by an automatic collection (3.13 closes it without an
+event).
 bridge: `await` through a generator-function __await__ (aiohttp's context managers).
 agen: async generators finalized while suspended at a value yield, with no asyncio
 hooks, then others made (likely at the same addresses) and resumed after an await."""
@@ -9,6 +11,7 @@ import asyncio
 import gc
 import sys
 import types
+import weakref
 
 
 def burn(n):
@@ -50,6 +53,23 @@ async def keeper():
     await asyncio.sleep(0)
     del t
     gc.collect()
+    parent_work()
+
+
+async def keeper_auto():
+    t = asyncio.get_running_loop().create_task(orphan(), name="ORPHAN")
+    await asyncio.sleep(0)
+    gone = weakref.ref(t.get_coro())
+    del t
+    old = gc.get_threshold()
+    gc.set_threshold(50)
+    junk = []
+    for i in range(20000):  # allocations trigger the collections
+        junk.append([i])
+        if i % 1000 == 0:
+            await asyncio.sleep(0)
+    gc.set_threshold(*old)
+    print("collected" if gone() is None else "not collected")
     parent_work()
 
 
@@ -120,6 +140,8 @@ async def main():
         await parent()
     elif mode == "orphan":
         await keeper()
+    elif mode == "orphan_auto":
+        await keeper_auto()
     elif mode == "bridge":
         await bridged()
 
