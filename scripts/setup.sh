@@ -14,6 +14,7 @@ pkgs=(
 	zlib1g-dev golang-go clang-format
 	strace # tests/native toggle-*: no signal is sent for a refused pid
 	linux-perf redis-server
+	python3-gevent # tests/python greenlet_*: gevent and greenlet for /usr/bin/python3
 )
 
 # CPython's own test package for Debian's python3, which tests/python's cpython_suites

@@ -11,7 +11,7 @@
 
 #include "coprof.h"
 
-#define PL_PY_ABI 2
+#define PL_PY_ABI 3
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
@@ -42,6 +42,11 @@ struct pl_py_host {
 	/* One line on stderr, prefixed "coprof: ". */
 	void (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	enum pl_py_hook hook; /* COPROF_PY_HOOK */
+	/* Sample mode: the calling thread goes from context `from` to `to` (NULL: the
+	 * thread's own), or context `c` finished. The engine and the sampler are told
+	 * (the sampler charges each tick to the context running). Used by greenlets. */
+	void (*ctx_switch)(struct coprof_ctx *from, struct coprof_ctx *to);
+	void (*ctx_finish)(struct coprof_ctx *c);
 };
 
 /* What the adapter gives back. start and stop run on the shim's control thread (or in
