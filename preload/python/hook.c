@@ -810,8 +810,14 @@ struct pl_py_thread *pl_py_thread_self(void)
 void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out, struct pl_py_chain *in)
 {
 	free(out->drivers); /* none: it was moved into pt when `out` last ran */
-	*out = (struct pl_py_chain){out->base, pt->root,     pt->ctx, pt->adopting, pt->drivers,
-				    pt->ndrivers, pt->cap, pt->lost,    pt->gen};
+	out->root = pt->root;
+	out->ctx = pt->ctx;
+	out->adopting = pt->adopting;
+	out->drivers = pt->drivers;
+	out->ndrivers = pt->ndrivers;
+	out->cap = pt->cap;
+	out->lost = pt->lost;
+	out->gen = pt->gen;
 	pt->drivers = in->drivers;
 	pt->cap = in->cap;
 	in->drivers = NULL;
