@@ -1270,6 +1270,71 @@ def case_greenlet_asyncio(r):
     check(not any(k[2] == "work" for k in loop["stats"]), "loop_main is charged its tasks' work")
 
 
+def case_greenlet_resp_toggled(r, mode="trace"):
+    """samples/python/gevent_resp_server.py (gevent's StreamServer, a greenlet per
+    connection) under redis-benchmark, started off and toggled three times with `coprof
+    toggle`: each window is written, holds the requests it served, in the connections'
+    greenlets (runtime greenlet), and the server stops cleanly."""
+    import shutil
+    import socket
+    py = gevent_python(r)
+    bench = shutil.which("redis-benchmark")
+    check(bench is not None, "redis-benchmark is not installed (scripts/setup.sh)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tmpl = os.path.join(r.tmp, "gresp.%n.pstat")
+    p = subprocess.Popen([py, os.path.join(SAMPLES, "gevent_resp_server.py"), str(port)],
+                         env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0,
+                                   COPROF_MODE=mode, COPROF_HZ=997),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = None
+    try:
+        check("listening" in p.stdout.readline(), "the server did not start")
+        b = subprocess.Popen([bench, "-p", str(port), "-t", "set,get", "-n", "100000000",
+                              "-c", "20", "-q"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        for i in range(3):
+            check("on" in coprof_toggle(p.pid), "window %d did not open" % (i + 1))
+            time.sleep(0.5)
+            said = coprof_toggle(p.pid)
+            check("gresp.%d.pstat" % (i + 1) in said, "window %d: %r" % (i + 1, said))
+            time.sleep(0.2)
+        check(b.poll() is None, "redis-benchmark stopped early")
+    finally:
+        if b is not None:
+            reap(b)
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "gevent_resp_server: stopped" in rest,
+          "exit %d: %s %s" % (p.returncode, rest[-500:], err[-2000:]))
+    ours = [l for l in err.splitlines() if l.startswith("coprof:")
+            and "Python frames are not sampled" not in l]
+    check(not ours, "the shim complained: %s" % ours)
+    files = sorted(glob.glob(os.path.join(r.tmp, "gresp.*.pstat")))
+    check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
+    for f in files:
+        prof = Profile(f)
+        name = os.path.basename(f)
+        glets = [t for t in prof.tasks() if t["runtime"] == "greenlet"]
+        if mode == "trace":
+            check(prof.funcs("execute") and prof.nc("execute") >= 100,
+                  "%s: execute has %s calls"
+                  % (name, prof.nc("execute") if prof.funcs("execute") else 0))
+            conns = [t for t in glets if any(k[2] == "execute" for k in t["stats"])]
+            check(len(conns) >= 10, "%s: %d connection greenlets ran execute" % (name, len(conns)))
+            check(not any(k[2] == "execute" for t in prof.tasks() if t["runtime"] != "greenlet"
+                          for k in t["stats"]), "%s: execute outside a greenlet" % name)
+        else:
+            busy = [t for t in glets if t["ttot"] > 0]
+            check(len(busy) >= 10, "%s: %d greenlets were sampled" % (name, len(busy)))
+
+
+def case_greenlet_resp_toggled_sample(r):
+    case_greenlet_resp_toggled(r, "sample")
+
+
 def read_measured(path):
     with open(path) as f:
         return json.load(f)["cpu"]
