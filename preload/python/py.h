@@ -311,7 +311,8 @@ PL_PY_HIDDEN void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *
  * and arms it in each thread that raises an event after that. */
 PL_PY_HIDDEN void pl_py_greenlet_audit(const char *event, PyObject *args);
 /* The context of the greenlet running on the calling thread (engine thread t); NULL:
- * the thread's own. No Python code runs. */
+ * the thread's own. Arms the greenlet tracer in this thread first if it is not yet.
+ * No Python code runs. */
 PL_PY_HIDDEN struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t);
 
 /* --- the sys.monitoring backend (monitor.c) ---------------------------------------- */

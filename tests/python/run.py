@@ -1252,6 +1252,26 @@ def case_greenlet_plain_sample(r):
     check_greenlet_cpu(prof, measured, ("ping", "pong"), "sample")
 
 
+def case_greenlet_threads(r):
+    """Raw greenlets in two threads started after greenlet was imported: each thread's
+    greenlets are contexts on that thread, charged their own work."""
+    prof, measured = greenlet_run(r, "threads", "cpu")
+    tids = {}
+    for t in prof.tasks():
+        if t["runtime"] == "greenlet":
+            tids.setdefault(t["name"].split(".")[-1], []).append(t)
+    for side in ("left", "right"):
+        ts = tids.get(side, [])
+        check(len(ts) == 2 and ts[0]["thread"] != ts[1]["thread"],
+              "greenlet %s: %d tasks on threads %s" % (side, len(ts), [t["thread"] for t in ts]))
+        for t in ts:
+            check(t["resumes"] >= 10, "%s resumed %d times" % (side, t["resumes"]))
+    work = sum(measured["cpu"].values())
+    got = sum(t["ttot"] for ts in tids.values() for t in ts)
+    near(got, work, 0.10, "the four greenlets' ttot against their work")
+    check(prof.nc("work") == 40, "work nc %d" % prof.nc("work"))
+
+
 def case_greenlet_asyncio(r):
     """An event loop in a greenlet, one of whose tasks switches into another greenlet
     and back: each task and greenlet is charged its own work only."""

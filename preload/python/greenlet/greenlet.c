@@ -7,7 +7,8 @@
  * greenlet._greenlet (the audit hook's "import" event), the module is loaded there and
  * then, its settrace/gettrace are replaced by ours (the program's tracer is kept and
  * called after ours, per thread, as greenlet would), and the tracer, a C function, is
- * armed in each thread (at its next audit event, or its next settrace). The tracer
+ * armed in each thread: at its next audit event, its next settrace, or (trace mode)
+ * its first profiled event. The tracer
  * runs in the greenlet switched to, with the GIL held, after the stack switch. In
  * trace mode it swaps the hook's per-thread asyncio state (hook.c's chain) between
  * greenlets, so tasks run inside greenlets keep their own drivers; in sample mode it
@@ -371,8 +372,25 @@ void pl_py_greenlet_audit(const char *event, PyObject *args)
 	pl_py_exc_restore(&e);
 }
 
+/* Arms the calling thread from the hook, where no Python code may run (the hook's
+ * state would go stale under it): greenlet's settrace runs no Python code of itself,
+ * but making this thread's greenlet state allocates, and an allocation may collect
+ * garbage and run finalizers; so the collector is off meanwhile. */
+static void arm_quietly(void)
+{
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	int gc = PyGC_Disable();
+	arm();
+	if (gc)
+		PyGC_Enable();
+	pl_py_exc_restore(&e);
+}
+
 struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t)
 {
+	if (pl_py_unlikely(installed && !armed))
+		arm_quietly();
 	struct glet *gl = cur_glet ? pl_py_map_get(&glets, (uintptr_t)cur_glet) : NULL;
 	return gl && gl->t == t && gl->forks == pl_py_forks ? gl->chain.base : NULL;
 }

@@ -7,6 +7,7 @@ round, 10 rounds, switching through gevent.sleep; the program sets a greenlet tr
 its own, which must keep seeing every switch. plain: two raw greenlets (named from
 their run functions) ping-pong through switch(). asyncio: a greenlet runs an event loop
 whose task x switches into another greenlet (helper) and back, beside task y.
+threads: two threads, each with a pair of raw greenlets.
 Writes the CPU and wall time each worker really burned, and what its tracer saw, to
 OUT.json."""
 import json
@@ -61,7 +62,7 @@ def run_gevent():
         g.start()
         gs.append(g)
     gevent.joinall(gs)
-    greenlet.settrace(None)
+    measured["tracer_back"] = measured["tracer_back"] and greenlet.settrace(None) is tracer
 
 
 def ping():
@@ -127,6 +128,35 @@ def run_asyncio():
     loop_g.switch()
 
 
-{"gevent": run_gevent, "plain": run_plain, "asyncio": run_asyncio}[sys.argv[1]]()
+def run_threads():
+    """Two threads, each with its own pair of raw greenlets, started after greenlet was
+    imported: each thread's greenlets are its own contexts."""
+    import threading
+
+    def pair(tag, sec):
+        def left():
+            for _ in range(ROUNDS):
+                work(tag + "-left", sec)
+                right_g.switch()
+
+        def right():
+            for _ in range(ROUNDS):
+                work(tag + "-right", sec / 4)
+                left_g.switch()
+
+        left_g, right_g = greenlet.greenlet(left), greenlet.greenlet(right)
+        left_g.switch()
+        while not (left_g.dead and right_g.dead):
+            (right_g if left_g.dead else left_g).switch()
+
+    ts = [threading.Thread(target=pair, args=(tag, 0.010)) for tag in ("t1", "t2")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+{"gevent": run_gevent, "plain": run_plain, "asyncio": run_asyncio,
+ "threads": run_threads}[sys.argv[1]]()
 with open(sys.argv[2], "w") as f:
     json.dump(measured, f)
