@@ -146,9 +146,16 @@ static int is_main(PyObject *g)
 	return main;
 }
 
-static int attr_true(PyObject *g, const char *attr)
+/* Nonzero when greenlet g has finished (its `dead` attribute, read on every switch
+ * through a name made once). */
+static int is_dead(PyObject *g)
 {
-	PyObject *v = PyObject_GetAttrString(g, attr);
+	static PyObject *dead_str;
+	if (!dead_str && !(dead_str = PyUnicode_InternFromString("dead"))) {
+		PyErr_Clear();
+		return 0;
+	}
+	PyObject *v = PyObject_GetAttr(g, dead_str);
 	int r = v ? PyObject_IsTrue(v) : 0;
 	Py_XDECREF(v);
 	PyErr_Clear();
@@ -244,7 +251,7 @@ static PyObject *tracer(PyObject *self, PyObject *const *args, Py_ssize_t n)
 		pl_py_exc_save(&e);
 		struct coprof_thread *t = pl_py_host->thread();
 		if (t && origin != target) {
-			int dead = attr_true(origin, "dead");
+			int dead = is_dead(origin);
 			struct glet *to = glet_make(target, t);
 			struct glet *from = to ? glet_make(origin, t) : NULL;
 			if (from && !from->named && !dead) {
