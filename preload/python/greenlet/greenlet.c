@@ -232,9 +232,12 @@ static void glet_switch(struct glet *from, struct glet *to)
 		return;
 	}
 	struct pl_py_thread *pt = pl_py_thread_self();
-	if (!pt || !from)
+	if (!pt)
 		return; /* profiling is off: the next window starts in cur_glet's */
-	pl_py_chain_swap(pt, &from->chain, &to->chain);
+	/* A greenlet that died unseen keeps nothing of what ran in it. */
+	struct pl_py_chain gone = {0};
+	pl_py_chain_swap(pt, from ? &from->chain : &gone, &to->chain);
+	free(gone.drivers);
 }
 
 /* greenlet's trace callback, tracer(event, (origin, target)), run in the target. Never
@@ -253,7 +256,10 @@ static PyObject *tracer(PyObject *self, PyObject *const *args, Py_ssize_t n)
 		if (t && origin != target) {
 			int dead = is_dead(origin);
 			struct glet *to = glet_make(target, t);
-			struct glet *from = to ? glet_make(origin, t) : NULL;
+			/* a greenlet dead before it was seen gets no context */
+			struct glet *from = !to	   ? NULL
+					    : dead ? glet_get(origin, t)
+						   : glet_make(origin, t);
 			if (from && !from->named && !dead) {
 				char name[128];
 				if (name_from_frames(origin, name, sizeof(name)))
