@@ -3,16 +3,15 @@
  * gevent's Greenlet.name, else its run function's qualname; the main greenlet is the
  * thread's own context.
  *
- * Switches are heard through greenlet.settrace: when the program imports
+ * Switches are heard through greenlet.settrace. When the program imports
  * greenlet._greenlet (the audit hook's "import" event), the module is loaded there and
- * then, its settrace/gettrace are replaced by ours (the program's tracer is kept and
- * called after ours, per thread, as greenlet would), and the tracer, a C function, is
- * armed in each thread: at its next audit event, its next settrace, or (trace mode)
- * its first profiled event. The tracer
- * runs in the greenlet switched to, with the GIL held, after the stack switch. In
- * trace mode it swaps the hook's per-thread asyncio state (hook.c's chain) between
- * greenlets, so tasks run inside greenlets keep their own drivers; in sample mode it
- * tells the sampler which context the ticks go to. */
+ * then and its settrace/gettrace are replaced by ours: the program's tracer is kept,
+ * per thread, and called after ours. Our tracer, a C function, is armed in each
+ * thread at its next audit event, its next settrace, or (trace mode) its first
+ * profiled event. It runs in the greenlet switched to, with the GIL held, after the
+ * stack switch. In trace mode it swaps the hook's per-thread asyncio state (hook.c's
+ * chain) between greenlets, so tasks run inside greenlets keep their own drivers; in
+ * sample mode it tells the sampler which context the ticks go to. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
