@@ -8,8 +8,10 @@ usage: resp_gevent.py --shim LIB [--python EXE] [--runs N] [-n REQUESTS] [--hz H
 
 Each round starts every (server, configuration) pair in turn, interleaved, runs
 `redis-benchmark -t set,get -n REQUESTS -c 20 --csv` against it and stops it with
-SIGINT; the figure is the median req/s over the rounds, and the ratio to the same
-server unprofiled. EXE must import gevent (Debian's python3-gevent, or a venv such as
+SIGINT; the figures are the median req/s over the rounds and the server's CPU time
+(user + system, from /proc/PID/stat) per request while redis-benchmark ran, each with
+its ratio to the same server unprofiled. On a shared machine req/s follows the load;
+CPU per request much less. EXE must import gevent (Debian's python3-gevent, or a venv such as
 build/venv-gevent-3.12 that tests/python/run.py makes).
 """
 import argparse
@@ -36,6 +38,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cpu_seconds(pid):
+    """utime + stime of process pid, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_run(a, server, cfg, tmp):
     port = free_port()
     env = dict(os.environ)
@@ -49,8 +58,10 @@ def one_run(a, server, cfg, tmp):
     try:
         if "listening" not in p.stdout.readline():
             sys.exit("%s did not start: %s" % (server, p.stderr.read()[-1000:]))
+        c0 = cpu_seconds(p.pid)
         b = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(a.n),
                             "-c", "20", "--csv"], capture_output=True, text=True, timeout=600)
+        cpu = cpu_seconds(p.pid) - c0
     finally:
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=120)
@@ -58,6 +69,7 @@ def one_run(a, server, cfg, tmp):
             and r[0] in ("SET", "GET")}
     if len(rows) != 2:
         sys.exit("redis-benchmark said: %r %r" % (b.stdout[-500:], b.stderr[-500:]))
+    rows["cpu"] = cpu / (2 * a.n) * 1e6  # us per request, SET and GET together
     return rows
 
 
@@ -80,15 +92,17 @@ def main():
                     r = one_run(a, server, cfg, tmp)
                     for op, v in r.items():
                         res.setdefault((server, name, op), []).append(v)
-    print("| server | coprof | SET req/s | GET req/s | vs unprofiled (SET, GET) |")
-    print("|---|---|---|---|---|")
+    print("| server | coprof | SET req/s | GET req/s | vs unprofiled (SET, GET) "
+          "| server CPU per request | vs unprofiled |")
+    print("|---|---|---|---|---|---|---|")
+    ops = ("SET", "GET", "cpu")
     for server in SERVERS:
-        base = {op: statistics.median(res[(server, "unprofiled", op)]) for op in ("SET", "GET")}
+        base = {op: statistics.median(res[(server, "unprofiled", op)]) for op in ops}
         for name, _ in CONFIGS:
-            m = {op: statistics.median(res[(server, name, op)]) for op in ("SET", "GET")}
-            print("| %s | %s | %.0f | %.0f | %.2f, %.2f |" % (server, name, m["SET"], m["GET"],
-                                                            m["SET"] / base["SET"],
-                                                            m["GET"] / base["GET"]))
+            m = {op: statistics.median(res[(server, name, op)]) for op in ops}
+            print("| %s | %s | %.0f | %.0f | %.2f, %.2f | %.1f us | %.2fx |"
+                  % (server, name, m["SET"], m["GET"], m["SET"] / base["SET"],
+                     m["GET"] / base["GET"], m["cpu"], m["cpu"] / base["cpu"]))
 
 
 if __name__ == "__main__":

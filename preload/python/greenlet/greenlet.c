@@ -254,20 +254,21 @@ static PyObject *tracer(PyObject *self, PyObject *const *args, Py_ssize_t n)
 		struct coprof_thread *t = pl_py_host->thread();
 		if (t && origin != target) {
 			int dead = is_dead(origin);
-			struct glet *to = glet_make(target, t);
-			/* a greenlet dead before it was seen gets no context */
-			struct glet *from = !to	   ? NULL
-					    : dead ? glet_get(origin, t)
-						   : glet_make(origin, t);
-			if (from && !from->named && !dead) {
-				char name[128];
-				if (name_from_frames(origin, name, sizeof(name)))
-					coprof_ctx_set_name(from->chain.base, name);
-				from->named = 1;
+			struct glet *to = glet_get(target, t), *from = glet_get(origin, t);
+			/* First sightings and names run Python code: the slow path. A greenlet
+			 * dead before it was seen gets no context. */
+			if (!to || (!dead && (!from || !from->named))) {
+				to = glet_make(target, t);
+				from = !to || dead ? NULL : glet_make(origin, t);
+				if (from && !from->named) {
+					char name[128];
+					if (name_from_frames(origin, name, sizeof(name)))
+						coprof_ctx_set_name(from->chain.base, name);
+					from->named = 1;
+				}
+				to = glet_get(target, t);
+				from = glet_get(origin, t);
 			}
-			/* Names may have run Python code: records are looked up again. */
-			to = glet_get(target, t);
-			from = glet_get(origin, t);
 			if (to && t == pl_py_host->thread()) {
 				glet_switch(from, to);
 				cur_glet = to->is_main ? NULL : target;
