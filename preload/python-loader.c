@@ -21,6 +21,29 @@
 static struct pl_py_host host;
 static struct pl_py_adapter adapter;
 
+/* For greenlet switches in sample mode (python/greenlet/): the sampler charges the
+ * ticks that follow to `to`. in_switch keeps a tick that lands meanwhile off the ring. */
+static void py_ctx_switch(struct coprof_ctx *from, struct coprof_ctx *to)
+{
+	struct coprof_thread *th = pl_thread();
+	if (!th)
+		return;
+	struct pl_tls *t = pl_tls();
+	t->in_switch = 1;
+	pl_sampler_switch(from, to);
+	coprof_ctx_switch(th, to);
+	t->in_switch = 0;
+}
+
+static void py_ctx_finish(struct coprof_ctx *c)
+{
+	struct coprof_thread *th = pl_thread();
+	if (!th)
+		return;
+	pl_sampler_finish(c);
+	coprof_ctx_finish(th, c);
+}
+
 static int rt_start(void)
 {
 	return adapter.start ? adapter.start() : 0;
@@ -129,6 +152,8 @@ int pl_python_init(void)
 	    .thread = pl_thread,
 	    .say = pl_say,
 	    .hook = (enum pl_py_hook)pl_cfg.py_hook,
+	    .ctx_switch = py_ctx_switch,
+	    .ctx_finish = py_ctx_finish,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {

@@ -15,6 +15,7 @@ pkgs=(
 	strace # tests/native toggle-*: no signal is sent for a refused pid
 	linux-perf redis-server
 	nginx apache2-utils # tests/native creds-nginx: workers that drop privileges, under ab
+	python3-gevent # tests/python greenlet_*: gevent and greenlet for /usr/bin/python3
 )
 
 # CPython's own test package for Debian's python3, which tests/python's cpython_suites

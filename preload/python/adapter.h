@@ -44,6 +44,11 @@ struct pl_py_host {
 	/* One line on stderr, prefixed "coprof: ". */
 	void (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	enum pl_py_hook hook; /* COPROF_PY_HOOK */
+	/* Sample mode: the calling thread goes from context `from` to `to` (NULL: the
+	 * thread's own), or context `c` finished. The engine and the sampler are told
+	 * (the sampler charges each tick to the context running). Used by greenlets. */
+	void (*ctx_switch)(struct coprof_ctx *from, struct coprof_ctx *to);
+	void (*ctx_finish)(struct coprof_ctx *c);
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick

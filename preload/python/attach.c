@@ -72,8 +72,8 @@ __attribute__((destructor)) static void audit_entry_free(void)
 /* Cheap for the many events it does not care about: one or two byte compares. */
 static int audit(const char *event, PyObject *args, void *data)
 {
-	(void)args;
 	(void)data;
+	pl_py_greenlet_audit(event, args);
 	if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
 		audit_unlink();
 	} else if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {

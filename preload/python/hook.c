@@ -205,6 +205,8 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
 	pt->t = pl_py_host->thread();
+	if (pt->t && (pt->ctx = pl_py_greenlet_current(pt->t)))
+		coprof_ctx_switch(pt->t, pt->ctx); /* the window starts in a greenlet */
 	if (pt->t)
 		sweep_ended(pt);
 }
@@ -906,4 +908,49 @@ void pl_py_remove(void)
 	else
 		profile_remove();
 	pl_py_installed = 0;
+}
+
+/* --- greenlets (greenlet/greenlet.c) --------------------------------------------- */
+
+struct pl_py_thread *pl_py_thread_self(void)
+{
+	if (!pl_py_installed)
+		return NULL;
+	if (monitoring)
+		return pl_py_thread_current();
+	PyThreadState *ts = PyThreadState_Get();
+	if (ts->c_profilefunc != on_event || !ts->c_profileobj)
+		return NULL;
+	return thread_ready(PyCapsule_GetPointer(ts->c_profileobj, NULL));
+}
+
+void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out, struct pl_py_chain *in)
+{
+	free(out->drivers); /* none: it was moved into pt when `out` last ran */
+	out->root = pt->root;
+	out->ctx = pt->ctx;
+	out->adopting = pt->adopting;
+	out->drivers = pt->drivers;
+	out->ndrivers = pt->ndrivers;
+	out->cap = pt->cap;
+	out->lost = pt->lost;
+	out->gen = pt->gen;
+	pt->drivers = in->drivers;
+	pt->cap = in->cap;
+	in->drivers = NULL;
+	in->cap = 0;
+	if (in->gen == pt->gen) {
+		pt->root = in->root;
+		pt->ctx = in->ctx;
+		pt->adopting = in->adopting;
+		pt->ndrivers = in->ndrivers;
+		pt->lost = in->lost;
+	} else { /* saved in an earlier window: the tasks it ran are adopted afresh */
+		pt->root = NULL;
+		pt->ctx = in->base;
+		pt->adopting = NULL;
+		pt->ndrivers = 0;
+		pt->lost = 0;
+	}
+	coprof_ctx_switch(pt->t, pt->ctx);
 }

@@ -284,6 +284,37 @@ PL_PY_HIDDEN void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyOb
 /* A C builtin is entered (enter nonzero) or left. */
 PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn);
 
+/* The hook's state for the asyncio chain running in one greenlet (greenlet/greenlet.c):
+ * the running task's root and context, the drivers below it. Kept in the greenlet's
+ * record while it is switched out, swapped into the thread's state as it runs. */
+struct pl_py_chain {
+	struct coprof_ctx *base; /* the greenlet's own context; NULL: the thread's own */
+	PyObject *root;
+	struct coprof_ctx *ctx;
+	PyObject *adopting;
+	void *drivers; /* owned while the greenlet is switched out */
+	unsigned ndrivers, cap, lost;
+	unsigned gen; /* the pl_py_gen it was saved in: a stale chain restarts at base */
+};
+
+/* The calling thread's state while the hook is on (either backend), brought up to
+ * date; NULL when profiling is off or nothing is recorded for it. */
+PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_self(void);
+/* A greenlet switch: pt's chain is saved into `out`, `in`'s becomes pt's, and the
+ * engine runs its context. No Python code runs. */
+PL_PY_HIDDEN void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out,
+				   struct pl_py_chain *in);
+
+/* --- greenlets (greenlet/greenlet.c) ----------------------------------------------- */
+
+/* Every audit event: installs the greenlet tracer when greenlet._greenlet is imported,
+ * and arms it in each thread that raises an event after that. */
+PL_PY_HIDDEN void pl_py_greenlet_audit(const char *event, PyObject *args);
+/* The context of the greenlet running on the calling thread (engine thread t); NULL:
+ * the thread's own. Arms the greenlet tracer in this thread first if it is not yet.
+ * No Python code runs. */
+PL_PY_HIDDEN struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t);
+
 /* --- the sys.monitoring backend (monitor.c) ---------------------------------------- */
 
 /* Claims a tool id and turns its events on, interpreter-wide (GIL held). Already on:

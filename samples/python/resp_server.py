@@ -14,7 +14,8 @@ import asyncio
 import signal
 import sys
 
-store = {}
+from resp_commands import execute
+
 clients = set()  # the writers of open connections, closed at shutdown
 
 
@@ -31,30 +32,6 @@ async def read_command(reader):
         data = await reader.readexactly(size + 2)
         args.append(data[:-2])
     return args
-
-
-def bulk(value):
-    if value is None:
-        return b"$-1\r\n"
-    return b"$%d\r\n%s\r\n" % (len(value), value)
-
-
-def execute(args):
-    cmd = args[0].upper() if args else b""
-    if cmd == b"GET" and len(args) == 2:
-        return bulk(store.get(args[1]))
-    if cmd == b"SET" and len(args) >= 3:
-        store[args[1]] = args[2]
-        return b"+OK\r\n"
-    if cmd == b"PING":
-        return b"+PONG\r\n" if len(args) < 2 else bulk(args[1])
-    if cmd == b"DEL":
-        return b":%d\r\n" % sum(store.pop(k, None) is not None for k in args[1:])
-    if cmd == b"EXISTS":
-        return b":%d\r\n" % sum(k in store for k in args[1:])
-    if cmd == b"CONFIG":
-        return b"*0\r\n"
-    return b"-ERR unknown command\r\n"
 
 
 async def serve_client(reader, writer):

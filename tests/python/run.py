@@ -1190,6 +1190,266 @@ def case_code_freed(r):
                                                                      100 * (k + 1)))
 
 
+# --- greenlet and gevent ---------------------------------------------------------------
+
+GEVENT_PACKAGES = ["gevent", "greenlet"]
+
+
+def gevent_python(r):
+    """An interpreter that imports gevent for r.python: Debian's own (python3-gevent,
+    scripts/setup.sh) for /usr/bin/python3, else BUILD/venv-gevent-X.Y made here from
+    r.python with gevent and greenlet from PyPI (once; a lock keeps two tests from
+    making it at once). The interpreter itself is never changed."""
+    probe = [r.python, "-c", "import gevent, greenlet"]
+    if r.python.startswith("/usr/bin/"):
+        p = subprocess.run(probe, capture_output=True, text=True)
+        check(p.returncode == 0, "%s has no gevent (python3-gevent, scripts/setup.sh): %s"
+              % (r.python, p.stderr[-500:]))
+        return r.python
+    ver = subprocess.run([r.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    build = os.path.dirname(os.path.dirname(os.path.abspath(r.shim)))
+    venv = os.path.join(build, "venv-gevent-" + ver)
+    py = os.path.join(venv, "bin", "python")
+    probe[0] = py
+
+    def ready():
+        return os.access(py, os.X_OK) and subprocess.run(probe, capture_output=True).returncode == 0
+
+    if ready():
+        return py
+    lock = venv + ".lock"
+    for _ in range(900):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            break
+        except FileExistsError:
+            try:
+                if time.time() - os.stat(lock).st_mtime > 900:
+                    os.unlink(lock)
+            except FileNotFoundError:
+                pass
+            time.sleep(1)
+    else:
+        check(False, "waited 15 min for " + lock)
+    try:
+        if not ready():
+            import shutil
+            shutil.rmtree(venv, ignore_errors=True)
+            p = subprocess.run([r.python, "-m", "venv", venv], capture_output=True, text=True)
+            check(p.returncode == 0, "cannot make %s: %s" % (venv, p.stderr[-1000:]))
+            p = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+                               + GEVENT_PACKAGES, capture_output=True, text=True, timeout=1200)
+            check(p.returncode == 0, "pip install %s into %s: %s"
+                  % (" ".join(GEVENT_PACKAGES), venv, p.stderr[-2000:]))
+    finally:
+        os.close(fd)
+        os.unlink(lock)
+    return py
+
+
+def greenlet_run(r, kind, clock, mode="trace"):
+    """progs/greenlets.py KIND on gevent_python(r): (the profile, what it measured)."""
+    py = gevent_python(r)
+    side = os.path.join(r.tmp, "measured.json")
+    out = os.path.join(r.tmp, "gl.pstat")
+    cmd = [py, os.path.join(PROGS, "greenlets.py"), kind, side]
+    env = r.env(COPROF_CLOCK=clock, COPROF_OUT=out, COPROF_MODE=mode, COPROF_HZ=997)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
+    ours = [l for l in p.stderr.splitlines() if l.startswith("coprof:")
+            and "Python frames are not sampled" not in l]
+    check(not ours, "the shim complained: %s" % ours)
+    with open(side) as f:
+        return Profile(out), json.load(f)
+
+
+def greenlet_tasks(prof, names):
+    """The task of each greenlet named in `names`, checked to be a greenlet's."""
+    tasks = {}
+    for name in names:
+        t = prof.task(name)
+        check(t["runtime"] == "greenlet", "task %s: runtime %r" % (name, t["runtime"]))
+        tasks[name] = t
+    return tasks
+
+
+def check_greenlet_cpu(prof, measured, workers, mode):
+    """Under cpu: each greenlet's ttot within 10% of the CPU its worker burned (no
+    cross-charging); in trace mode one call per worker (a switch is not a return) and
+    its work charged to its own context only."""
+    tasks = greenlet_tasks(prof, workers)
+    for name, t in tasks.items():
+        near(t["ttot"], measured["cpu"][name], 0.10, "greenlet %s ttot" % name)
+        check(t["resumes"] >= 10, "greenlet %s resumed %d times" % (name, t["resumes"]))
+        if mode != "trace":
+            continue
+        check(prof.nc(name) == 1, "%s nc %d != 1" % (name, prof.nc(name)))
+        fn = [v for k, v in t["stats"].items() if k[2] == name]
+        check(len(fn) == 1 and fn[0][1] == 1, "task %s has its function once: %s" % (name, fn))
+        near(fn[0][3], measured["cpu"][name], 0.10, "%s ct in its task" % name)
+    if mode == "trace":
+        check(prof.nc("work") == 10 * len(workers), "work nc %d" % prof.nc("work"))
+
+
+def case_greenlet_gevent(r, clock="cpu", mode="trace"):
+    """Two gevent greenlets burning 20 and 5 ms per round through gevent.sleep, with a
+    greenlet tracer of the program's own set (it must keep working)."""
+    prof, measured = greenlet_run(r, "gevent", clock, mode)
+    check(measured["tracer_back"], "greenlet.gettrace() is not the program's tracer")
+    check(measured["switches"] >= 4 * 10, "the program's tracer saw %d switches"
+          % measured["switches"])
+    hubs = [t for t in prof.tasks() if t["name"] == "Hub.run"]
+    check(len(hubs) == 1 and hubs[0]["runtime"] == "greenlet", "the hub: %s" % hubs)
+    if clock == "cpu":
+        check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
+        return
+    tasks = greenlet_tasks(prof, ("heavy", "light"))
+    # Under wall each greenlet waits while the other burns: its ttot covers both.
+    both = measured["wall"]["heavy"] + measured["wall"]["light"]
+    for name, t in tasks.items():
+        check(t["ttot"] >= 0.9 * both, "greenlet %s wall ttot %.3f < the work of both %.3f"
+              % (name, t["ttot"], both))
+    if mode != "trace":
+        return
+    # Rule 5: the wait lands in the function that yielded: gevent.sleep (gevent/hub.py,
+    # the innermost Python frame when the greenlet switched away), in its own context.
+    for name, other in (("heavy", "light"), ("light", "heavy")):
+        sleep = [v for k, v in tasks[name]["stats"].items()
+                 if k[2] == "sleep" and k[0].endswith(os.path.join("gevent", "hub.py"))]
+        check(len(sleep) == 1, "%s: gevent.sleep in its task: %d" % (name, len(sleep)))
+        check(sleep[0][2] >= 0.9 * measured["wall"][other],
+              "%s: gevent.sleep tt %.3f < %s's work %.3f" % (name, sleep[0][2], other,
+                                                             measured["wall"][other]))
+        check(prof.nc(name) == 1, "%s nc %d != 1" % (name, prof.nc(name)))
+
+
+def case_greenlet_gevent_wall(r):
+    case_greenlet_gevent(r, "wall")
+
+
+def case_greenlet_gevent_sample(r):
+    case_greenlet_gevent(r, "cpu", "sample")
+
+
+def case_greenlet_gevent_sample_wall(r):
+    case_greenlet_gevent(r, "wall", "sample")
+
+
+def case_greenlet_plain(r):
+    """Raw greenlets switching with switch(): named after their run functions."""
+    prof, measured = greenlet_run(r, "plain", "cpu")
+    check_greenlet_cpu(prof, measured, ("ping", "pong"), "trace")
+
+
+def case_greenlet_plain_sample(r):
+    prof, measured = greenlet_run(r, "plain", "cpu", "sample")
+    check_greenlet_cpu(prof, measured, ("ping", "pong"), "sample")
+
+
+def case_greenlet_threads(r):
+    """Raw greenlets in two threads started after greenlet was imported: each thread's
+    greenlets are contexts on that thread, charged their own work."""
+    prof, measured = greenlet_run(r, "threads", "cpu")
+    tids = {}
+    for t in prof.tasks():
+        if t["runtime"] == "greenlet":
+            tids.setdefault(t["name"].split(".")[-1], []).append(t)
+    for side in ("left", "right"):
+        ts = tids.get(side, [])
+        check(len(ts) == 2 and ts[0]["thread"] != ts[1]["thread"],
+              "greenlet %s: %d tasks on threads %s" % (side, len(ts), [t["thread"] for t in ts]))
+        for t in ts:
+            check(t["resumes"] >= 10, "%s resumed %d times" % (side, t["resumes"]))
+    work = sum(measured["cpu"].values())
+    got = sum(t["ttot"] for ts in tids.values() for t in ts)
+    near(got, work, 0.10, "the four greenlets' ttot against their work")
+    check(prof.nc("work") == 40, "work nc %d" % prof.nc("work"))
+
+
+def case_greenlet_asyncio(r):
+    """An event loop in a greenlet, one of whose tasks switches into another greenlet
+    and back: each task and greenlet is charged its own work only."""
+    prof, measured = greenlet_run(r, "asyncio", "cpu")
+    owners = {"task-x": "x", "task-y": "y", "helper": "b"}
+    for name, who in owners.items():
+        t = prof.task(name)
+        check(t["runtime"] == ("greenlet" if name == "helper" else "asyncio"),
+              "task %s: runtime %r" % (name, t["runtime"]))
+        near(t["ttot"], measured["cpu"][who], 0.10, "%s ttot" % name)
+        work = [v for k, v in t["stats"].items() if k[2] == "work"]
+        check(len(work) == 1 and work[0][1] == 10, "%s: work %s" % (name, work))
+        near(work[0][3], measured["cpu"][who], 0.10, "%s: work ct" % name)
+    loop = prof.task("loop_main")
+    check(loop["runtime"] == "greenlet", "loop_main: %r" % loop["runtime"])
+    check(not any(k[2] == "work" for k in loop["stats"]), "loop_main is charged its tasks' work")
+
+
+def case_greenlet_resp_toggled(r, mode="trace"):
+    """samples/python/gevent_resp_server.py (gevent's StreamServer, a greenlet per
+    connection) under redis-benchmark, started off and toggled three times with `coprof
+    toggle`: each window is written, holds the requests it served, in the connections'
+    greenlets (runtime greenlet), and the server stops cleanly."""
+    import shutil
+    import socket
+    py = gevent_python(r)
+    bench = shutil.which("redis-benchmark")
+    check(bench is not None, "redis-benchmark is not installed (scripts/setup.sh)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tmpl = os.path.join(r.tmp, "gresp.%n.pstat")
+    p = subprocess.Popen([py, os.path.join(SAMPLES, "gevent_resp_server.py"), str(port)],
+                         env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0,
+                                   COPROF_MODE=mode, COPROF_HZ=997),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = None
+    try:
+        check("listening" in p.stdout.readline(), "the server did not start")
+        b = subprocess.Popen([bench, "-p", str(port), "-t", "set,get", "-n", "100000000",
+                              "-c", "20", "-q"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        for i in range(3):
+            check("on" in coprof_toggle(p.pid), "window %d did not open" % (i + 1))
+            time.sleep(0.5)
+            said = coprof_toggle(p.pid)
+            check("gresp.%d.pstat" % (i + 1) in said, "window %d: %r" % (i + 1, said))
+            time.sleep(0.2)
+        check(b.poll() is None, "redis-benchmark stopped early")
+    finally:
+        if b is not None:
+            reap(b)
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=60)
+    check(p.returncode == 0 and "gevent_resp_server: stopped" in rest,
+          "exit %d: %s %s" % (p.returncode, rest[-500:], err[-2000:]))
+    ours = [l for l in err.splitlines() if l.startswith("coprof:")
+            and "Python frames are not sampled" not in l]
+    check(not ours, "the shim complained: %s" % ours)
+    files = sorted(glob.glob(os.path.join(r.tmp, "gresp.*.pstat")))
+    check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
+    for f in files:
+        prof = Profile(f)
+        name = os.path.basename(f)
+        glets = [t for t in prof.tasks() if t["runtime"] == "greenlet"]
+        if mode == "trace":
+            check(prof.funcs("execute") and prof.nc("execute") >= 100,
+                  "%s: execute has %s calls"
+                  % (name, prof.nc("execute") if prof.funcs("execute") else 0))
+            conns = [t for t in glets if any(k[2] == "execute" for k in t["stats"])]
+            check(len(conns) >= 10, "%s: %d connection greenlets ran execute" % (name, len(conns)))
+            check(not any(k[2] == "execute" for t in prof.tasks() if t["runtime"] != "greenlet"
+                          for k in t["stats"]), "%s: execute outside a greenlet" % name)
+        else:
+            busy = [t for t in glets if t["ttot"] > 0]
+            check(len(busy) >= 10, "%s: %d greenlets were sampled" % (name, len(busy)))
+
+
+def case_greenlet_resp_toggled_sample(r):
+    case_greenlet_resp_toggled(r, "sample")
+
+
 def read_measured(path):
     with open(path) as f:
         return json.load(f)["cpu"]
