@@ -8,13 +8,16 @@
 #include "runtime/stack/stack.h"
 
 /* Common to enter and leave: records only while tracing, never inside another hook.
- * Inlined into both hooks, so `event` is a direct call. */
+ * Inlined into both hooks, so `event` is a direct call. In sample mode it records
+ * nothing but still follows the switches the stack pointer shows, so ticks are
+ * charged to the context that runs. */
 static inline __attribute__((always_inline)) void
 hook(void *fn, void (*event)(struct coprof_thread *, uintptr_t), int enter)
 {
 	if (pl_unlikely(!pl_seen_cyg))
 		__atomic_store_n(&pl_seen_cyg, 1, __ATOMIC_RELAXED);
-	if (!__atomic_load_n(&pl_tracing, __ATOMIC_RELAXED))
+	int record = __atomic_load_n(&pl_tracing, __ATOMIC_RELAXED);
+	if (!record && pl_likely(!__atomic_load_n(&pl_running, __ATOMIC_RELAXED)))
 		return;
 	struct pl_tls *t = &pl_tls_data;
 	if (t->guard)
@@ -29,7 +32,8 @@ hook(void *fn, void (*event)(struct coprof_thread *, uintptr_t), int enter)
 		uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 		if (pl_unlikely(pl_stack_off(sp)))
 			pl_stack_moved(th, sp, (uintptr_t)fn);
-		event(th, (uintptr_t)fn);
+		if (pl_likely(record))
+			event(th, (uintptr_t)fn);
 		struct pl_stack *s = pl_stls.cur;
 		if (pl_unlikely(s != NULL) && s->detected) {
 			if (enter)

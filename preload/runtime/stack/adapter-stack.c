@@ -287,6 +287,21 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key)
 	engine_switch(th, s);
 }
 
+/* async-signal-safe: reads the thread's own records, which its hooks (which the tick
+ * may have interrupted) only prepend to. */
+struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur)
+{
+	if (sp - pl_stls.lo < pl_stls.span || !pl_stls.own_hi)
+		return cur; /* on the running context's stack, or nothing is known */
+	struct coprof_thread *th = pl_tls_data.thread;
+	if (sp - pl_stls.own_lo < pl_stls.own_hi - pl_stls.own_lo)
+		return pl_stls.cur && pl_stls.cur->detected ? NULL : cur;
+	for (struct pl_stack *s = pl_stls.seen; s; s = s->next_seen)
+		if (sp - s->lo < s->hi - s->lo)
+			return !s->finished && pl_stack_owns_ctx(s, th) ? s->ctx : cur;
+	return cur;
+}
+
 void pl_stack_root_returned(struct coprof_thread *th, struct pl_stack *s)
 {
 	(void)th;
