@@ -14,6 +14,7 @@ pkgs=(
 	zlib1g-dev golang-go clang-format
 	strace # tests/native toggle-*: no signal is sent for a refused pid
 	linux-perf redis-server
+	g++ libst-dev libboost-context-dev # tests/native runtimes and samples/native: State Threads, Boost.Context
 )
 
 # CPython's own test package for Debian's python3, which tests/python's cpython_suites
