@@ -17,8 +17,13 @@ hook(void *fn, void (*event)(struct coprof_thread *, uintptr_t), int enter)
 	if (pl_unlikely(!pl_seen_cyg))
 		__atomic_store_n(&pl_seen_cyg, 1, __ATOMIC_RELAXED);
 	int record = __atomic_load_n(&pl_tracing, __ATOMIC_RELAXED);
-	if (!record && pl_likely(!__atomic_load_n(&pl_running, __ATOMIC_RELAXED)))
-		return;
+	if (!record) {
+		if (pl_likely(!__atomic_load_n(&pl_running, __ATOMIC_RELAXED)))
+			return;
+		/* sample mode: only a switch, or a call on a stack of ours, needs more */
+		if (!pl_stack_off((uintptr_t)__builtin_frame_address(0)) && !pl_stls.cur)
+			return;
+	}
 	struct pl_tls *t = &pl_tls_data;
 	if (t->guard)
 		return;
@@ -31,16 +36,12 @@ hook(void *fn, void (*event)(struct coprof_thread *, uintptr_t), int enter)
 			pl_uctx_resync(th);
 		uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 		if (pl_unlikely(pl_stack_off(sp)))
-			pl_stack_moved(th, sp, (uintptr_t)fn);
+			pl_stack_moved(th, sp, (uintptr_t)fn, enter);
 		if (pl_likely(record))
 			event(th, (uintptr_t)fn);
-		struct pl_stack *s = pl_stls.cur;
-		if (pl_unlikely(s != NULL) && s->detected) {
-			if (enter)
-				s->depth++;
-			else if (s->depth && --s->depth == 0)
-				pl_stack_root_returned(th, s);
-		}
+		/* the hook of a detected stack's root frame runs highest on it */
+		if (!enter && pl_unlikely(sp >= pl_stls.root_sp))
+			pl_stack_root_returned(th, pl_stls.cur);
 	}
 	t->guard = 0;
 }

@@ -253,8 +253,10 @@ static void engine_switch(struct coprof_thread *th, struct pl_stack *to)
 	coprof_ctx_switch(th, c);
 }
 
-void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key)
+void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int enter)
 {
+	if (!pl_stls.cur || !pl_stls.cur->detected)
+		pl_stls.root_sp = UINTPTR_MAX; /* a new thread's is 0 */
 	if (pl_sig_maybe_in_handler() || own_bounds() != 0) {
 		pl_stls.span = 0; /* nothing known: test again at the next event */
 		return;
@@ -277,7 +279,7 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key)
 	if (s->finished) {
 		/* a new context on this stack: its first event names it */
 		s->finished = 0;
-		s->depth = 0;
+		s->root_sp = enter ? sp : UINTPTR_MAX;
 		s->id = pl_stack_next_id();
 		s->ctx = NULL;
 		name_deep(s, key);
@@ -305,6 +307,7 @@ struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur)
 void pl_stack_root_returned(struct coprof_thread *th, struct pl_stack *s)
 {
 	(void)th;
-	pl_stack_finish(s);
+	if (s)
+		pl_stack_finish(s);
 	pl_stack_set(NULL, 0, 0); /* wherever the runtime goes next, the next event finds it */
 }

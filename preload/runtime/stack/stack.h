@@ -18,7 +18,8 @@ struct pl_stack {
 	uint64_t id;	     /* the task id of the context now on it */
 	int finished;	     /* that context has ended; the next one on it starts a new one */
 	int detected;	     /* found from the stack pointer: its root frame returning ends it */
-	uint32_t depth;	     /* frames entered on it and not left yet (detected ones) */
+	uintptr_t root_sp;   /* detected: the hooks' frame address at its root's call; a
+			      * return seen there ends the context (UINTPTR_MAX: never) */
 	void *fn;	     /* fcontext: the entry function make_fcontext was given */
 	const char *name;
 	char namebuf[24];
@@ -38,6 +39,7 @@ struct pl_stack_tls {
 	uintptr_t lo;	/* bounds of the running context's stack */
 	uintptr_t span; /* hi - lo; 0: unknown, the next event checks */
 	struct pl_stack *cur;
+	uintptr_t root_sp;	  /* cur's root_sp, or UINTPTR_MAX (0 in a new thread: see below) */
 	uintptr_t own_lo, own_hi; /* the thread's own stack; own_hi 0: not read yet */
 	struct pl_stack *seen;	  /* detected stacks met on this thread, newest first */
 	struct pl_stack *fnext;	  /* fcontext: the record the last jump went to */
@@ -53,9 +55,10 @@ static inline int pl_stack_off(uintptr_t sp)
 	return sp - pl_stls.lo >= pl_stls.span;
 }
 
-/* The slow path: the event at `sp` (calling or leaving `key`) runs on another stack.
- * Finds or makes its context and switches the engine there. Guard held. */
-PL_HIDDEN void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key);
+/* The slow path: the event at `sp` (calling `key` when `enter`, else leaving it) runs
+ * on another stack. Finds or makes its context and switches the engine there. Guard
+ * held. */
+PL_HIDDEN void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int enter);
 /* A detected stack's root frame returned: its context ends. Guard held. */
 PL_HIDDEN void pl_stack_root_returned(struct coprof_thread *th, struct pl_stack *s);
 
@@ -82,6 +85,7 @@ PL_HIDDEN uint64_t pl_stack_next_id(void);
 static inline void pl_stack_set(struct pl_stack *s, uintptr_t lo, uintptr_t hi)
 {
 	pl_stls.cur = s;
+	pl_stls.root_sp = s && s->detected ? s->root_sp : UINTPTR_MAX;
 	pl_stls.lo = lo;
 	pl_stls.span = hi - lo;
 }
