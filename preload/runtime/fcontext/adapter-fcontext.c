@@ -232,6 +232,8 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 	s->ctx = NULL;
 	s->finished = 0;
 	pl_stack_name(s, (uintptr_t)fn);
+	s->naming = 1;
+	s->tries = 0;
 	pl_fctx h = real_make(sp, size, entry);
 	if (map_put((uintptr_t)h, s) != 0) {
 		/* entry() could not find the program's function: make it plain again */

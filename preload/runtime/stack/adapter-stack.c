@@ -67,15 +67,33 @@ struct scratch {
 	ucontext_t run, back;
 	struct pl_stack *s;
 	uintptr_t fn;
+	int own_only; /* name it only after a function of the program's own */
 };
 static __thread struct scratch *scratch PL_TLS;
 
-static void name_on_scratch(void)
+/* Whether a function comes from the program's sources rather than a system header (a
+ * template of Boost's or the C++ library's, instantiated in the program). */
+static int own_function(const struct coprof_func_info *info)
 {
-	pl_stack_name(scratch->s, scratch->fn);
+	return info->file && info->file[0] == '/' &&
+	       strncmp(info->file, "/usr/include/", 13) != 0 &&
+	       strncmp(info->file, "/usr/lib/", 9) != 0;
 }
 
-static void name_deep(struct pl_stack *s, uintptr_t fn)
+static void name_on_scratch(void)
+{
+	struct pl_stack *s = scratch->s;
+	struct coprof_func_info info;
+	if (!scratch->own_only)
+		pl_stack_name(s, scratch->fn);
+	else if (pl_syms && pl_symbols_lookup(pl_syms, scratch->fn, &info) == 0 && info.name &&
+		 own_function(&info)) {
+		s->name = info.name;
+		s->naming = 0;
+	}
+}
+
+static void name_deep(struct pl_stack *s, uintptr_t fn, int own_only)
 {
 	if (!scratch) {
 		void *m = mmap(NULL, PL_SCRATCH_SIZE, PROT_READ | PROT_WRITE,
@@ -91,6 +109,7 @@ static void name_deep(struct pl_stack *s, uintptr_t fn)
 	}
 	scratch->s = s;
 	scratch->fn = fn;
+	scratch->own_only = own_only;
 	scratch->run.uc_stack.ss_sp = (char *)scratch + sizeof(*scratch);
 	scratch->run.uc_stack.ss_size = PL_SCRATCH_SIZE - sizeof(*scratch);
 	scratch->run.uc_link = &scratch->back;
@@ -257,6 +276,19 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 {
 	if (!pl_stls.cur || !pl_stls.cur->detected)
 		pl_stls.root_sp = UINTPTR_MAX; /* a new thread's is 0 */
+	struct pl_stack *c = pl_stls.cur;
+	if (c && c->naming && sp - c->lo < c->hi - c->lo) {
+		/* still on the fiber: a call of the program's own names it */
+		if (enter && !pl_sig_maybe_in_handler()) {
+			name_deep(c, key, 1);
+			if (!c->naming && pl_stack_owns_ctx(c, th))
+				coprof_ctx_set_name(c->ctx, c->name);
+			else if (++c->tries >= 64)
+				c->naming = 0; /* keep the entry's name */
+		}
+		pl_stack_set(c, c->lo, c->hi);
+		return;
+	}
 	if (pl_sig_maybe_in_handler() || own_bounds() != 0) {
 		pl_stls.span = 0; /* nothing known: test again at the next event */
 		return;
@@ -282,7 +314,7 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 		s->root_sp = enter ? sp : UINTPTR_MAX;
 		s->id = pl_stack_next_id();
 		s->ctx = NULL;
-		name_deep(s, key);
+		name_deep(s, key, 0);
 	}
 	pl_ntls.cur = NULL;
 	pl_stack_set(s, s->lo, s->hi);

@@ -21,6 +21,9 @@ struct pl_stack {
 	uintptr_t root_sp;   /* detected: the hooks' frame address at its root's call; a
 			      * return seen there ends the context (UINTPTR_MAX: never) */
 	void *fn;	     /* fcontext: the entry function make_fcontext was given */
+	int naming;	     /* fcontext: named after its entry until a function of the program's
+			      * own runs on it (the slow path sees its first calls) */
+	int tries;	     /* calls looked at for a name */
 	const char *name;
 	char namebuf[24];
 	/* the engine context, valid for one profiler (a forked child has its own) and one
@@ -87,7 +90,7 @@ static inline void pl_stack_set(struct pl_stack *s, uintptr_t lo, uintptr_t hi)
 	pl_stls.cur = s;
 	pl_stls.root_sp = s && s->detected ? s->root_sp : UINTPTR_MAX;
 	pl_stls.lo = lo;
-	pl_stls.span = hi - lo;
+	pl_stls.span = s && s->naming ? 0 : hi - lo; /* 0: each event takes the slow path */
 }
 
 #endif
