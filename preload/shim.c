@@ -15,7 +15,6 @@
 
 #include "config.h"
 #include "internal.h"
-#include "runtime/stack/stack.h"
 #include "symbols.h"
 
 struct pl_config pl_cfg;
@@ -160,7 +159,6 @@ __attribute__((constructor)) static void pl_init(void)
 	if (pl_symbols_new(&pl_syms) == 0)
 		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
 	pl_uctx_init();
-	pl_stack_init();
 	pl_threads_init();
 	pl_thread();
 	pl_signals_install(pl_cfg.signo);

@@ -124,12 +124,6 @@ void pl_stack_thread_exit(void)
 	scratch = NULL;
 }
 
-void pl_stack_init(void)
-{
-	static const struct pl_runtime rt = {.name = "stack", .thread_exit = pl_stack_thread_exit};
-	pl_runtime_add(&rt);
-}
-
 int pl_stack_owns_ctx(const struct pl_stack *s, const struct coprof_thread *th)
 {
 	return th && s->ctx && s->ctx_thread == th && s->ctx_prof == pl_prof;

@@ -76,9 +76,8 @@ PL_HIDDEN void pl_stack_finish(struct pl_stack *s);
 PL_HIDDEN struct pl_stack *pl_stack_new(void);
 /* Names the context on `s` after the function at `fn`. */
 PL_HIDDEN void pl_stack_name(struct pl_stack *s, uintptr_t fn);
-/* Registers the adapter's thread-exit callback (the shim's constructor). */
-PL_HIDDEN void pl_stack_init(void);
-/* The calling thread ends: frees what the slow path kept for it. */
+/* The calling thread ends: frees what the slow path kept for it (threads.c; not a
+ * struct pl_runtime, whose count tells the exit message a runtime was there). */
 PL_HIDDEN void pl_stack_thread_exit(void);
 /* A fresh task id, shared by every runtime of the shim's stack contexts. */
 PL_HIDDEN uint64_t pl_stack_next_id(void);
