@@ -120,4 +120,9 @@ PL_HIDDEN void pl_sampler_finish(struct coprof_ctx *c);
  * for): the thread it left stops charging it as waiting. */
 PL_HIDDEN void pl_sampler_moved(struct coprof_ctx *c);
 
+/* async-signal-safe. The context the interrupted stack pointer `sp` is on, when the
+ * stack adapter (runtime/stack/) knows better than `cur`, what the switch hooks said:
+ * a switch no adapter reported may have happened since the last instrumented call. */
+PL_HIDDEN struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur);
+
 #endif

@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 
 #include "internal.h"
+#include "runtime/stack/stack.h"
 
 struct start {
 	void *(*fn)(void *);
@@ -66,6 +67,7 @@ static void thread_done(void *arg)
 	struct pl_tls *t = &pl_tls_data;
 	t->guard = 1;
 	pl_runtimes_thread_exit();
+	pl_stack_thread_exit();
 	struct coprof_thread *th = t->thread;
 	if (th) {
 		char name[32];

@@ -16,6 +16,7 @@ pkgs=(
 	linux-perf redis-server
 	nginx apache2-utils # tests/native creds-nginx: workers that drop privileges, under ab
 	python3-gevent # tests/python greenlet_*: gevent and greenlet for /usr/bin/python3
+	g++ libst-dev libboost-context-dev # tests/native runtimes and samples/native: State Threads, Boost.Context
 )
 
 # CPython's own test package for Debian's python3, which tests/python's cpython_suites

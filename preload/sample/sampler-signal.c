@@ -267,6 +267,9 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 	}
 	rec->kind = PL_REC_SAMPLE;
 	rec->ctx = atomic_load_explicit(&st->cur, memory_order_relaxed);
+	if (ucv)
+		rec->ctx = pl_stack_at_tick(
+		    (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP], rec->ctx);
 	rec->weight = w;
 	if (!pl_sconf.wall && st->tls && st->tls->in_switch) {
 		/* A stack walked mid-switch is garbage, but the CPU is the switch's: under

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "runtime/stack/stack.h"
 #include "symbols.h"
 
 /* The most arguments an entry function may take (makecontext's argc). Beyond it the
@@ -30,6 +31,7 @@ struct pl_coro {
 	int argc;
 	uint64_t args[PL_MAX_ARGS];
 	const ucontext_t *link; /* uc_link at makecontext: where it goes when it returns */
+	uintptr_t lo, hi;	/* its stack (uc_stack at makecontext) */
 	uint64_t id;		/* unique per makecontext: the task id */
 	unsigned incarnation;
 	int finished;
@@ -149,9 +151,22 @@ static struct coprof_ctx *ctx_of(struct coprof_thread *th, struct pl_coro *c)
 	return ctx;
 }
 
+/* The calling thread now runs `c` (NULL: its own context, or a ucontext of no
+ * coroutine of ours: the next event finds out from the stack pointer). */
+static void set_cur(struct pl_coro *c)
+{
+	pl_ntls.cur = c;
+	pl_stack_set(NULL, c ? c->lo : 0, c ? c->hi : 0);
+}
+
 void pl_uctx_resync(struct coprof_thread *th)
 {
 	pl_ntls.gen = __atomic_load_n(&pl_gen, __ATOMIC_ACQUIRE);
+	if (pl_stls.cur) {
+		/* a context of the stack adapters (fcontext, or a detected stack) */
+		coprof_ctx_switch(th, pl_stack_ctx(th, pl_stls.cur));
+		return;
+	}
 	struct pl_coro *c = pl_ntls.cur;
 	if (c && !c->finished)
 		coprof_ctx_switch(th, ctx_of(th, c));
@@ -227,7 +242,7 @@ static void trampoline(unsigned lo, unsigned hi)
 			}
 		}
 	}
-	pl_ntls.cur = next;
+	set_cur(next);
 	t->guard = guard;
 }
 
@@ -308,6 +323,8 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 	for (int i = 0; i < PL_MAX_ARGS; i++)
 		c->args[i] = a[i];
 	c->link = ucp->uc_link;
+	c->lo = (uintptr_t)ucp->uc_stack.ss_sp;
+	c->hi = c->lo + ucp->uc_stack.ss_size;
 	c->id = atomic_fetch_add(&next_id, 1) + 1;
 	c->finished = 0;
 	c->ctx = NULL;
@@ -322,7 +339,7 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 static void switch_failed(struct pl_tls *t, struct pl_coro *from, struct pl_coro *to)
 {
 	t->guard = 1;
-	pl_ntls.cur = from;
+	set_cur(from);
 	announce(to, from);
 	t->guard = 0;
 }
@@ -340,7 +357,7 @@ PL_EXPORT int swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 	if (to && to->finished)
 		to = NULL;
 	map_put(oucp, from);
-	pl_ntls.cur = to;
+	set_cur(to);
 	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
 	t->in_switch = 1;
 	announce(from, to);
@@ -366,7 +383,7 @@ PL_EXPORT int setcontext(const ucontext_t *ucp)
 	struct pl_coro *to = map_get(ucp);
 	if (to && to->finished)
 		to = NULL;
-	pl_ntls.cur = to;
+	set_cur(to);
 	/* The target may be a getcontext point no hook of ours passes: the sampler tells
 	 * the switch is over when the stack has left this frame (switch_sp). */
 	t->switch_sp = (uintptr_t)__builtin_frame_address(0);

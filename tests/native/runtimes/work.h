@@ -1,0 +1,43 @@
+/* work.h: what the runtime test programs share: CPU burnt by the thread's own clock,
+ * and the rounds each of a heavy and a light coroutine runs (argv: ROUNDS HEAVY_MS
+ * LIGHT_MS). Each round a coroutine works, then yields through task_yield. */
+#ifndef RT_WORK_H
+#define RT_WORK_H
+
+#include <stdlib.h>
+#include <time.h>
+
+static inline __attribute__((no_instrument_function)) double rt_cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static inline __attribute__((no_instrument_function)) void rt_burn(double ms)
+{
+	double end = rt_cpu_ms() + ms;
+	volatile unsigned long x = 0;
+	while (rt_cpu_ms() < end)
+		for (int i = 0; i < 1000; i++)
+			x += (unsigned long)i;
+}
+
+struct rt_args {
+	int rounds;
+	double heavy_ms, light_ms;
+};
+
+static inline __attribute__((no_instrument_function)) struct rt_args rt_parse(int argc, char **argv)
+{
+	struct rt_args a = {5, 20, 5};
+	if (argc > 1)
+		a.rounds = atoi(argv[1]);
+	if (argc > 2)
+		a.heavy_ms = atof(argv[2]);
+	if (argc > 3)
+		a.light_ms = atof(argv[3]);
+	return a;
+}
+
+#endif
