@@ -17,7 +17,7 @@ import time
 import greenlet
 
 ROUNDS = 10
-measured = {"cpu": {}, "wall": {}, "switches": 0, "tracer_back": False}
+measured = {"cpu": {}, "wall": {}, "rounds": {}, "switches": 0, "tracer_back": False}
 
 
 def burn(sec):
@@ -30,7 +30,9 @@ def work(who, sec):
     t0, w0 = time.thread_time(), time.perf_counter()
     burn(sec)
     measured["cpu"][who] = measured["cpu"].get(who, 0.0) + time.thread_time() - t0
-    measured["wall"][who] = measured["wall"].get(who, 0.0) + time.perf_counter() - w0
+    wall = time.perf_counter() - w0
+    measured["wall"][who] = measured["wall"].get(who, 0.0) + wall
+    measured["rounds"].setdefault(who, []).append(wall)
 
 
 def heavy():
