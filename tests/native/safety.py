@@ -102,6 +102,16 @@ def case_fd_reuse():
             check("files intact" in p.stdout, f"{mode} {clock} {args}: {p.stdout}")
 
 
+def case_last_exit():
+    """main leaves by pthread_exit, a worker forks and the child's only thread returns:
+    each process must end with its last thread, as it does unprofiled (the shim's own
+    threads kept both alive, unkillable but by SIGKILL; CPython's test_threading
+    test_main_thread_after_fork_from_nonmain_thread hung on it)."""
+    for mode, clock in MODES:
+        p, _ = record(mode, clock, "last-exit", timeout=30)
+        check(p.stdout == "child ended: 0\nworker done\n", f"{mode} {clock}: {p.stdout!r}")
+
+
 def case_uc_chain():
     for mode, clock in MODES:
         p, out = record(mode, clock, "uc-chain")
