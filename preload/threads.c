@@ -24,8 +24,38 @@ static struct {
 	struct coprof_thread *th;
 } named[MAX_NAMED];
 
+/* The program's threads still running: the main one and those pthread_create started
+ * for it, not the shim's own. glibc ends the process when its last thread exits (main
+ * left by pthread_exit, then the others returned; a fork child whose only thread
+ * does); the shim's threads, which block every signal, would keep it alive forever.
+ * So the last program thread to exit ends the process as glibc would have: exit(0),
+ * from a thread-specific destructor (after its cleanup handlers). */
+static int live_threads;
+static pthread_key_t live_key;
+static int live_armed;
+
+static void live_exit(void *v)
+{
+	(void)v;
+	if (__atomic_sub_fetch(&live_threads, 1, __ATOMIC_ACQ_REL) == 0)
+		exit(0);
+}
+
+/* In a fork child only the forking thread is left. */
+static void live_fork_child(void)
+{
+	__atomic_store_n(&live_threads, 1, __ATOMIC_RELEASE);
+}
+
+/* Runs in the constructor, on the main thread. */
 void pl_threads_init(void)
 {
+	if (live_armed || pthread_key_create(&live_key, live_exit) != 0)
+		return;
+	__atomic_store_n(&live_threads, 1, __ATOMIC_RELEASE);
+	pthread_setspecific(live_key, (void *)1);
+	pthread_atfork(NULL, NULL, live_fork_child);
+	live_armed = 1;
 }
 
 void pl_thread_name(char *buf, size_t len)
@@ -85,6 +115,8 @@ static void *thread_main(void *arg)
 	free(arg);
 	struct pl_tls *t = &pl_tls_data;
 	t->guard = 1;
+	if (live_armed)
+		pthread_setspecific(live_key, (void *)1);
 	struct coprof_thread *th = pl_thread();
 	if (th)
 		remember(pthread_self(), th);
@@ -113,9 +145,14 @@ PL_EXPORT int pthread_create(pthread_t *id, const pthread_attr_t *attr, void *(*
 		return pl_real.pthread_create(id, attr, fn, arg);
 	s->fn = fn;
 	s->arg = arg;
+	if (live_armed) /* counted before it runs: main may leave at once */
+		__atomic_add_fetch(&live_threads, 1, __ATOMIC_ACQ_REL);
 	int rc = pl_real.pthread_create(id, attr, thread_main, s);
-	if (rc != 0)
+	if (rc != 0) {
 		free(s);
+		if (live_armed)
+			__atomic_sub_fetch(&live_threads, 1, __ATOMIC_ACQ_REL);
+	}
 	return rc;
 }
 

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import base_env, catches, check, load, run_cases, wait_for  # noqa: E402
+from coprof_test import ASAN, base_env, catches, check, load, run_cases, wait_for  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
@@ -24,13 +24,13 @@ MODES = [(m, c) for m in ("trace", "sample") for c in ("cpu", "wall")]
 OWN = ("trampoline", "__start_context", "thread_main")
 
 
-def record(mode, clock, prog, *args, opts=(), timeout=60, status=0):
+def record(mode, clock, prog, *args, opts=(), timeout=60, status=0, env=None):
     out = os.path.join(TMP, f"{prog}-{mode}-{clock}.pstat")
     if os.path.exists(out):
         os.remove(out)
     cmd = [BIN, "record", "--mode", mode, "-c", clock, "-o", out] + list(opts) + \
         ["--", os.path.join(TESTBIN, prog)] + list(args)
-    p = subprocess.run(cmd, env=base_env(), cwd=TMP, capture_output=True, text=True,
+    p = subprocess.run(cmd, env=env or base_env(), cwd=TMP, capture_output=True, text=True,
                        timeout=timeout)
     check(p.returncode == status,
           f"{prog} {mode} {clock}: exit {p.returncode}, expected {status}\n{p.stdout}\n{p.stderr}")
@@ -100,6 +100,19 @@ def case_fd_reuse():
         for args in ([], ["low"]):
             p, _ = record(mode, clock, "fd-reuse", *args, opts=["--hz", "997"])
             check("files intact" in p.stdout, f"{mode} {clock} {args}: {p.stdout}")
+
+
+def case_last_exit():
+    """main leaves by pthread_exit, a worker forks and the child's only thread returns:
+    each process must end with its last thread, as it does unprofiled (the shim's own
+    threads kept both alive, unkillable but by SIGKILL; CPython's test_threading
+    test_main_thread_after_fork_from_nonmain_thread hung on it)."""
+    # Under ASan, LeakSanitizer reports the exiting thread's dlerror buffer, which glibc
+    # frees after the thread-specific destructors, the one that calls exit(0) among them
+    env = base_env(ASAN_OPTIONS="detect_leaks=0") if ASAN else None
+    for mode, clock in MODES:
+        p, _ = record(mode, clock, "last-exit", timeout=30, env=env)
+        check(p.stdout == "child ended: 0\nworker done\n", f"{mode} {clock}: {p.stdout!r}")
 
 
 def case_uc_chain():
