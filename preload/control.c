@@ -372,6 +372,22 @@ static int is_launched_process(void)
 	return !v || atol(v) == (long)getpid();
 }
 
+/* The parent process has the shim mapped: this process is a descendant of a profiled
+ * one (a shell that a preloaded program ran, say), whose output is its host's. */
+static int parent_profiled(void)
+{
+	char path[64], line[4096];
+	snprintf(path, sizeof(path), "/proc/%ld/maps", (long)getppid());
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "libcoprof-preload") != NULL;
+	fclose(f);
+	return found;
+}
+
 /* Launched by `coprof record` itself (not only preloaded): a COPROF_START=0 process
  * that was never toggled says so only then, since with a bare LD_PRELOAD every
  * process of a script would. */
@@ -393,7 +409,9 @@ static int had_children(void)
 /* At exit, what the user would otherwise wonder about: no profile because profiling
  * never started, or because the program has no instrumented code. The latter is not
  * said by a process that forked: a child (say, an instrumented program it runs) may be
- * what was profiled, and the parent cannot know. */
+ * what was profiled, and the parent cannot know; nor by a process whose parent is
+ * profiled, under a bare LD_PRELOAD: a shell that a preloaded Python program runs
+ * writes to that program's stderr, which must read as it does unprofiled. */
 static void exit_locked(void)
 {
 	exiting = 1;
@@ -402,7 +420,7 @@ static void exit_locked(void)
 		pl_say("profiling never started (COPROF_START=0, or record --no-start, and no "
 		       "toggle came), so no profile was written");
 	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&
-	    nruntimes == 0 && is_launched_process() && !had_children())
+	    nruntimes == 0 && is_launched_process() && !had_children() && !parent_profiled())
 		pl_say("this program has no -finstrument-functions code, so trace mode saw no "
 		       "function; rebuild it with -finstrument-functions (gcc or clang), or "
 		       "use COPROF_MODE=sample");

@@ -251,6 +251,12 @@ def case_no_instrumentation():
     check(len(lines) == 1 and "never started" in lines[0], f"stderr {p.stderr!r}")
     p = run([os.path.join(TESTBIN, "plain")], preload_env(COPROF_START="0"))
     check(coprof_lines(p.stderr) == [], f"stderr {p.stderr!r}")
+    # a child of a preloaded process (a shell a Python server runs, say) writes to its
+    # host's stderr: it says nothing (CPython's test_subprocess_shell saw the line)
+    p = run(["/bin/sh", "-c", os.path.join(TESTBIN, "plain") + "; true"],
+            preload_env(COPROF_OUT="sh.%p.pstat"))
+    check(p.stdout == "plain: hello\n", f"child: output {p.stdout!r}")
+    check(coprof_lines(p.stderr) == [], f"child: stderr {p.stderr!r}")
 
 
 def case_own_signal():
