@@ -50,9 +50,9 @@ struct sedge {
 struct build {
 	const struct cp_stats *s;
 	struct cp_arena *a;
-	struct cp_keymap keys;	/* every key of the output -> its index */
-	struct cp_stat *rem;	/* per function of s: root calls not yet placed */
-	struct cp_key *nodes;	/* synthetic keys; nodes[0] is the root */
+	struct cp_keymap keys; /* every key of the output -> its index */
+	struct cp_stat *rem;   /* per function of s: root calls not yet placed */
+	struct cp_key *nodes;  /* synthetic keys; nodes[0] is the root */
 	uint32_t nnodes, cnodes;
 	struct sedge *edges;
 	uint32_t nedges, cedges;
@@ -253,17 +253,24 @@ static int64_t stack_root(struct build *b, const struct cp_profile *p, const str
 
 /* A sampled profile has no thread roots: its stacks say which thread's own stack
  * started at which function, so the root calls still unplaced (`rem`, after the
- * tasks) are shared among threads in proportion to their samples there. */
+ * tasks) are shared among threads in proportion to their samples there. A function
+ * that starts stacks but also has callers on them (recursion through other functions:
+ * Python's import machinery, which runs a module that imports) has no root part in
+ * the stats, which count each stack once per function; it hangs by the samples and
+ * weight of the stacks it starts, so that it is reached from the root. */
 static int add_sampled_roots(struct build *b, const struct cp_profile *p, uint64_t tid,
-			     const uint64_t *total, const struct cp_stat *rem0, uint64_t *mine)
+			     const uint64_t *total, const struct cp_stat *rem0, uint64_t *mine,
+			     uint64_t *wmine)
 {
 	const struct cp_extras *x = &p->ex;
 	for (uint32_t i = 0; i < x->nstacks; i++) {
 		int64_t g = stack_root(b, p, &x->stacks[i]);
 		if (g == -2)
 			return -ENOMEM;
-		if (g >= 0 && x->stacks[i].thread == tid)
+		if (g >= 0 && x->stacks[i].thread == tid) {
 			mine[g] += x->stacks[i].count;
+			wmine[g] += x->stacks[i].weight;
+		}
 	}
 	for (uint32_t g = 0; g < b->s->nfuncs; g++) {
 		if (!mine[g] || !total[g])
@@ -272,8 +279,11 @@ static int add_sampled_roots(struct build *b, const struct cp_profile *p, uint64
 		struct cp_stat part = {.nc = (uint64_t)((double)rem0[g].nc * share + 0.5),
 				       .tt = rem0[g].tt * share,
 				       .ct = rem0[g].ct * share};
-		mine[g] = 0;
-		part = clamp(&part, &b->rem[g]);
+		if (!rem0[g].nc && rem0[g].ct < EPS)
+			part = (struct cp_stat){mine[g], mine[g], 0, (double)wmine[g] / 1e9};
+		else
+			part = clamp(&part, &b->rem[g]);
+		mine[g] = wmine[g] = 0;
 		if (!part.nc && part.ct < EPS)
 			continue;
 		sub(&b->rem[g], &part);
@@ -286,7 +296,7 @@ static int add_sampled_roots(struct build *b, const struct cp_profile *p, uint64
 static int add_threads(struct build *b, const struct cp_profile *p, uint32_t *only)
 {
 	const struct cp_extras *x = &p->ex;
-	uint64_t *total = NULL, *mine = NULL;
+	uint64_t *total = NULL, *mine = NULL, *wmine = NULL;
 	struct cp_stat *rem0 = NULL;
 	char name[512];
 	int err = 0;
@@ -296,8 +306,9 @@ static int add_threads(struct build *b, const struct cp_profile *p, uint32_t *on
 		size_t n = (size_t)b->s->nfuncs + 1;
 		total = calloc(n, sizeof(*total));
 		mine = calloc(n, sizeof(*mine));
+		wmine = calloc(n, sizeof(*wmine));
 		rem0 = malloc(n * sizeof(*rem0));
-		if (!total || !mine || !rem0) {
+		if (!total || !mine || !wmine || !rem0) {
 			err = -ENOMEM;
 			goto out;
 		}
@@ -323,13 +334,14 @@ static int add_threads(struct build *b, const struct cp_profile *p, uint32_t *on
 		if (!err && t->nroots)
 			err = add_thread_roots(b, t);
 		else if (!err && total) /* sample mode: the engine's roots are empty */
-			err = add_sampled_roots(b, p, t->tid, total, rem0, mine);
+			err = add_sampled_roots(b, p, t->tid, total, rem0, mine, wmine);
 		if (x->nthreads == 1)
 			*only = b->nnodes - 1; /* the newest node, as add_edge needs */
 	}
 out:
 	free(total);
 	free(mine);
+	free(wmine);
 	free(rem0);
 	return err;
 }
