@@ -283,7 +283,10 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 		pl_stack_set(c, c->lo, c->hi);
 		return;
 	}
-	if (pl_sig_maybe_in_handler() || own_bounds() != 0) {
+	/* Only what allocates (the first bounds, a record, a name) asks whether a signal
+	 * handler runs: with the program's handlers installed, that is a system call, and
+	 * a switch between known stacks needs none. */
+	if (!pl_stls.own_hi && (pl_sig_maybe_in_handler() || own_bounds() != 0)) {
 		pl_stls.span = 0; /* nothing known: test again at the next event */
 		return;
 	}
@@ -296,6 +299,10 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 	struct pl_stack *s = pl_stls.seen;
 	while (s && sp - s->lo >= s->hi - s->lo)
 		s = s->next_seen;
+	if ((!s || s->finished) && pl_sig_maybe_in_handler()) {
+		pl_stls.span = 0;
+		return;
+	}
 	if (!s) {
 		if (on_altstack(sp) || !(s = detect(sp))) {
 			pl_stls.span = 0;

@@ -14,13 +14,14 @@ static inline __attribute__((no_instrument_function)) double rt_cpu_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static volatile unsigned long rt_sink; /* keeps the busy loop from being optimised out */
+
 static inline __attribute__((no_instrument_function)) void rt_burn(double ms)
 {
 	double end = rt_cpu_ms() + ms;
-	volatile unsigned long x = 0;
 	while (rt_cpu_ms() < end)
 		for (int i = 0; i < 1000; i++)
-			x += (unsigned long)i;
+			rt_sink = rt_sink + (unsigned long)i;
 }
 
 struct rt_args {
