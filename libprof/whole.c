@@ -279,7 +279,8 @@ static int add_sampled_roots(struct build *b, const struct cp_profile *p, uint64
 		struct cp_stat part = {.nc = (uint64_t)((double)rem0[g].nc * share + 0.5),
 				       .tt = rem0[g].tt * share,
 				       .ct = rem0[g].ct * share};
-		if (!rem0[g].nc && rem0[g].ct < EPS)
+		struct cp_stat own = cp_root_part(b->s, g);
+		if (!own.nc && own.ct < EPS && b->s->funcs[g].ncallers)
 			part = (struct cp_stat){mine[g], mine[g], 0, (double)wmine[g] / 1e9};
 		else
 			part = clamp(&part, &b->rem[g]);

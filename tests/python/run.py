@@ -1218,21 +1218,11 @@ def gevent_python(r):
 
     if ready():
         return py
-    lock = venv + ".lock"
-    for _ in range(900):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            try:
-                if time.time() - os.stat(lock).st_mtime > 900:
-                    os.unlink(lock)
-            except FileNotFoundError:
-                pass
-            time.sleep(1)
-    else:
-        check(False, "waited 15 min for " + lock)
-    try:
+    # The first test to get here makes it, the others wait. flock, not a file made with
+    # O_EXCL: a holder killed mid-install (a test run stopped) releases it.
+    import fcntl
+    with open(venv + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not ready():
             import shutil
             shutil.rmtree(venv, ignore_errors=True)
@@ -1242,9 +1232,6 @@ def gevent_python(r):
                                + GEVENT_PACKAGES, capture_output=True, text=True, timeout=1200)
             check(p.returncode == 0, "pip install %s into %s: %s"
                   % (" ".join(GEVENT_PACKAGES), venv, p.stderr[-2000:]))
-    finally:
-        os.close(fd)
-        os.unlink(lock)
     return py
 
 

@@ -17,6 +17,7 @@ and drawing wait 30 s, the whole case under 60 s.
 usage: run.py BUILD_DIR SOURCE_DIR [CASE...]
 """
 import atexit
+import fcntl
 import os
 import re
 import shutil
@@ -57,19 +58,10 @@ def ensure_venv(build):
     check = [py, "-c", "import snakeviz, selenium, gprof2dot"]
     if os.access(py, os.X_OK) and subprocess.run(check, capture_output=True).returncode == 0:
         return venv
-    lock = venv + ".lock"
     # Two test processes may get here at once: the first makes it, the other waits.
-    for _ in range(600):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            if time.time() - os.stat(lock).st_mtime > 600:
-                os.unlink(lock)
-            time.sleep(1)
-    else:
-        fail("waited 10 min for " + lock)
-    try:
+    # flock, not a file made with O_EXCL: a holder killed mid-install releases it.
+    with open(venv + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if not (os.access(py, os.X_OK) and subprocess.run(check, capture_output=True).returncode == 0):
             shutil.rmtree(venv, ignore_errors=True)
             r = subprocess.run([base_python(), "-m", "venv", venv], capture_output=True, text=True)
@@ -80,9 +72,6 @@ def ensure_venv(build):
             if r.returncode:
                 fail("pip install %s into %s: %s" % (" ".join(VENV_PACKAGES), venv,
                                                      r.stderr.strip()[-2000:]))
-    finally:
-        os.close(fd)
-        os.unlink(lock)
     return venv
 
 
