@@ -102,8 +102,26 @@ void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
 	uint32_t nd = rec->depth < PL_SAMPLE_DEPTH ? rec->depth : PL_SAMPLE_DEPTH;
 	memcpy(native, rec->pcs, nd * sizeof(native[0]));
 	uint32_t d = 0;
-	unsigned g = 0;
+	unsigned g = 0, evals = 0;
 	int k = 0;
+	for (uint32_t i = 0; i < nd; i++)
+		evals += native[i] >= eval_lo && native[i] < eval_hi;
+	if (evals > s->ngroups) {
+		/* More eval-loop C frames than the thread state says run: the tick came as a
+		 * call or a return was half done (3.10: between the eval loop's exit and its
+		 * caller's result check), and which C frame ran which Python frames cannot be
+		 * told. The Python frames alone, with the C leaf outside the interpreter, as
+		 * without --native: never a frame in the wrong place. */
+		if (nd && !(native[0] >= interp_lo && native[0] < interp_hi) &&
+		    !(native[0] >= ld_lo && native[0] < ld_hi) && !pl_pc_is_ours(native[0]))
+			rec->pcs[d++] = native[0];
+		for (; k < n && d < PL_SAMPLE_DEPTH; k++)
+			rec->pcs[d++] = s->keys[k];
+		if (k < n)
+			atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+		rec->depth = d;
+		return;
+	}
 	for (uint32_t i = 0; i < nd && d < PL_SAMPLE_DEPTH; i++) {
 		if (native[i] >= eval_lo && native[i] < eval_hi && g < s->ngroups) {
 			for (unsigned j = 0; j < s->groups[g] && k < n && d < PL_SAMPLE_DEPTH; j++)
