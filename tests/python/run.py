@@ -1408,11 +1408,21 @@ def case_greenlet_resp_toggled(r, mode="trace"):
             check("gresp.%d.pstat" % (i + 1) in said, "window %d: %r" % (i + 1, said))
             time.sleep(0.2)
         check(b.poll() is None, "redis-benchmark stopped early")
+    except Failed as e:
+        # what the server said, when it was a crash the toggle ran into
+        if b is not None:
+            reap(b)
+            b = None
+        p.send_signal(signal.SIGINT)
+        rest, err = p.communicate(timeout=60)
+        raise Failed("%s; the server exited %r: %s %s" % (e, p.returncode, rest[-500:],
+                                                       err[-3000:]))
     finally:
         if b is not None:
             reap(b)
-        p.send_signal(signal.SIGINT)
-        rest, err = p.communicate(timeout=60)
+        if p.returncode is None:
+            p.send_signal(signal.SIGINT)
+            rest, err = p.communicate(timeout=60)
     check(p.returncode == 0 and "gevent_resp_server: stopped" in rest,
           "exit %d: %s %s" % (p.returncode, rest[-500:], err[-2000:]))
     ours = [l for l in err.splitlines() if l.startswith("coprof:")
