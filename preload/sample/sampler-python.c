@@ -27,39 +27,18 @@ static uintptr_t eval_lo, eval_hi;
  * thread-locals, so a pc there is the interpreter's work, not a C function it called. */
 static uintptr_t ld_lo, ld_hi;
 
-struct text_of {
-	uintptr_t at, lo, hi;
-};
-
-static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	struct text_of *r = arg;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && r->at >= lo &&
-		    r->at < lo + ph->p_memsz) {
-			r->lo = lo;
-			r->hi = lo + ph->p_memsz;
-			return 1;
-		}
-	}
-	return 0;
-}
-
 void pl_sampler_python_init(void)
 {
 	if (!pl_sampler_python)
 		return;
 	void *eval = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
-	struct text_of r = {.at = (uintptr_t)eval};
-	if (eval && dl_iterate_phdr(find_text, &r)) {
+	struct pl_text_range r = {.at = (uintptr_t)eval};
+	if (pl_text_range(&r)) {
 		interp_lo = r.lo;
 		interp_hi = r.hi;
 	}
-	r = (struct text_of){.at = (uintptr_t)dlsym(RTLD_DEFAULT, "__tls_get_addr")};
-	if (r.at && dl_iterate_phdr(find_text, &r)) {
+	r = (struct pl_text_range){.at = (uintptr_t)dlsym(RTLD_DEFAULT, "__tls_get_addr")};
+	if (pl_text_range(&r)) {
 		ld_lo = r.lo;
 		ld_hi = r.hi;
 	}

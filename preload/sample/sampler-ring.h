@@ -193,4 +193,12 @@ PL_HIDDEN void pl_sampler_python_fill(struct pl_sthread *st, struct pl_rec *rec,
 PL_HIDDEN void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
 				       const struct pl_py_sample *s, int n);
 
+/* The executable segment of the module that holds `at`: fills lo and hi and returns
+ * 1, or 0 when no module holds it (sampler.c). Not async-signal-safe. */
+struct pl_text_range {
+	uintptr_t at;
+	uintptr_t lo, hi;
+};
+int pl_text_range(struct pl_text_range *r);
+
 #endif

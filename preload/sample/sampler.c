@@ -507,16 +507,11 @@ static int pick_signal(void)
 	return -1;
 }
 
-struct text_range {
-	uintptr_t at; /* an address in the module */
-	uintptr_t lo, hi;
-};
-
 /* dl_iterate_phdr callback: the executable segment holding r->at. */
 static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	struct text_range *r = arg;
+	struct pl_text_range *r = arg;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
@@ -528,6 +523,11 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 		}
 	}
 	return 0;
+}
+
+int pl_text_range(struct pl_text_range *r)
+{
+	return r->at && dl_iterate_phdr(find_text, r);
 }
 
 /* The kernel's tick rate (CONFIG_HZ): the coarse clocks advance once a tick. */
@@ -655,13 +655,13 @@ int pl_sampler_init(void)
 		pl_say("sample mode: no free real-time signal; not sampling");
 		return -EBUSY;
 	}
-	struct text_range r = {.at = (uintptr_t)&pl_sampler_init};
-	dl_iterate_phdr(find_text, &r);
+	struct pl_text_range r = {.at = (uintptr_t)&pl_sampler_init};
+	pl_text_range(&r);
 	pl_sconf.self_lo = r.lo, pl_sconf.self_hi = r.hi;
 	void *asan = dlsym(RTLD_DEFAULT, "__asan_init");
 	if (asan) {
-		r = (struct text_range){.at = (uintptr_t)asan};
-		dl_iterate_phdr(find_text, &r);
+		r = (struct pl_text_range){.at = (uintptr_t)asan};
+		pl_text_range(&r);
 		pl_sconf.asan_lo = r.lo, pl_sconf.asan_hi = r.hi;
 	}
 	if (!pl_sconf.wall)
