@@ -54,17 +54,10 @@ static char between_stack[16 * 1024] __attribute__((aligned(16)));
  * LIBDIR/coprof/. */
 void pl_creds_init(void)
 {
-	Dl_info info;
 	keeper_exe[0] = 0;
-	if (!dladdr((void *)&pl_creds_init, &info) || !info.dli_fname)
-		return;
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", info.dli_fname);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = 0;
-	else
-		snprintf(dir, sizeof(dir), ".");
+	if (pl_shim_dir(dir, sizeof(dir)) < 0)
+		return;
 	static const char *const subdirs[] = {"", "/coprof"};
 	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
 		int n = snprintf(keeper_exe, sizeof(keeper_exe), "%s%s/" PL_KEEPER_NAME, dir,

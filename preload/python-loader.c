@@ -87,16 +87,9 @@ static int parse_version(const char *v, int *major, int *minor)
  * why it found none only when `loud`. */
 static void *open_adapter(int major, int minor, char *path, size_t len, int loud)
 {
-	Dl_info info;
-	if (!dladdr((void *)&python_runtime, &info) || !info.dli_fname)
-		return NULL;
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", info.dli_fname);
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = 0;
-	else
-		snprintf(dir, sizeof(dir), ".");
+	if (pl_shim_dir(dir, sizeof(dir)) < 0)
+		return NULL;
 	static const char *const subdirs[] = {"python", "coprof"};
 	for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
 		int n = snprintf(path, len, "%s/%s/coprof-python%d.%d.so", dir, subdirs[i], major,
@@ -110,8 +103,8 @@ static void *open_adapter(int major, int minor, char *path, size_t len, int loud
 		return NULL;
 	}
 	if (loud)
-		pl_say("no adapter for Python %d.%d next to %s; Python is not profiled", major,
-		       minor, info.dli_fname);
+		pl_say("no adapter for Python %d.%d in %s; Python is not profiled", major, minor,
+		       dir);
 	return NULL;
 }
 

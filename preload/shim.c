@@ -184,3 +184,20 @@ __attribute__((destructor)) static void pl_fini(void)
 	pl_tls_data.guard = 1;
 	pl_control_exit();
 }
+
+/* The folder of the shim's own file (the build tree's preload/, or the installed
+ * libdir), where its helpers lie: "." when the loader gives no folder. 0, or -1 when
+ * the loader does not know the file. */
+int pl_shim_dir(char *dir, size_t len)
+{
+	Dl_info info;
+	if (!dladdr((void *)&pl_shim_dir, &info) || !info.dli_fname)
+		return -1;
+	snprintf(dir, len, "%s", info.dli_fname);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, len, ".");
+	return 0;
+}

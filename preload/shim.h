@@ -24,16 +24,16 @@
 
 struct pl_config {
 	enum coprof_clock clock; /* COPROF_CLOCK: cpu|wall (default cpu) */
-	enum coprof_mode mode;   /* COPROF_MODE: trace|sample (default trace) */
-	int signo;               /* COPROF_SIGNAL: toggle signal (default SIGUSR2) */
-	int start;               /* COPROF_START: 1 profile from start, 0 wait for signal */
-	unsigned hz;             /* COPROF_HZ: sampling rate (default PL_DEFAULT_HZ) */
-	int builtins;            /* COPROF_BUILTINS: 1 to key C builtins in Python */
-	int native;              /* COPROF_NATIVE: sample mode, Python frames among the C ones */
-	int py_hook;             /* COPROF_PY_HOOK: PL_PY_HOOK_* (python/adapter.h) */
-	char out[PATH_MAX];      /* COPROF_OUT: path template, %p pid, %n dump number */
-	uint64_t interval_ns;    /* COPROF_INTERVAL: window length; 0: no windows */
-	unsigned keep;           /* COPROF_KEEP: newest files kept; 0: all */
+	enum coprof_mode mode;	 /* COPROF_MODE: trace|sample (default trace) */
+	int signo;		 /* COPROF_SIGNAL: toggle signal (default SIGUSR2) */
+	int start;		 /* COPROF_START: 1 profile from start, 0 wait for signal */
+	unsigned hz;		 /* COPROF_HZ: sampling rate (default PL_DEFAULT_HZ) */
+	int builtins;		 /* COPROF_BUILTINS: 1 to key C builtins in Python */
+	int native;		 /* COPROF_NATIVE: sample mode, Python frames among the C ones */
+	int py_hook;		 /* COPROF_PY_HOOK: PL_PY_HOOK_* (python/adapter.h) */
+	char out[PATH_MAX];	 /* COPROF_OUT: path template, %p pid, %n dump number */
+	uint64_t interval_ns;	 /* COPROF_INTERVAL: window length; 0: no windows */
+	unsigned keep;		 /* COPROF_KEEP: newest files kept; 0: all */
 };
 
 /* Set once by the constructor; read-only afterwards. */
@@ -43,8 +43,8 @@ extern PL_HIDDEN struct coprof *pl_prof;
 
 /* Per-thread state of the shim, in initial-exec TLS (cheap on the hot path). */
 struct pl_tls {
-	struct coprof_thread *thread; /* registered lazily by pl_thread() */
-	int guard;                    /* nonzero while inside a hook: no re-entry */
+	struct coprof_thread *thread;	 /* registered lazily by pl_thread() */
+	int guard;			 /* nonzero while inside a hook: no re-entry */
 	volatile sig_atomic_t in_switch; /* a context switch is under way (the sampler
 					  * drops or defers ticks that land in it) */
 	/* the frame address of the hook that set in_switch: a tick whose stack pointer is
@@ -124,5 +124,7 @@ PL_HIDDEN void pl_sampler_moved(struct coprof_ctx *c);
  * stack adapter (runtime/stack/) knows better than `cur`, what the switch hooks said:
  * a switch no adapter reported may have happened since the last instrumented call. */
 PL_HIDDEN struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur);
+
+int pl_shim_dir(char *dir, size_t len);
 
 #endif
