@@ -55,6 +55,7 @@
 #include "keymap.h"
 #include "marshal.h"
 #include "profile.h"
+#include "target.h"
 #include "whole.h"
 
 /* What one marshal object has written so far, for back-references. */
@@ -537,15 +538,7 @@ static int check_target(const char *path, char target[PATH_MAX])
 			return COPROF_ELINK;
 		return realpath(path, target) ? 0 : -errno;
 	}
-	if (S_ISREG(st.st_mode))
-		return 0;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	if (S_ISFIFO(st.st_mode))
-		return COPROF_EFIFO;
-	if (S_ISSOCK(st.st_mode))
-		return COPROF_ESOCKET;
-	return COPROF_EDEVICE;
+	return cp_target_kind(st.st_mode);
 }
 
 /* The temporary name next to `target`: "NAME.tmp.PID.N", with NAME shortened so that

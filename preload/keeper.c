@@ -28,6 +28,7 @@
 #include "config.h"
 #include "coprof.h"
 #include "keeper.h"
+#include "target.h"
 
 static const char *tmpl; /* COPROF_OUT */
 static long host;	 /* the pid served */
@@ -58,17 +59,7 @@ static int check_base(const char *base)
 	struct stat st;
 	if (fstatat(dirfd_, base, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (S_ISREG(st.st_mode))
-		return 0;
-	if (S_ISLNK(st.st_mode))
-		return COPROF_ENOFOLLOW;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	if (S_ISFIFO(st.st_mode))
-		return COPROF_EFIFO;
-	if (S_ISSOCK(st.st_mode))
-		return COPROF_ESOCKET;
-	return COPROF_EDEVICE;
+	return S_ISLNK(st.st_mode) ? COPROF_ENOFOLLOW : cp_target_kind(st.st_mode);
 }
 
 static int copy_all(int from, int to)
