@@ -44,7 +44,9 @@ static struct pl_fd read_fd = PL_FD_NONE;
 static unsigned dumps; /* files written by this process */
 static int ever_started;
 static int exiting;
-static struct coprof *parent_prof; /* kept, not freed, in a forked child */
+/* kept, not freed, in a forked child: volatile, or the compiler drops a store that
+ * nothing reads, and LeakSanitizer reports the kept profiler as leaked */
+static struct coprof *volatile parent_prof;
 static int forked;		   /* this process is a forked child */
 static unsigned requests;	   /* toggle requests applied (toggle-state.h) */
 static int made_children;	   /* this process forked: a child may be the one profiled */

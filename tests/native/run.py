@@ -208,7 +208,8 @@ def case_fork_exec():
     env = preload_env(COPROF_OUT=out)
     p = run([os.path.join(TESTBIN, "forker"), os.path.join(SAMPLES, "sched"), "1", "1", "1"], env)
     kids = [int(x) for x in re.findall(r"child (\d+)", p.stdout)]
-    check(len(kids) == 2 and "exec status 0" in p.stdout, f"output {p.stdout}")
+    check(len(kids) == 2 and "worker status 0" in p.stdout and "exec status 0" in p.stdout,
+          f"output {p.stdout}")
     files = {int(re.search(r"f\.(\d+)\.pstat", f).group(1)) for f in glob.glob(os.path.join(TMP, "f.*.pstat"))}
     check(len(files) == 3 and set(kids) <= files, f"files for pids {files}, children {kids}")
     parent = (files - set(kids)).pop()
