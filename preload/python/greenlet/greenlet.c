@@ -91,10 +91,14 @@ static int str_attr(PyObject *o, const char *attr, char *buf, size_t len)
 	return ok;
 }
 
+/* eventlet's green threads all run GreenThread.main, which calls the function given
+ * to eventlet.spawn: they are named after that function, from their frames. */
+#define EVENTLET_MAIN "GreenThread.main"
+
 /* The name a greenlet's context takes at first sight: gevent's Greenlet.name, else the
  * qualname of its run callable (a bound method's function). 0 when neither is there:
  * greenlet deletes `run` as the greenlet starts, so greenlet(f) is named later from
- * its frames (name_from_frames). */
+ * its frames (name_from_frames), and so is an eventlet green thread. */
 static int first_name(PyObject *g, char *buf, size_t len)
 {
 	if (str_attr(g, "name", buf, len))
@@ -103,23 +107,13 @@ static int first_name(PyObject *g, char *buf, size_t len)
 	PyErr_Clear();
 	int ok = run && str_attr(run, "__qualname__", buf, len);
 	Py_XDECREF(run);
-	return ok;
+	return ok && strcmp(buf, EVENTLET_MAIN) != 0;
 }
 
-/* The qualname of the outermost frame of a suspended greenlet: its run function. */
-static int name_from_frames(PyObject *g, char *buf, size_t len)
+/* The qualname (3.10: the name) of a frame's code, into buf; nonzero when not empty. */
+static int frame_name(PyFrameObject *f, char *buf, size_t len)
 {
-	PyObject *f = PyObject_GetAttrString(g, "gr_frame");
-	PyErr_Clear();
-	if (!f || !PyFrame_Check(f)) {
-		Py_XDECREF(f);
-		return 0;
-	}
-	for (PyFrameObject *b; (b = PyFrame_GetBack((PyFrameObject *)f));) {
-		Py_DECREF(f);
-		f = (PyObject *)b;
-	}
-	PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
+	PyCodeObject *co = PyFrame_GetCode(f);
 #if PY_VERSION_HEX >= 0x030B0000
 	PyObject *nm = co->co_qualname;
 #else
@@ -130,8 +124,47 @@ static int name_from_frames(PyObject *g, char *buf, size_t len)
 	if (ok)
 		snprintf(buf, len, "%s", s);
 	Py_DECREF(co);
-	Py_DECREF(f);
 	PyErr_Clear();
+	return ok;
+}
+
+/* Nonzero when f runs eventlet's GreenThread.main (eventlet/greenthread.py). */
+static int is_eventlet_main(PyFrameObject *f)
+{
+	static const char file[] = "/eventlet/greenthread.py";
+	PyCodeObject *co = PyFrame_GetCode(f);
+	const char *fn =
+	    PyUnicode_Check(co->co_filename) ? PyUnicode_AsUTF8(co->co_filename) : NULL;
+	const char *nm = PyUnicode_Check(co->co_name) ? PyUnicode_AsUTF8(co->co_name) : NULL;
+	size_t n = fn ? strlen(fn) : 0;
+	int yes = nm && strcmp(nm, "main") == 0 && n >= sizeof(file) - 1 &&
+		  strcmp(fn + n - (sizeof(file) - 1), file) == 0;
+	Py_DECREF(co);
+	PyErr_Clear();
+	return yes;
+}
+
+/* The qualname of the outermost frame of a suspended greenlet: its run function; for
+ * an eventlet green thread, the function its GreenThread.main called. */
+static int name_from_frames(PyObject *g, char *buf, size_t len)
+{
+	PyObject *f = PyObject_GetAttrString(g, "gr_frame");
+	PyErr_Clear();
+	if (!f || !PyFrame_Check(f)) {
+		Py_XDECREF(f);
+		return 0;
+	}
+	PyObject *inner = NULL; /* the frame the outermost one called */
+	for (PyFrameObject *b; (b = PyFrame_GetBack((PyFrameObject *)f));) {
+		Py_XDECREF(inner);
+		inner = f;
+		f = (PyObject *)b;
+	}
+	int ok = frame_name((PyFrameObject *)f, buf, len);
+	if (ok && inner && is_eventlet_main((PyFrameObject *)f))
+		ok = frame_name((PyFrameObject *)inner, buf, len);
+	Py_XDECREF(inner);
+	Py_DECREF(f);
 	return ok;
 }
 
