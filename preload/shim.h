@@ -110,6 +110,11 @@ PL_HIDDEN void pl_control_fork_resume(void);
  * with pl_tls()->in_switch already set. In sample mode under wall the sampler captures
  * the stack `from` suspends at here; otherwise it returns at once. */
 PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to);
+/* The same for a switch seen after the fact (the stack adapter, runtime/stack/): the
+ * thread has left `from`'s stack already, which suspended at `pcs` (innermost first,
+ * `depth` of them, what the hooks saw). Outside any signal, or in a handler. */
+PL_HIDDEN void pl_sampler_switch_left(struct coprof_ctx *from, const uintptr_t *pcs, uint32_t depth,
+				      struct coprof_ctx *to);
 /* Called by the ucontext adapter when context `c` finishes (outside any signal): a
  * finished coroutine no longer waits, so the sampler stops charging it, and the thread
  * counts as back in its own context. When the context resumed next is a coroutine,

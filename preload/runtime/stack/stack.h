@@ -10,6 +10,8 @@
 
 #include "internal.h"
 
+#define PL_STACK_FNS 32 /* instrumented frames kept per detected stack (sample mode) */
+
 /* One stack a context runs on, and the context now running on it. A record outlives its
  * context: a stack the runtime reuses gets the next context on the same record. */
 struct pl_stack {
@@ -26,6 +28,11 @@ struct pl_stack {
 	int tries;	     /* calls looked at for a name */
 	const char *name;
 	char namebuf[24];
+	/* sample mode, detected stacks: the instrumented functions entered on it and not
+	 * left, outermost first (nfns counts past PL_STACK_FNS): where its context waits
+	 * once the thread has left the stack (the sampler's wait stack under wall) */
+	uint32_t nfns;
+	uintptr_t fns[PL_STACK_FNS];
 	/* the engine context, valid for one profiler (a forked child has its own) and one
 	 * thread (a fiber that moves to another thread gets another) */
 	struct coprof_ctx *ctx;
@@ -81,6 +88,18 @@ PL_HIDDEN void pl_stack_name(struct pl_stack *s, uintptr_t fn);
 PL_HIDDEN void pl_stack_thread_exit(void);
 /* A fresh task id, shared by every runtime of the shim's stack contexts. */
 PL_HIDDEN uint64_t pl_stack_next_id(void);
+
+/* Sample mode: the hook event (entering `fn`, else leaving it) on detected stack `s`. */
+static inline void pl_stack_track(struct pl_stack *s, uintptr_t fn, int enter)
+{
+	if (enter) {
+		if (s->nfns < PL_STACK_FNS)
+			s->fns[s->nfns] = fn;
+		s->nfns++;
+	} else if (s->nfns) {
+		s->nfns--;
+	}
+}
 
 /* The running context is now `s` (NULL: none of ours), on the stack [lo, hi); lo == hi:
  * the bounds are unknown and the next event finds them. For the adapters' switches. */
