@@ -12,12 +12,14 @@
  * stack pointer (3.12+'s entry frames); its code object must be a code object. A chain
  * that fails a check is not sampled (the tick counts in `dropped`).
  *
- * A frame outside the data-stack chunks is read only once its bytes are known to be
- * readable (probe_ok: a one-byte process_vm_readv of each page), and so is the code
- * object of such a frame: a greenlet switch (3.11, 3.12) leaves the thread state's
- * cframe pointing into the C stack while greenlet copies another greenlet's saved stack
- * over it, and a tick there found text where a frame pointer was (SIGSEGV in the gevent
- * RESP server, issue 13). */
+ * Until a frame of the chain is found in a data-stack chunk, a frame outside them is
+ * read only once its bytes are known to be readable (probe_ok: a one-byte
+ * process_vm_readv of each page), and so is its code object: a greenlet switch (3.11,
+ * 3.12) leaves the thread state's cframe pointing into the C stack while greenlet
+ * copies another greenlet's saved stack over it, and a tick there found text where the
+ * innermost frame's pointer was (SIGSEGV in the gevent RESP server, issue 13). A frame
+ * in a chunk is a frame of the thread's own data stack, linked by CPython: the chain
+ * from there on is read as before, with no system call. */
 /* async-signal-safe */
 #include "sample.h" /* Python.h first */
 
@@ -40,7 +42,8 @@ static int aligned(const void *p)
 /* The pages one walk found readable: the same entry frames and generators come back
  * tick after tick, but the memory may be unmapped between two ticks. */
 struct probe {
-	pid_t pid; /* 0: not read yet */
+	pid_t pid;   /* 0: not read yet */
+	int trusted; /* a frame of the chain lay in a chunk: the rest is CPython's own */
 	unsigned n;
 	uintptr_t pages[PROBE_CACHE];
 };
@@ -96,14 +99,16 @@ static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp, stru
 {
 	if (!aligned(fr))
 		return 0;
-	if (in_chunks(ts, fr))
+	if (in_chunks(ts, fr)) {
+		p->trusted = 1;
 		return 1;
+	}
 	/* Not in a chunk: read only what lies before the frame to tell where it is, once
-	 * it is known to be readable. */
+	 * it is known to be readable (unless a frame before it lay in a chunk). */
 	uintptr_t at = (uintptr_t)fr, gen_at = at - offsetof(PyGenObject, gi_iframe);
 	uintptr_t fo_at = at - offsetof(PyFrameObject, _f_frame_data);
 	uintptr_t lo = gen_at < fo_at ? gen_at : fo_at;
-	if (lo > at || !probe_ok(p, lo, at + offsetof(PL_PY_FRAME, localsplus)))
+	if (lo > at || (!p->trusted && !probe_ok(p, lo, at + offsetof(PL_PY_FRAME, localsplus))))
 		return 0;
 #if PY_VERSION_HEX >= 0x030C0000
 	/* (A thread's stack may lie right below the heap: the owner decides.) */
@@ -171,7 +176,8 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 		_Py_CODEUNIT *at = fr->prev_instr;
 #endif
 		if (!aligned(co) ||
-		    (where == 2 && !probe_ok(&p, (uintptr_t)co, (uintptr_t)(co + 1))) ||
+		    (where == 2 && !p.trusted &&
+		     !probe_ok(&p, (uintptr_t)co, (uintptr_t)(co + 1))) ||
 		    Py_TYPE(co) != &PyCode_Type)
 			return -1;
 		/* Not started yet: the frame that makes it is still running. */
