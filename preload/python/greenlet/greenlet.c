@@ -12,7 +12,10 @@
  * stack switch. In trace mode it swaps the hook's per-thread asyncio state (hook.c's
  * chain) between greenlets, so tasks run inside greenlets keep their own drivers; in
  * sample mode it tells the sampler which context the ticks go to. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +374,42 @@ static PyMethodDef settrace_def = {"settrace", our_settrace, METH_O,
 static PyMethodDef gettrace_def = {"gettrace", our_gettrace, METH_NOARGS,
 				   "gettrace(): this thread's greenlet tracer, or None."};
 
+uintptr_t pl_py_greenlet_lo, pl_py_greenlet_hi;
+
+struct text_find {
+	uintptr_t at, lo, hi;
+};
+
+static int text_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct text_find *f = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->at >= lo && f->at < hi) {
+			f->lo = lo;
+			f->hi = hi;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The executable segment of greenlet's C module, found from its settrace's C function:
+ * greenlet switches there (and in what it calls) with the thread state's frames half
+ * moved; the tick handler stays out of them (sample/walk.c). */
+static void find_text(PyObject *real)
+{
+	if (!PyCFunction_Check(real))
+		return;
+	struct text_find f = {(uintptr_t)((PyCFunctionObject *)real)->m_ml->ml_meth, 0, 0};
+	if (dl_iterate_phdr(text_of, &f) == 1) {
+		pl_py_greenlet_lo = f.lo;
+		__atomic_store_n(&pl_py_greenlet_hi, f.hi, __ATOMIC_RELEASE);
+	}
+}
+
 /* greenlet._greenlet is loaded: ours replace its settrace and gettrace (greenlet's
  * __init__ copies them from there, after this). */
 static void install(PyObject *mod)
@@ -384,6 +423,7 @@ static void install(PyObject *mod)
 	    PyObject_SetAttrString(mod, "gettrace", gt) == 0) {
 		real_settrace = Py_NewRef(real);
 		tracer_obj = Py_NewRef(tr);
+		find_text(real);
 		installed = 1;
 	}
 	Py_XDECREF(real);

@@ -19,7 +19,9 @@
  * copies another greenlet's saved stack over it, and a tick there found text where the
  * innermost frame's pointer was (SIGSEGV in the gevent RESP server, issue 13). A frame
  * in a chunk is a frame of the thread's own data stack, linked by CPython: the chain
- * from there on is read as before, with no system call. */
+ * from there on is read as before, with no system call. And no frame is read while the
+ * thread may be inside greenlet's switch code (in_greenlet): there the innermost
+ * frame's pointer may name a freed object, which the probe cannot tell (ASan can). */
 /* async-signal-safe */
 #include "sample.h" /* Python.h first */
 
@@ -241,6 +243,30 @@ static int finalizing(void)
 #endif
 }
 
+#define SWITCH_SCAN 64 /* stack words above sp looked at for a return into greenlet */
+
+/* Nonzero when the thread may be inside a greenlet switch: the pc in greenlet's text,
+ * or a return address into it among the innermost stack words (a memcpy of the stack
+ * slice, a thread-state lookup greenlet makes before it restores the frames). Until
+ * greenlet's PythonState::operator>> has run, 3.11's and 3.12's cframe points at the
+ * other greenlet's bytes, which may name a freed object. A stale word in a live frame
+ * may match too: that tick's Python frames are then not read (counted). The words
+ * lie in the live stack above sp. */
+__attribute__((no_sanitize("address"))) static int in_greenlet(const struct pl_py_sample *s)
+{
+	uintptr_t hi = __atomic_load_n(&pl_py_greenlet_hi, __ATOMIC_ACQUIRE);
+	uintptr_t lo = pl_py_greenlet_lo;
+	if (!hi)
+		return 0;
+	if (s->pc - lo < hi - lo)
+		return 1;
+	const uintptr_t *w = (const uintptr_t *)(s->sp & ~(uintptr_t)7);
+	for (unsigned i = 0; w && i < SWITCH_SCAN; i++)
+		if (w[i] - lo < hi - lo)
+			return 1;
+	return 0;
+}
+
 int pl_pys_sample(struct pl_py_sample *s)
 {
 	s->truncated = 0;
@@ -252,5 +278,7 @@ int pl_pys_sample(struct pl_py_sample *s)
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	if (!aligned(ts))
 		return 0;
+	if (in_greenlet(s))
+		return -1;
 	return walk(ts, s);
 }
