@@ -54,6 +54,12 @@ struct pl_tls {
 	/* nonzero while libunwind runs for the shim: its signal masks pass the signal
 	 * guard untouched (signal-guard.c), its pipe goes to high numbers (fd.c) */
 	volatile sig_atomic_t raw_masks;
+	/* The stack adapter's hot fields (runtime/stack/stack.h), here so that the __cyg
+	 * hooks reach them from the same thread-local base as the rest: the bounds of the
+	 * running context's stack [stack_lo, stack_lo + stack_span) (span 0: unknown, the
+	 * next event checks), and the root frame of a detected stack (UINTPTR_MAX: none;
+	 * 0 in a new thread). */
+	uintptr_t stack_lo, stack_span, stack_root_sp;
 };
 
 PL_HIDDEN struct pl_tls *pl_tls(void);

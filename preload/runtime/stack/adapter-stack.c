@@ -290,7 +290,7 @@ static void engine_switch(struct coprof_thread *th, struct pl_stack *to, struct 
 void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int enter)
 {
 	if (!pl_stls.cur || !pl_stls.cur->detected)
-		pl_stls.root_sp = UINTPTR_MAX; /* a new thread's is 0 */
+		pl_tls_data.stack_root_sp = UINTPTR_MAX; /* a new thread's is 0 */
 	struct pl_stack *c = pl_stls.cur;
 	if (c && c->naming && sp - c->lo < c->hi - c->lo) {
 		/* still on the fiber: a call of the program's own names it */
@@ -308,7 +308,7 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 	 * handler runs: with the program's handlers installed, that is a system call, and
 	 * a switch between known stacks needs none. */
 	if (!pl_stls.own_hi && (pl_sig_maybe_in_handler() || own_bounds() != 0)) {
-		pl_stls.span = 0; /* nothing known: test again at the next event */
+		pl_tls_data.stack_span = 0; /* nothing known: test again at the next event */
 		return;
 	}
 	if (sp - pl_stls.own_lo < pl_stls.own_hi - pl_stls.own_lo) {
@@ -321,12 +321,12 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 	while (s && sp - s->lo >= s->hi - s->lo)
 		s = s->next_seen;
 	if ((!s || s->finished) && pl_sig_maybe_in_handler()) {
-		pl_stls.span = 0;
+		pl_tls_data.stack_span = 0;
 		return;
 	}
 	if (!s) {
 		if (on_altstack(sp) || !(s = detect(sp))) {
-			pl_stls.span = 0;
+			pl_tls_data.stack_span = 0;
 			return;
 		}
 	}
@@ -348,7 +348,7 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
  * may have interrupted) only prepend to. */
 struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur)
 {
-	if (sp - pl_stls.lo < pl_stls.span || !pl_stls.own_hi)
+	if (sp - pl_tls_data.stack_lo < pl_tls_data.stack_span || !pl_stls.own_hi)
 		return cur; /* on the running context's stack, or nothing is known */
 	struct coprof_thread *th = pl_tls_data.thread;
 	if (sp - pl_stls.own_lo < pl_stls.own_hi - pl_stls.own_lo)

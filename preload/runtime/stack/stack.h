@@ -46,10 +46,8 @@ struct pl_stack {
  * of the stack it runs on (an event outside them takes the slow path) and the record,
  * NULL on the thread's own stack or a ucontext coroutine. */
 struct pl_stack_tls {
-	uintptr_t lo;	/* bounds of the running context's stack */
-	uintptr_t span; /* hi - lo; 0: unknown, the next event checks */
+	/* (the running stack's bounds and root: struct pl_tls's stack_* fields) */
 	struct pl_stack *cur;
-	uintptr_t root_sp;	  /* cur's root_sp, or UINTPTR_MAX (0 in a new thread: see below) */
 	uintptr_t own_lo, own_hi; /* the thread's own stack; own_hi 0: not read yet */
 	struct pl_stack *seen;	  /* detected stacks met on this thread, newest first */
 	struct pl_stack *fnext;	  /* fcontext: the record the last jump went to */
@@ -62,7 +60,7 @@ extern PL_HIDDEN __thread struct pl_stack_tls pl_stls PL_TLS;
 /* The hot-path test of the __cyg hooks: nonzero when `sp` is off the running stack. */
 static inline int pl_stack_off(uintptr_t sp)
 {
-	return sp - pl_stls.lo >= pl_stls.span;
+	return sp - pl_tls_data.stack_lo >= pl_tls_data.stack_span;
 }
 
 /* The slow path: the event at `sp` (calling `key` when `enter`, else leaving it) runs
@@ -106,9 +104,10 @@ static inline void pl_stack_track(struct pl_stack *s, uintptr_t fn, int enter)
 static inline void pl_stack_set(struct pl_stack *s, uintptr_t lo, uintptr_t hi)
 {
 	pl_stls.cur = s;
-	pl_stls.root_sp = s && s->detected ? s->root_sp : UINTPTR_MAX;
-	pl_stls.lo = lo;
-	pl_stls.span = s && s->naming ? 0 : hi - lo; /* 0: each event takes the slow path */
+	pl_tls_data.stack_root_sp = s && s->detected ? s->root_sp : UINTPTR_MAX;
+	pl_tls_data.stack_lo = lo;
+	pl_tls_data.stack_span =
+	    s && s->naming ? 0 : hi - lo; /* 0: each event takes the slow path */
 }
 
 #endif
