@@ -54,6 +54,12 @@ struct pl_tls {
 	/* nonzero while libunwind runs for the shim: its signal masks pass the signal
 	 * guard untouched (signal-guard.c), its pipe goes to high numbers (fd.c) */
 	volatile sig_atomic_t raw_masks;
+	/* The stack adapter's hot fields (runtime/stack/stack.h), here so that the __cyg
+	 * hooks reach them from the same thread-local base as the rest: the bounds of the
+	 * running context's stack [stack_lo, stack_lo + stack_span) (span 0: unknown, the
+	 * next event checks), and the root frame of a detected stack (UINTPTR_MAX: none;
+	 * 0 in a new thread). */
+	uintptr_t stack_lo, stack_span, stack_root_sp;
 };
 
 PL_HIDDEN struct pl_tls *pl_tls(void);
@@ -110,6 +116,11 @@ PL_HIDDEN void pl_control_fork_resume(void);
  * with pl_tls()->in_switch already set. In sample mode under wall the sampler captures
  * the stack `from` suspends at here; otherwise it returns at once. */
 PL_HIDDEN void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to);
+/* The same for a switch seen after the fact (the stack adapter, runtime/stack/): the
+ * thread has left `from`'s stack already, which suspended at `pcs` (innermost first,
+ * `depth` of them, what the hooks saw). Outside any signal, or in a handler. */
+PL_HIDDEN void pl_sampler_switch_left(struct coprof_ctx *from, const uintptr_t *pcs, uint32_t depth,
+				      struct coprof_ctx *to);
 /* Called by the ucontext adapter when context `c` finishes (outside any signal): a
  * finished coroutine no longer waits, so the sampler stops charging it, and the thread
  * counts as back in its own context. When the context resumed next is a coroutine,

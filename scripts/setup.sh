@@ -15,7 +15,7 @@ pkgs=(
 	strace # tests/native toggle-*: no signal is sent for a refused pid
 	linux-perf redis-server
 	nginx apache2-utils # tests/native creds-nginx: workers that drop privileges, under ab
-	python3-gevent # tests/python greenlet_*: gevent and greenlet for /usr/bin/python3
+	python3-gevent python3-eventlet # tests/python greenlet_*: gevent, eventlet and greenlet for /usr/bin/python3
 	g++ libst-dev libboost-context-dev # tests/native runtimes and samples/native: State Threads, Boost.Context
 )
 

@@ -61,6 +61,7 @@ struct pl_py_host {
 #define PL_PY_SAMPLE_MAX 128
 struct pl_py_sample {
 	uintptr_t sp;	    /* the interrupted stack pointer */
+	uintptr_t pc;	    /* the interrupted program counter */
 	unsigned truncated; /* set when more frames than PL_PY_SAMPLE_MAX */
 	unsigned ngroups;
 	uintptr_t keys[PL_PY_SAMPLE_MAX];

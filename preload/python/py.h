@@ -314,6 +314,9 @@ PL_PY_HIDDEN void pl_py_greenlet_audit(const char *event, PyObject *args);
  * the thread's own. Arms the greenlet tracer in this thread first if it is not yet.
  * No Python code runs. */
 PL_PY_HIDDEN struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t);
+/* The text of greenlet's C module once installed ([lo, hi); 0, 0 before): the tick
+ * handler reads no Python frame while it runs there (sample/walk.c). */
+extern PL_PY_HIDDEN uintptr_t pl_py_greenlet_lo, pl_py_greenlet_hi;
 
 /* --- the sys.monitoring backend (monitor.c) ---------------------------------------- */
 

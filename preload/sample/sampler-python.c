@@ -55,6 +55,7 @@ int pl_sampler_python_read(struct pl_py_sample *s, const ucontext_t *uc)
 	if (!pl_sampler_python || !uc)
 		return 0;
 	s->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	s->pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	return pl_sampler_python(s);
 }
 

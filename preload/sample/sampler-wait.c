@@ -53,6 +53,31 @@ static void release(struct pl_sthread *st, struct pl_wait *w)
 	pl_ring_publish(st);
 }
 
+/* A free slot, or NULL (counted as dropped). Owning thread only. */
+static struct pl_wait *free_slot(struct pl_sthread *st)
+{
+	uint32_t n = atomic_load_explicit(&st->nwaits, memory_order_relaxed);
+	for (uint32_t i = 0; i < n; i++)
+		if (!atomic_load_explicit(&st->waits[i].word, memory_order_relaxed))
+			return &st->waits[i];
+	if (n == PL_WAIT_SLOTS) {
+		atomic_fetch_add_explicit(&st->dropped, 1, memory_order_relaxed);
+		return NULL;
+	}
+	atomic_store_explicit(&st->nwaits, n + 1, memory_order_release);
+	return &st->waits[n];
+}
+
+/* Slot w, filled with its stack, now waits for `ctx` from this tick on. */
+static void occupy(struct pl_sthread *st, struct pl_wait *w, struct coprof_ctx *ctx)
+{
+	w->ctx = ctx;
+	w->gen++;
+	uint64_t word =
+	    PL_WAIT_USED | ((uint64_t)(w->gen & 0x7fffff) << PL_WAIT_GEN_SHIFT) | ticks_now(st);
+	atomic_store_explicit(&w->word, word, memory_order_release);
+}
+
 /* Walks the calling thread's stack, which is the one `ctx` suspends at, into a free
  * slot. Our own frames (the hook, this function) are cut off, so the leaf is the
  * program's function that called the switch. */
@@ -60,19 +85,9 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 {
 	if (!pl_fd_unw_pipe_safe()) /* libunwind's pipe numbers are the program's now */
 		return;
-	uint32_t n = atomic_load_explicit(&st->nwaits, memory_order_relaxed);
-	struct pl_wait *w = NULL;
-	for (uint32_t i = 0; i < n && !w; i++)
-		if (!atomic_load_explicit(&st->waits[i].word, memory_order_relaxed))
-			w = &st->waits[i];
-	if (!w) {
-		if (n == PL_WAIT_SLOTS) {
-			atomic_fetch_add_explicit(&st->dropped, 1, memory_order_relaxed);
-			return;
-		}
-		w = &st->waits[n];
-		atomic_store_explicit(&st->nwaits, n + 1, memory_order_release);
-	}
+	struct pl_wait *w = free_slot(st);
+	if (!w)
+		return;
 	sig_atomic_t raw = st->tls->raw_masks;
 	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
 	int depth = unw_backtrace((void **)w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
@@ -91,11 +106,7 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 		return;
 	memmove(w->pcs, w->pcs + skip, (size_t)depth * sizeof(w->pcs[0]));
 	w->depth = (uint32_t)depth;
-	w->ctx = ctx;
-	w->gen++;
-	uint64_t word =
-	    PL_WAIT_USED | ((uint64_t)(w->gen & 0x7fffff) << PL_WAIT_GEN_SHIFT) | ticks_now(st);
-	atomic_store_explicit(&w->word, word, memory_order_release);
+	occupy(st, w, ctx);
 }
 
 /* A start bumps the epoch: what the table held belongs to the profile before it. The
@@ -132,6 +143,30 @@ void pl_sampler_switch(struct coprof_ctx *from, struct coprof_ctx *to)
 		release(st, w);
 	if (from && from != to && !find(st, from))
 		suspend(st, from);
+}
+
+void pl_sampler_switch_left(struct coprof_ctx *from, const uintptr_t *pcs, uint32_t depth,
+			    struct coprof_ctx *to)
+{
+	struct pl_sthread *st = pl_sampler_self();
+	if (!st)
+		return;
+	atomic_store_explicit(&st->cur, to, memory_order_relaxed);
+	if (!pl_sconf.wall || !atomic_load_explicit(&pl_sampler_on, memory_order_relaxed) ||
+	    prepare(st) < 0)
+		return;
+	struct pl_wait *w;
+	if (to && (w = find(st, to)))
+		release(st, w);
+	if (!from || from == to || find(st, from) || !depth || !(w = free_slot(st)))
+		return;
+	if (depth > PL_SAMPLE_DEPTH) {
+		depth = PL_SAMPLE_DEPTH;
+		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+	}
+	memcpy(w->pcs, pcs, depth * sizeof(w->pcs[0]));
+	w->depth = depth;
+	occupy(st, w, from);
 }
 
 /* A finished coroutine returns through uc_link without a switch hook: until the next

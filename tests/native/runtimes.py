@@ -136,21 +136,30 @@ def sample_wall(prog):
     tasks = tasks_by_work(prog, ex)
     for kind in ("heavy", "light"):
         check(tasks[kind]["ttot"] >= R * HEAVY, f"{kind} ttot {tasks[kind]['ttot']:.3f} s under wall")
-    if prog == "fiber":
-        # The fcontext adapter sees the switch: the light fiber's wait is sampled at
-        # task_yield. (A switch found from the stack pointer has left that stack
-        # already: README, "Stacks no adapter knows".)
-        li = list(ex["tasks"]).index(tasks["light"])
-        waits = [(frames, n) for task, tid, frames, n, waiting in ex["stacks"] if task == li and waiting]
-        check(waits, "the light fiber has no wait stack")
-        yielded = 0
-        for frames, n in waits:
-            names = [f[2] for f in frames]
-            if names[:2] == ["resume", "task_yield"]:
-                yielded += n
-            else:  # made, not yet run: Boost's entry jumps back to the maker at once
-                check(names[0].startswith("fiber_entry<"), f"light fiber waits at {names[:4]}")
-        check(yielded >= 0.8 * R * HEAVY * 997, f"light fiber waited {yielded} ticks in task_yield")
+    # The light coroutine's wait is sampled where it yielded. The fcontext adapter sees
+    # the switch and walks the stack there (resume under task_yield); a switch found
+    # from the stack pointer has left the stack already, and its wait stack is the
+    # instrumented frames entered on it and not left (task_yield under light_task).
+    li = list(ex["tasks"]).index(tasks["light"])
+    waits = [(frames, n) for task, tid, frames, n, waiting in ex["stacks"] if task == li and waiting]
+    check(waits, "the light coroutine has no wait stack")
+    want = ["resume", "task_yield"] if prog == "fiber" else ["task_yield", "light_task"]
+    yielded = 0
+    for frames, n in waits:
+        names = [f[2] for f in frames]
+        if names[:2] == want:
+            yielded += n
+        elif prog == "fiber":  # made, not yet run: Boost's entry jumps back to the maker at once
+            check(names[0].startswith("fiber_entry<"), f"light fiber waits at {names[:4]}")
+        else:
+            check(False, f"light coroutine waits at {names[:4]}")
+    # heavy works 20 ms while light waits, R times (R - 1 when light runs first)
+    low = 0.8 * (R - 1) * HEAVY * 997
+    check(yielded >= low, f"light coroutine waited {yielded} ticks in {want}, expected >= {low:.0f}")
+    heavy = list(ex["tasks"]).index(tasks["heavy"])
+    hwait = sum(n for task, tid, frames, n, waiting in ex["stacks"] if task == heavy and waiting)
+    # and the wait is the light one's, not charged as the heavy one's work
+    check(hwait < yielded, f"heavy waited {hwait} ticks, light {yielded}")
 
 
 def main():

@@ -1192,18 +1192,19 @@ def case_code_freed(r):
 
 # --- greenlet and gevent ---------------------------------------------------------------
 
-GEVENT_PACKAGES = ["gevent", "greenlet"]
+GEVENT_PACKAGES = ["gevent", "greenlet", "eventlet"]
 
 
 def gevent_python(r):
-    """An interpreter that imports gevent for r.python: Debian's own (python3-gevent,
-    scripts/setup.sh) for /usr/bin/python3, else BUILD/venv-gevent-X.Y made here from
-    r.python with gevent and greenlet from PyPI (once; a lock keeps two tests from
+    """An interpreter that imports gevent and eventlet for r.python: Debian's own
+    (python3-gevent, python3-eventlet, scripts/setup.sh) for /usr/bin/python3, else
+    BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet from PyPI (once; a lock keeps two tests from
     making it at once). The interpreter itself is never changed."""
-    probe = [r.python, "-c", "import gevent, greenlet"]
+    probe = [r.python, "-W", "ignore", "-c", "import gevent, greenlet, eventlet"]
     if r.python.startswith("/usr/bin/"):
         p = subprocess.run(probe, capture_output=True, text=True)
-        check(p.returncode == 0, "%s has no gevent (python3-gevent, scripts/setup.sh): %s"
+        check(p.returncode == 0, "%s has no gevent or eventlet (python3-gevent, "
+              "python3-eventlet, scripts/setup.sh): %s"
               % (r.python, p.stderr[-500:]))
         return r.python
     ver = subprocess.run([r.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
@@ -1325,6 +1326,21 @@ def case_greenlet_gevent_sample(r):
 
 def case_greenlet_gevent_sample_wall(r):
     case_greenlet_gevent(r, "wall", "sample")
+
+
+def case_greenlet_eventlet(r, mode="trace"):
+    """Two eventlet green threads burning 20 and 5 ms of CPU per round through
+    eventlet.sleep: separate contexts (runtime greenlet), named after the functions
+    given to eventlet.spawn (not eventlet's GreenThread.main, which runs them all),
+    each charged its own CPU within 10%."""
+    prof, measured = greenlet_run(r, "eventlet", "cpu", mode)
+    mains = [t["name"] for t in prof.tasks() if "GreenThread" in t["name"]]
+    check(not mains, "green threads named after eventlet's main: %s" % mains)
+    check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
+
+
+def case_greenlet_eventlet_sample(r):
+    case_greenlet_eventlet(r, "sample")
 
 
 def case_greenlet_plain(r):

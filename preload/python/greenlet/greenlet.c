@@ -12,7 +12,10 @@
  * stack switch. In trace mode it swaps the hook's per-thread asyncio state (hook.c's
  * chain) between greenlets, so tasks run inside greenlets keep their own drivers; in
  * sample mode it tells the sampler which context the ticks go to. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +94,14 @@ static int str_attr(PyObject *o, const char *attr, char *buf, size_t len)
 	return ok;
 }
 
+/* eventlet's green threads all run GreenThread.main, which calls the function given
+ * to eventlet.spawn: they are named after that function, from their frames. */
+#define EVENTLET_MAIN "GreenThread.main"
+
 /* The name a greenlet's context takes at first sight: gevent's Greenlet.name, else the
  * qualname of its run callable (a bound method's function). 0 when neither is there:
  * greenlet deletes `run` as the greenlet starts, so greenlet(f) is named later from
- * its frames (name_from_frames). */
+ * its frames (name_from_frames), and so is an eventlet green thread. */
 static int first_name(PyObject *g, char *buf, size_t len)
 {
 	if (str_attr(g, "name", buf, len))
@@ -103,23 +110,13 @@ static int first_name(PyObject *g, char *buf, size_t len)
 	PyErr_Clear();
 	int ok = run && str_attr(run, "__qualname__", buf, len);
 	Py_XDECREF(run);
-	return ok;
+	return ok && strcmp(buf, EVENTLET_MAIN) != 0;
 }
 
-/* The qualname of the outermost frame of a suspended greenlet: its run function. */
-static int name_from_frames(PyObject *g, char *buf, size_t len)
+/* The qualname (3.10: the name) of a frame's code, into buf; nonzero when not empty. */
+static int frame_name(PyFrameObject *f, char *buf, size_t len)
 {
-	PyObject *f = PyObject_GetAttrString(g, "gr_frame");
-	PyErr_Clear();
-	if (!f || !PyFrame_Check(f)) {
-		Py_XDECREF(f);
-		return 0;
-	}
-	for (PyFrameObject *b; (b = PyFrame_GetBack((PyFrameObject *)f));) {
-		Py_DECREF(f);
-		f = (PyObject *)b;
-	}
-	PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
+	PyCodeObject *co = PyFrame_GetCode(f);
 #if PY_VERSION_HEX >= 0x030B0000
 	PyObject *nm = co->co_qualname;
 #else
@@ -130,8 +127,47 @@ static int name_from_frames(PyObject *g, char *buf, size_t len)
 	if (ok)
 		snprintf(buf, len, "%s", s);
 	Py_DECREF(co);
-	Py_DECREF(f);
 	PyErr_Clear();
+	return ok;
+}
+
+/* Nonzero when f runs eventlet's GreenThread.main (eventlet/greenthread.py). */
+static int is_eventlet_main(PyFrameObject *f)
+{
+	static const char file[] = "/eventlet/greenthread.py";
+	PyCodeObject *co = PyFrame_GetCode(f);
+	const char *fn =
+	    PyUnicode_Check(co->co_filename) ? PyUnicode_AsUTF8(co->co_filename) : NULL;
+	const char *nm = PyUnicode_Check(co->co_name) ? PyUnicode_AsUTF8(co->co_name) : NULL;
+	size_t n = fn ? strlen(fn) : 0;
+	int yes = nm && strcmp(nm, "main") == 0 && n >= sizeof(file) - 1 &&
+		  strcmp(fn + n - (sizeof(file) - 1), file) == 0;
+	Py_DECREF(co);
+	PyErr_Clear();
+	return yes;
+}
+
+/* The qualname of the outermost frame of a suspended greenlet: its run function; for
+ * an eventlet green thread, the function its GreenThread.main called. */
+static int name_from_frames(PyObject *g, char *buf, size_t len)
+{
+	PyObject *f = PyObject_GetAttrString(g, "gr_frame");
+	PyErr_Clear();
+	if (!f || !PyFrame_Check(f)) {
+		Py_XDECREF(f);
+		return 0;
+	}
+	PyObject *inner = NULL; /* the frame the outermost one called */
+	for (PyFrameObject *b; (b = PyFrame_GetBack((PyFrameObject *)f));) {
+		Py_XDECREF(inner);
+		inner = f;
+		f = (PyObject *)b;
+	}
+	int ok = frame_name((PyFrameObject *)f, buf, len);
+	if (ok && inner && is_eventlet_main((PyFrameObject *)f))
+		ok = frame_name((PyFrameObject *)inner, buf, len);
+	Py_XDECREF(inner);
+	Py_DECREF(f);
 	return ok;
 }
 
@@ -338,6 +374,42 @@ static PyMethodDef settrace_def = {"settrace", our_settrace, METH_O,
 static PyMethodDef gettrace_def = {"gettrace", our_gettrace, METH_NOARGS,
 				   "gettrace(): this thread's greenlet tracer, or None."};
 
+uintptr_t pl_py_greenlet_lo, pl_py_greenlet_hi;
+
+struct text_find {
+	uintptr_t at, lo, hi;
+};
+
+static int text_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct text_find *f = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && f->at >= lo && f->at < hi) {
+			f->lo = lo;
+			f->hi = hi;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The executable segment of greenlet's C module, found from its settrace's C function:
+ * greenlet switches there (and in what it calls) with the thread state's frames half
+ * moved; the tick handler stays out of them (sample/walk.c). */
+static void find_text(PyObject *real)
+{
+	if (!PyCFunction_Check(real))
+		return;
+	struct text_find f = {(uintptr_t)((PyCFunctionObject *)real)->m_ml->ml_meth, 0, 0};
+	if (dl_iterate_phdr(text_of, &f) == 1) {
+		pl_py_greenlet_lo = f.lo;
+		__atomic_store_n(&pl_py_greenlet_hi, f.hi, __ATOMIC_RELEASE);
+	}
+}
+
 /* greenlet._greenlet is loaded: ours replace its settrace and gettrace (greenlet's
  * __init__ copies them from there, after this). */
 static void install(PyObject *mod)
@@ -351,6 +423,7 @@ static void install(PyObject *mod)
 	    PyObject_SetAttrString(mod, "gettrace", gt) == 0) {
 		real_settrace = Py_NewRef(real);
 		tracer_obj = Py_NewRef(tr);
+		find_text(real);
 		installed = 1;
 	}
 	Py_XDECREF(real);

@@ -10,9 +10,24 @@
  * before it is read: it must lie in one of the thread's data-stack chunks, inside a live
  * generator, coroutine or frame object, or on the C stack just above the interrupted
  * stack pointer (3.12+'s entry frames); its code object must be a code object. A chain
- * that fails a check is not sampled (the tick counts in `dropped`). */
+ * that fails a check is not sampled (the tick counts in `dropped`).
+ *
+ * Until a frame of the chain is found in a data-stack chunk, a frame outside them is
+ * read only once its bytes are known to be readable (probe_ok: a one-byte
+ * process_vm_readv of each page), and so is its code object: a greenlet switch (3.11,
+ * 3.12) leaves the thread state's cframe pointing into the C stack while greenlet
+ * copies another greenlet's saved stack over it, and a tick there found text where the
+ * innermost frame's pointer was (SIGSEGV in the gevent RESP server, issue 13). A frame
+ * in a chunk is a frame of the thread's own data stack, linked by CPython: the chain
+ * from there on is read as before, with no system call. And no frame is read while the
+ * thread may be inside greenlet's switch code (in_greenlet): there the innermost
+ * frame's pointer may name a freed object, which the probe cannot tell (ASan can). */
 /* async-signal-safe */
-#include "sample.h"
+#include "sample.h" /* Python.h first */
+
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define MAX_HOPS 4096		/* frames followed, skipped ones too: a cycle is a bad chain */
 #define CSTACK_SPAN (64u << 20) /* how far above sp an entry frame may lie */
@@ -21,6 +36,44 @@ static int aligned(const void *p)
 {
 	return p && ((uintptr_t)p & 7) == 0;
 }
+
+#if PY_VERSION_HEX >= 0x030B0000
+#define PROBE_PAGE 4096u /* readability is per page; 4 KiB divides every page size */
+#define PROBE_CACHE 16	 /* pages found readable in this walk */
+
+/* The pages one walk found readable: the same entry frames and generators come back
+ * tick after tick, but the memory may be unmapped between two ticks. */
+struct probe {
+	pid_t pid;   /* 0: not read yet */
+	int trusted; /* a frame of the chain lay in a chunk: the rest is CPython's own */
+	unsigned n;
+	uintptr_t pages[PROBE_CACHE];
+};
+
+/* Nonzero when every byte of [lo, hi) can be read now: each page is read once through
+ * the kernel, which says EFAULT where a plain load would fault. */
+static int probe_ok(struct probe *p, uintptr_t lo, uintptr_t hi)
+{
+	if (hi <= lo || lo < PROBE_PAGE)
+		return 0;
+	for (uintptr_t pg = lo & ~(uintptr_t)(PROBE_PAGE - 1); pg < hi; pg += PROBE_PAGE) {
+		unsigned i = 0;
+		while (i < p->n && p->pages[i] != pg)
+			i++;
+		if (i < p->n)
+			continue;
+		if (!p->pid)
+			p->pid = (pid_t)syscall(SYS_getpid);
+		char byte;
+		struct iovec mine = {&byte, 1}, at = {(void *)(pg > lo ? pg : lo), 1};
+		if (syscall(SYS_process_vm_readv, p->pid, &mine, 1ul, &at, 1ul, 0ul) != 1)
+			return 0;
+		if (p->n < PROBE_CACHE)
+			p->pages[p->n++] = pg;
+	}
+	return 1;
+}
+#endif
 
 #if PY_VERSION_HEX >= 0x030B0000
 /* Nonzero when fr lies in the used part of the thread's data stack: below its top in
@@ -41,31 +94,38 @@ static int in_chunks(PyThreadState *ts, const PL_PY_FRAME *fr)
 	return 0;
 }
 
-/* Nonzero when fr may be read: see the file's comment. */
-static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp)
+/* 1 when fr may be read and lies in a data-stack chunk, 2 when it may be read and lies
+ * elsewhere (its code object is then probed too), 0 when it may not: see the file's
+ * comment. */
+static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp, struct probe *p)
 {
 	if (!aligned(fr))
 		return 0;
-	if (in_chunks(ts, fr))
+	if (in_chunks(ts, fr)) {
+		p->trusted = 1;
 		return 1;
-		/* Not in a chunk: read only what lies before the frame to tell where it is. */
+	}
+	/* Not in a chunk: read only what lies before the frame to tell where it is, once
+	 * it is known to be readable (unless a frame before it lay in a chunk). */
+	uintptr_t at = (uintptr_t)fr, gen_at = at - offsetof(PyGenObject, gi_iframe);
+	uintptr_t fo_at = at - offsetof(PyFrameObject, _f_frame_data);
+	uintptr_t lo = gen_at < fo_at ? gen_at : fo_at;
+	if (lo > at || (!p->trusted && !probe_ok(p, lo, at + offsetof(PL_PY_FRAME, localsplus))))
+		return 0;
 #if PY_VERSION_HEX >= 0x030C0000
 	/* (A thread's stack may lie right below the heap: the owner decides.) */
-	if ((uintptr_t)fr > sp && (uintptr_t)fr - sp < CSTACK_SPAN &&
-	    fr->owner == FRAME_OWNED_BY_CSTACK)
-		return 1;
+	if (at > sp && at - sp < CSTACK_SPAN && fr->owner == FRAME_OWNED_BY_CSTACK)
+		return 2;
 #else
 	(void)sp;
 #endif
-	const PyObject *gen =
-	    (const PyObject *)((const char *)fr - offsetof(PyGenObject, gi_iframe));
+	const PyObject *gen = (const PyObject *)gen_at;
 	if (Py_TYPE(gen) == &PyGen_Type || Py_TYPE(gen) == &PyCoro_Type ||
 	    Py_TYPE(gen) == &PyAsyncGen_Type)
-		return fr->owner == FRAME_OWNED_BY_GENERATOR;
-	const PyObject *fo =
-	    (const PyObject *)((const char *)fr - offsetof(PyFrameObject, _f_frame_data));
+		return fr->owner == FRAME_OWNED_BY_GENERATOR ? 2 : 0;
+	const PyObject *fo = (const PyObject *)fo_at;
 	if (Py_TYPE(fo) == &PyFrame_Type)
-		return fr->owner == FRAME_OWNED_BY_FRAME_OBJECT;
+		return fr->owner == FRAME_OWNED_BY_FRAME_OBJECT ? 2 : 0;
 	return 0;
 }
 
@@ -92,8 +152,10 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 	 * (a C call of the eval loop that has just begun may not have set its own yet). */
 	uintptr_t last_entry = s->sp;
 #endif
+	struct probe p = {0};
 	for (unsigned hops = 0; fr; hops++) {
-		if (hops == MAX_HOPS || !frame_ok(ts, fr, s->sp))
+		int where = hops == MAX_HOPS ? 0 : frame_ok(ts, fr, s->sp, &p);
+		if (!where)
 			return -1;
 		PL_PY_FRAME *back = fr->previous;
 #if PY_VERSION_HEX >= 0x030C0000
@@ -115,7 +177,10 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 		PyCodeObject *co = fr->f_code;
 		_Py_CODEUNIT *at = fr->prev_instr;
 #endif
-		if (!aligned(co) || Py_TYPE(co) != &PyCode_Type)
+		if (!aligned(co) ||
+		    (where == 2 && !p.trusted &&
+		     !probe_ok(&p, (uintptr_t)co, (uintptr_t)(co + 1))) ||
+		    Py_TYPE(co) != &PyCode_Type)
 			return -1;
 		/* Not started yet: the frame that makes it is still running. */
 		int incomplete = fr->owner != FRAME_OWNED_BY_GENERATOR &&
@@ -178,6 +243,30 @@ static int finalizing(void)
 #endif
 }
 
+#define SWITCH_SCAN 64 /* stack words above sp looked at for a return into greenlet */
+
+/* Nonzero when the thread may be inside a greenlet switch: the pc in greenlet's text,
+ * or a return address into it among the innermost stack words (a memcpy of the stack
+ * slice, a thread-state lookup greenlet makes before it restores the frames). Until
+ * greenlet's PythonState::operator>> has run, 3.11's and 3.12's cframe points at the
+ * other greenlet's bytes, which may name a freed object. A stale word in a live frame
+ * may match too: that tick's Python frames are then not read (counted). The words
+ * lie in the live stack above sp. */
+__attribute__((no_sanitize("address"))) static int in_greenlet(const struct pl_py_sample *s)
+{
+	uintptr_t hi = __atomic_load_n(&pl_py_greenlet_hi, __ATOMIC_ACQUIRE);
+	uintptr_t lo = pl_py_greenlet_lo;
+	if (!hi)
+		return 0;
+	if (s->pc - lo < hi - lo)
+		return 1;
+	const uintptr_t *w = (const uintptr_t *)(s->sp & ~(uintptr_t)7);
+	for (unsigned i = 0; w && i < SWITCH_SCAN; i++)
+		if (w[i] - lo < hi - lo)
+			return 1;
+	return 0;
+}
+
 int pl_pys_sample(struct pl_py_sample *s)
 {
 	s->truncated = 0;
@@ -189,5 +278,7 @@ int pl_pys_sample(struct pl_py_sample *s)
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	if (!aligned(ts))
 		return 0;
+	if (in_greenlet(s))
+		return -1;
 	return walk(ts, s);
 }

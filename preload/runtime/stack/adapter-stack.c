@@ -256,20 +256,41 @@ static struct pl_stack *detect(uintptr_t sp)
 }
 
 /* Makes `to` (NULL: the thread's own context) the engine's running context. The stack
- * the previous context left is no longer under us, so the sampler gets no wait stack. */
-static void engine_switch(struct coprof_thread *th, struct pl_stack *to)
+ * the previous context left (`from`) is no longer under us: when it is a detected
+ * stack, the sampler's wait stack for it is the instrumented frames the hooks saw
+ * entered on it and not left (sample mode), innermost first. */
+static void engine_switch(struct coprof_thread *th, struct pl_stack *to, struct pl_stack *from)
 {
 	struct coprof_ctx *c = to ? pl_stack_ctx(th, to) : NULL;
-	if (coprof_ctx_current(th) == c)
+	struct coprof_ctx *was = coprof_ctx_current(th);
+	if (was == c)
 		return;
-	pl_sampler_switch(NULL, c);
+	/* The sampler's wait table pushes ring records: the tick handler stays off the
+	 * ring meanwhile (sampler-signal.c), as for the adapters' switches. */
+	struct pl_tls *t = &pl_tls_data;
+	sig_atomic_t in_switch = t->in_switch;
+	uintptr_t switch_sp = t->switch_sp;
+	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
+	t->in_switch = 1;
+	if (from && from != to && from->detected && !from->finished && was &&
+	    pl_stack_owns_ctx(from, th) && from->ctx == was && from->nfns &&
+	    from->nfns <= PL_STACK_FNS) {
+		uintptr_t pcs[PL_STACK_FNS];
+		for (uint32_t i = 0; i < from->nfns; i++)
+			pcs[i] = from->fns[from->nfns - 1 - i];
+		pl_sampler_switch_left(was, pcs, from->nfns, c);
+	} else {
+		pl_sampler_switch(NULL, c);
+	}
+	t->in_switch = in_switch;
+	t->switch_sp = switch_sp;
 	coprof_ctx_switch(th, c);
 }
 
 void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int enter)
 {
 	if (!pl_stls.cur || !pl_stls.cur->detected)
-		pl_stls.root_sp = UINTPTR_MAX; /* a new thread's is 0 */
+		pl_tls_data.stack_root_sp = UINTPTR_MAX; /* a new thread's is 0 */
 	struct pl_stack *c = pl_stls.cur;
 	if (c && c->naming && sp - c->lo < c->hi - c->lo) {
 		/* still on the fiber: a call of the program's own names it */
@@ -287,31 +308,32 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 	 * handler runs: with the program's handlers installed, that is a system call, and
 	 * a switch between known stacks needs none. */
 	if (!pl_stls.own_hi && (pl_sig_maybe_in_handler() || own_bounds() != 0)) {
-		pl_stls.span = 0; /* nothing known: test again at the next event */
+		pl_tls_data.stack_span = 0; /* nothing known: test again at the next event */
 		return;
 	}
 	if (sp - pl_stls.own_lo < pl_stls.own_hi - pl_stls.own_lo) {
 		pl_ntls.cur = NULL; /* no ucontext coroutine either */
 		pl_stack_set(NULL, pl_stls.own_lo, pl_stls.own_hi);
-		engine_switch(th, NULL);
+		engine_switch(th, NULL, c);
 		return;
 	}
 	struct pl_stack *s = pl_stls.seen;
 	while (s && sp - s->lo >= s->hi - s->lo)
 		s = s->next_seen;
 	if ((!s || s->finished) && pl_sig_maybe_in_handler()) {
-		pl_stls.span = 0;
+		pl_tls_data.stack_span = 0;
 		return;
 	}
 	if (!s) {
 		if (on_altstack(sp) || !(s = detect(sp))) {
-			pl_stls.span = 0;
+			pl_tls_data.stack_span = 0;
 			return;
 		}
 	}
 	if (s->finished) {
 		/* a new context on this stack: its first event names it */
 		s->finished = 0;
+		s->nfns = 0;
 		s->root_sp = enter ? sp : UINTPTR_MAX;
 		s->id = pl_stack_next_id();
 		s->ctx = NULL;
@@ -319,14 +341,14 @@ void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int e
 	}
 	pl_ntls.cur = NULL;
 	pl_stack_set(s, s->lo, s->hi);
-	engine_switch(th, s);
+	engine_switch(th, s, c);
 }
 
 /* async-signal-safe: reads the thread's own records, which its hooks (which the tick
  * may have interrupted) only prepend to. */
 struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur)
 {
-	if (sp - pl_stls.lo < pl_stls.span || !pl_stls.own_hi)
+	if (sp - pl_tls_data.stack_lo < pl_tls_data.stack_span || !pl_stls.own_hi)
 		return cur; /* on the running context's stack, or nothing is known */
 	struct coprof_thread *th = pl_tls_data.thread;
 	if (sp - pl_stls.own_lo < pl_stls.own_hi - pl_stls.own_lo)

@@ -10,6 +10,8 @@
 
 #include "internal.h"
 
+#define PL_STACK_FNS 32 /* instrumented frames kept per detected stack (sample mode) */
+
 /* One stack a context runs on, and the context now running on it. A record outlives its
  * context: a stack the runtime reuses gets the next context on the same record. */
 struct pl_stack {
@@ -26,6 +28,11 @@ struct pl_stack {
 	int tries;	     /* calls looked at for a name */
 	const char *name;
 	char namebuf[24];
+	/* sample mode, detected stacks: the instrumented functions entered on it and not
+	 * left, outermost first (nfns counts past PL_STACK_FNS): where its context waits
+	 * once the thread has left the stack (the sampler's wait stack under wall) */
+	uint32_t nfns;
+	uintptr_t fns[PL_STACK_FNS];
 	/* the engine context, valid for one profiler (a forked child has its own) and one
 	 * thread (a fiber that moves to another thread gets another) */
 	struct coprof_ctx *ctx;
@@ -39,10 +46,8 @@ struct pl_stack {
  * of the stack it runs on (an event outside them takes the slow path) and the record,
  * NULL on the thread's own stack or a ucontext coroutine. */
 struct pl_stack_tls {
-	uintptr_t lo;	/* bounds of the running context's stack */
-	uintptr_t span; /* hi - lo; 0: unknown, the next event checks */
+	/* (the running stack's bounds and root: struct pl_tls's stack_* fields) */
 	struct pl_stack *cur;
-	uintptr_t root_sp;	  /* cur's root_sp, or UINTPTR_MAX (0 in a new thread: see below) */
 	uintptr_t own_lo, own_hi; /* the thread's own stack; own_hi 0: not read yet */
 	struct pl_stack *seen;	  /* detected stacks met on this thread, newest first */
 	struct pl_stack *fnext;	  /* fcontext: the record the last jump went to */
@@ -55,7 +60,7 @@ extern PL_HIDDEN __thread struct pl_stack_tls pl_stls PL_TLS;
 /* The hot-path test of the __cyg hooks: nonzero when `sp` is off the running stack. */
 static inline int pl_stack_off(uintptr_t sp)
 {
-	return sp - pl_stls.lo >= pl_stls.span;
+	return sp - pl_tls_data.stack_lo >= pl_tls_data.stack_span;
 }
 
 /* The slow path: the event at `sp` (calling `key` when `enter`, else leaving it) runs
@@ -82,14 +87,27 @@ PL_HIDDEN void pl_stack_thread_exit(void);
 /* A fresh task id, shared by every runtime of the shim's stack contexts. */
 PL_HIDDEN uint64_t pl_stack_next_id(void);
 
+/* Sample mode: the hook event (entering `fn`, else leaving it) on detected stack `s`. */
+static inline void pl_stack_track(struct pl_stack *s, uintptr_t fn, int enter)
+{
+	if (enter) {
+		if (s->nfns < PL_STACK_FNS)
+			s->fns[s->nfns] = fn;
+		s->nfns++;
+	} else if (s->nfns) {
+		s->nfns--;
+	}
+}
+
 /* The running context is now `s` (NULL: none of ours), on the stack [lo, hi); lo == hi:
  * the bounds are unknown and the next event finds them. For the adapters' switches. */
 static inline void pl_stack_set(struct pl_stack *s, uintptr_t lo, uintptr_t hi)
 {
 	pl_stls.cur = s;
-	pl_stls.root_sp = s && s->detected ? s->root_sp : UINTPTR_MAX;
-	pl_stls.lo = lo;
-	pl_stls.span = s && s->naming ? 0 : hi - lo; /* 0: each event takes the slow path */
+	pl_tls_data.stack_root_sp = s && s->detected ? s->root_sp : UINTPTR_MAX;
+	pl_tls_data.stack_lo = lo;
+	pl_tls_data.stack_span =
+	    s && s->naming ? 0 : hi - lo; /* 0: each event takes the slow path */
 }
 
 #endif

@@ -1,10 +1,11 @@
 """Greenlets switching under coprof (tests/python/run.py, cases greenlet_*).
 
-usage: greenlets.py gevent|plain|asyncio OUT.json
+usage: greenlets.py gevent|eventlet|plain|asyncio|threads OUT.json
 
 gevent: two gevent greenlets, "heavy" and "light", burn 20 ms and 5 ms of CPU per
 round, 10 rounds, switching through gevent.sleep; the program sets a greenlet tracer of
-its own, which must keep seeing every switch. plain: two raw greenlets (named from
+its own, which must keep seeing every switch. eventlet: the same two workers as eventlet
+green threads (eventlet.spawn), switching through eventlet.sleep. plain: two raw greenlets (named from
 their run functions) ping-pong through switch(). asyncio: a greenlet runs an event loop
 whose task x switches into another greenlet (helper) and back, beside task y.
 threads: two threads, each with a pair of raw greenlets.
@@ -35,18 +36,25 @@ def work(who, sec):
     measured["rounds"].setdefault(who, []).append(wall)
 
 
+def yield_to_hub():
+    """gevent.sleep, or eventlet.sleep under the eventlet kind."""
+    if "eventlet" in sys.modules:
+        sys.modules["eventlet"].sleep(0.001)
+    else:
+        import gevent
+        gevent.sleep(0.001)
+
+
 def heavy():
-    import gevent
     for _ in range(ROUNDS):
         work("heavy", 0.020)
-        gevent.sleep(0.001)
+        yield_to_hub()
 
 
 def light():
-    import gevent
     for _ in range(ROUNDS):
         work("light", 0.005)
-        gevent.sleep(0.001)
+        yield_to_hub()
 
 
 def run_gevent():
@@ -158,7 +166,17 @@ def run_threads():
         t.join()
 
 
-{"gevent": run_gevent, "plain": run_plain, "asyncio": run_asyncio,
+def run_eventlet():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eventlet says it is deprecated
+        import eventlet
+    gs = [eventlet.spawn(fn) for fn in (heavy, light)]
+    for g in gs:
+        g.wait()
+
+
+{"gevent": run_gevent, "eventlet": run_eventlet, "plain": run_plain, "asyncio": run_asyncio,
  "threads": run_threads}[sys.argv[1]]()
 with open(sys.argv[2], "w") as f:
     json.dump(measured, f)
