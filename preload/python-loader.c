@@ -158,5 +158,6 @@ int pl_python_init(void)
 	if (profile || adapter.sample)
 		pl_runtime_add(&python_runtime);
 	pl_sampler_python = adapter.sample;
+	pl_sampler_python_fold = adapter.fold;
 	return 0;
 }

@@ -137,6 +137,7 @@ static void py_after_fork_child(void)
 {
 	if (!pl_py_host->profile) {
 		ensure_resolver(); /* sample mode: the child's profiler names our keys */
+		pl_pys_tasks_after_fork_child();
 		return;
 	}
 	pl_py_gil_after_fork_child();
@@ -166,6 +167,7 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 			out->start = sample_start;
 			out->after_fork_child = py_after_fork_child;
 			out->sample = pl_pys_sample;
+			out->fold = pl_pys_fold;
 		}
 		return 0;
 	}

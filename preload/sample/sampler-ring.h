@@ -180,6 +180,8 @@ static inline void pl_ring_publish(struct pl_sthread *st)
 /* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
  * CPython or without an adapter (python-loader.c sets it). */
 extern PL_HIDDEN pl_py_sample_fn pl_sampler_python;
+/* The adapter's fold callback (asyncio tasks), called at each fold; NULL: none. */
+extern PL_HIDDEN void (*pl_sampler_python_fold)(void);
 /* Finds the interpreter's text and its eval loop (constructor). */
 PL_HIDDEN void pl_sampler_python_init(void);
 /* Reads the thread's Python frames into s: their number, 0 for none (sample the native
@@ -192,6 +194,10 @@ PL_HIDDEN void pl_sampler_python_fill(struct pl_sthread *st, struct pl_rec *rec,
 /* rec holds the native stack: each C frame of the eval loop becomes its Python frames. */
 PL_HIDDEN void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
 				       const struct pl_py_sample *s, int n);
+/* An asyncio task's sample: rec (filled or merged) ends at its root, the frames-th
+ * Python frame from the leaf (Python keys have the top bit set); the loop's frames that
+ * drive the task are not the task's (trace mode makes the root a root). */
+PL_HIDDEN void pl_sampler_python_cut(struct pl_rec *rec, unsigned frames);
 
 /* The executable segment of the module that holds `at`: fills lo and hi and returns
  * 1, or 0 when no module holds it (sampler.c). Not async-signal-safe. */

@@ -10,7 +10,12 @@
  * before it is read: it must lie in one of the thread's data-stack chunks, inside a live
  * generator, coroutine or frame object, or on the C stack just above the interrupted
  * stack pointer (3.12+'s entry frames); its code object must be a code object. A chain
- * that fails a check is not sampled (the tick counts in `dropped`). */
+ * that fails a check is not sampled (the tick counts in `dropped`).
+ *
+ * The running asyncio task is the one whose root coroutine is the outermost coroutine
+ * frame of the innermost run of coroutine frames (generators between them are the
+ * coroutines' own iterators; a plain function's frame ends the run: it drives the
+ * coroutines above it, as Task's step does); tasks.c says which context it has. */
 /* async-signal-safe */
 #include "sample.h"
 
@@ -83,9 +88,10 @@ static PL_PY_FRAME *current_frame(PyThreadState *ts)
  * first one a C call of the eval loop ran (3.11: is_entry; 3.12+: the one under an
  * entry shim frame, FRAME_OWNED_BY_CSTACK). A C call that has run no frame yet has an
  * empty group, so groups stay in step with the eval loop's C frames. */
-static int walk(PyThreadState *ts, struct pl_py_sample *s)
+static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
 {
 	unsigned n = 0, group = 0;
+	int root_done = 0;
 	PL_PY_FRAME *fr = current_frame(ts);
 #if PY_VERSION_HEX >= 0x030C0000
 	/* Entry frames lie ever higher on the C stack: one at or below the last is stale
@@ -117,12 +123,23 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 #endif
 		if (!aligned(co) || Py_TYPE(co) != &PyCode_Type)
 			return -1;
+		if (fr->owner == FRAME_OWNED_BY_GENERATOR) {
+			PyObject *gen = (PyObject *)((char *)fr - offsetof(PyGenObject, gi_iframe));
+			if (!root_done && Py_TYPE(gen) == &PyCoro_Type) {
+				*root = gen;
+				s->task_frames = n + 1; /* its key goes at n */
+			}
+		} else if (*root) {
+			root_done = 1;
+		}
 		/* Not started yet: the frame that makes it is still running. */
 		int incomplete = fr->owner != FRAME_OWNED_BY_GENERATOR &&
 				 at < _PyCode_CODE(co) + co->_co_firsttraceable;
 		if (!incomplete) {
 			if (n == PL_PY_SAMPLE_MAX) {
 				s->truncated = 1;
+				if (!root_done)
+					*root = NULL; /* a coroutine further out may be the root */
 				break;
 			}
 			uintptr_t key = pl_pys_key(co);
@@ -145,16 +162,28 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s)
 	return (int)n;
 }
 #else /* 3.10: frame objects; each ran in a C call of its own */
-static int walk(PyThreadState *ts, struct pl_py_sample *s)
+static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
 {
 	unsigned n = 0;
+	int root_done = 0;
 	PyFrameObject *f = ts->frame;
 	for (unsigned hops = 0; f; hops++) {
 		if (hops == MAX_HOPS || !aligned(f) || Py_TYPE(f) != &PyFrame_Type)
 			return -1;
 		if (n == PL_PY_SAMPLE_MAX) {
 			s->truncated = 1;
+			if (!root_done)
+				*root = NULL; /* a coroutine further out may be the root */
 			break;
+		}
+		PyObject *gen = f->f_gen;
+		if (gen && aligned(gen)) {
+			if (!root_done && Py_TYPE(gen) == &PyCoro_Type) {
+				*root = gen;
+				s->task_frames = n + 1;
+			}
+		} else if (*root) {
+			root_done = 1;
 		}
 		uintptr_t key = pl_pys_key(f->f_code);
 		if (!key)
@@ -182,6 +211,8 @@ int pl_pys_sample(struct pl_py_sample *s)
 {
 	s->truncated = 0;
 	s->ngroups = 0;
+	s->ctx = NULL;
+	s->task_frames = 0;
 	/* Before Python runs or once it finalizes (thread states are freed then, a
 	 * daemon thread's among them), the thread's native stack is sampled. */
 	if (!Py_IsInitialized() || finalizing())
@@ -189,5 +220,9 @@ int pl_pys_sample(struct pl_py_sample *s)
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	if (!aligned(ts))
 		return 0;
-	return walk(ts, s);
+	PyObject *root = NULL;
+	int n = walk(ts, s, &root);
+	if (n > 0 && root)
+		s->ctx = pl_pys_task_ctx(ts, root);
+	return n;
 }

@@ -1,0 +1,350 @@
+/* tasks.c: asyncio tasks in sample mode. The tick handler (walk.c) finds the running
+ * task's root coroutine in the interrupted thread's frame chain and asks this file for
+ * its engine context (async-signal-safe: a table read, no GIL). The table is filled on
+ * the main thread, with the GIL, by a pending call (Py_AddPendingCall) that the shim's
+ * folding thread queues when a tick met a coroutine it did not know: it reads asyncio's
+ * own task sets, makes a context per task (named by Task.get_name(), runtime
+ * "asyncio"), renames tasks whose name changed and finishes those whose coroutine
+ * finished or died.
+ *
+ * Liveness: an entry holds a weak reference to its coroutine, made by PyWeakref_NewRef
+ * with no callback, which CPython keeps at the head of the coroutine's weak reference
+ * list. The handler accepts an entry only when the coroutine on the frame chain has
+ * that very reference at the head of its list and the reference still points at it: a
+ * coroutine that died has its reference cleared and off its list, so another coroutine
+ * that reuses its address is never given the dead task's context or name. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "sample.h"
+
+#define NSLOTS 4096u /* tasks known at once; a power of two */
+#define PROBES 64u   /* slots a lookup tries */
+#define TOMB ((uintptr_t)1)
+#define NUNKNOWN 8u	 /* coroutines no task owns, remembered so as not to rescan */
+#define RESCAN_FOLDS 20u /* folds (10 ms) between scans while tasks exist */
+
+/* One task. Written only by the main thread in scan(), with the GIL. */
+struct slot {
+	_Atomic uintptr_t coro; /* the task's coroutine; 0: never used; TOMB: freed */
+	PyObject *ref;		/* our weak reference to coro (strong on the weakref) */
+	PyObject *name;		/* the name its context has (strong) */
+	struct coprof_ctx *ctx;
+	unsigned forks; /* tforks when made: a fork child's profiler is a new one */
+};
+
+static struct slot slots[NSLOTS];
+/* Set by the main thread while it rewrites the table: its own handler keeps off. */
+static atomic_int writing;
+/* The main thread's state, where scan() runs; NULL until the first scan is asked. */
+static PyThreadState *_Atomic main_ts;
+static unsigned tforks;
+static atomic_int want;	   /* a tick met a coroutine of no known task */
+static atomic_int pending; /* a scan is queued */
+static atomic_int have_tasks;
+static unsigned folds;
+static _Atomic uintptr_t unknown[NUNKNOWN]; /* roots no task owned at the last scan */
+static _Atomic uintptr_t asked;		    /* the last root a tick asked about */
+
+static unsigned hash(uintptr_t p)
+{
+	uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
+	return (unsigned)(h >> 40);
+}
+
+static int weak_head_is(PyObject *coro, PyObject *ref)
+{
+	return ((PyGenObject *)coro)->gi_weakreflist == ref &&
+	       ((PyWeakReference *)ref)->wr_object == coro;
+}
+
+/* async-signal-safe */
+struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
+{
+	PyThreadState *m = atomic_load_explicit(&main_ts, memory_order_acquire);
+	if (m && ts != m)
+		return NULL; /* pending calls run on the main thread only */
+	if (!m || atomic_load_explicit(&writing, memory_order_acquire))
+		goto miss;
+	unsigned h = hash((uintptr_t)coro);
+	for (unsigned i = 0; i < PROBES; i++) {
+		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_acquire);
+		if (!c)
+			break;
+		if (c != (uintptr_t)coro)
+			continue;
+		if (sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref))
+			return sl->ctx;
+		break;
+	}
+miss:
+	for (unsigned i = 0; i < NUNKNOWN; i++)
+		if (atomic_load_explicit(&unknown[i], memory_order_relaxed) == (uintptr_t)coro)
+			return NULL;
+	atomic_store_explicit(&asked, (uintptr_t)coro, memory_order_relaxed);
+	atomic_store_explicit(&want, 1, memory_order_release);
+	return NULL;
+}
+
+/* --- the scan: main thread, GIL held ---------------------------------------------- */
+
+static PyObject *s_get_coro, *s_get_name;
+
+/* Appends to `out` the tasks of one of asyncio's task sets: a WeakSet (its `data` set
+ * of references) or a set. 0, or -1 with an exception set. */
+static int add_tasks(PyObject *mod, const char *attr, int weak, PyObject *out)
+{
+	PyObject *set = PyObject_GetAttrString(mod, attr);
+	if (!set) {
+		PyErr_Clear();
+		return 0;
+	}
+	PyObject *data = weak ? PyObject_GetAttrString(set, "data") : Py_NewRef(set);
+	Py_DECREF(set);
+	if (!data || !PyAnySet_Check(data)) {
+		Py_XDECREF(data);
+		PyErr_Clear();
+		return 0;
+	}
+	/* A C copy: no Python code runs while the set is read. */
+	PyObject *items = PySequence_List(data);
+	Py_DECREF(data);
+	if (!items)
+		return -1;
+	int rc = 0;
+	for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(items); i++) {
+		PyObject *t = PyList_GET_ITEM(items, i);
+		if (weak) {
+			if (!PyWeakref_Check(t))
+				continue;
+#if PY_VERSION_HEX >= 0x030D0000
+			if (PyWeakref_GetRef(t, &t) <= 0) {
+				PyErr_Clear();
+				continue;
+			}
+			rc = PyList_Append(out, t);
+			Py_DECREF(t);
+			continue;
+#else
+			t = PyWeakref_GetObject(t);
+			if (!t || t == Py_None)
+				continue;
+#endif
+		}
+		rc = PyList_Append(out, t);
+	}
+	Py_DECREF(items);
+	return rc;
+}
+
+/* Every task asyncio knows of (a new list), or NULL when asyncio is not imported. */
+static PyObject *all_tasks(void)
+{
+	static PyObject *mod_name;
+	if (!mod_name && !(mod_name = PyUnicode_InternFromString("asyncio.tasks"))) {
+		PyErr_Clear();
+		return NULL;
+	}
+	PyObject *mod = PyImport_GetModule(mod_name);
+	if (!mod) {
+		PyErr_Clear();
+		return NULL;
+	}
+	PyObject *out = PyList_New(0);
+	int rc = out ? 0 : -1;
+#if PY_VERSION_HEX >= 0x030C0000
+	if (rc == 0)
+		rc = add_tasks(mod, "_scheduled_tasks", 1, out);
+	if (rc == 0)
+		rc = add_tasks(mod, "_eager_tasks", 0, out);
+#else
+	if (rc == 0)
+		rc = add_tasks(mod, "_all_tasks", 1, out);
+#endif
+	Py_DECREF(mod);
+	if (rc < 0) {
+		PyErr_Clear();
+		Py_CLEAR(out);
+	}
+	return out;
+}
+
+static int coro_finished(PyObject *coro)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	return ((PyGenObject *)coro)->gi_frame_state >= FRAME_COMPLETED;
+#else
+	PyFrameObject *f = ((PyGenObject *)coro)->gi_frame;
+	return !f || f->f_state > FRAME_EXECUTING;
+#endif
+}
+
+/* The slot of coro, or NULL. */
+static struct slot *find(PyObject *coro)
+{
+	unsigned h = hash((uintptr_t)coro);
+	for (unsigned i = 0; i < PROBES; i++) {
+		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		if (!c)
+			return NULL;
+		if (c == (uintptr_t)coro)
+			return sl;
+	}
+	return NULL;
+}
+
+/* A free slot on coro's probe path (after find found none), or NULL: table full. */
+static struct slot *free_slot(PyObject *coro)
+{
+	unsigned h = hash((uintptr_t)coro);
+	for (unsigned i = 0; i < PROBES; i++) {
+		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		if (!c || c == TOMB)
+			return sl;
+	}
+	return NULL;
+}
+
+/* Frees a slot; its context is finished when it is this process's profiler's. */
+static void release(struct slot *sl)
+{
+	if (sl->forks == tforks && sl->ctx)
+		pl_py_host->ctx_finish(sl->ctx);
+	Py_CLEAR(sl->ref);
+	Py_CLEAR(sl->name);
+	sl->ctx = NULL;
+	atomic_store_explicit(&sl->coro, TOMB, memory_order_release);
+}
+
+static void set_name(struct slot *sl, PyObject *name)
+{
+	const char *s = PyUnicode_AsUTF8(name);
+	if (!s) {
+		PyErr_Clear();
+		return;
+	}
+	coprof_ctx_set_name(sl->ctx, s);
+	Py_XSETREF(sl->name, Py_NewRef(name));
+}
+
+/* One task: its slot is made at first sight, renamed when its name changed. */
+static void see_task(struct coprof_thread *t, PyObject *task)
+{
+	PyObject *coro = PyObject_CallMethodNoArgs(task, s_get_coro);
+	if (!coro || !PyCoro_CheckExact(coro) || coro_finished(coro))
+		goto out;
+	PyObject *name = PyObject_CallMethodNoArgs(task, s_get_name);
+	if (!name || !PyUnicode_Check(name))
+		goto out_name;
+	struct slot *sl = find(coro);
+	if (sl && sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref)) {
+		if (sl->name != name && PyUnicode_Compare(sl->name, name) != 0)
+			set_name(sl, name);
+		goto out_name;
+	}
+	if (sl) /* a dead coroutine's slot at the same address */
+		release(sl);
+	PyObject *ref = PyWeakref_NewRef(coro, NULL);
+	if (!ref)
+		goto out_name;
+	/* Someone's basic reference is ours too (CPython shares it), at the head. */
+	const char *s = PyUnicode_AsUTF8(name);
+	struct coprof_ctx *ctx = NULL;
+	if (!s || !(sl = free_slot(coro)) ||
+	    coprof_ctx_create(t, (uint64_t)(uintptr_t)task, s, "asyncio", &ctx) != 0) {
+		Py_DECREF(ref);
+		goto out_name;
+	}
+	sl->ref = ref;
+	sl->name = Py_NewRef(name);
+	sl->ctx = ctx;
+	sl->forks = tforks;
+	atomic_store_explicit(&sl->coro, (uintptr_t)coro, memory_order_release);
+out_name:
+	Py_XDECREF(name);
+out:
+	Py_XDECREF(coro);
+	PyErr_Clear();
+}
+
+/* The pending call: looks at every task. Never fails (a failure would raise in the
+ * program); Python's own exception is kept aside. */
+static int scan(void *arg)
+{
+	(void)arg;
+	atomic_store(&pending, 0);
+	if (!Py_IsInitialized())
+		return 0;
+	struct coprof_thread *t = pl_py_host->thread();
+	if (!t)
+		return 0;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	atomic_store(&main_ts, PyThreadState_Get());
+	if (!s_get_coro)
+		s_get_coro = PyUnicode_InternFromString("get_coro");
+	if (!s_get_name)
+		s_get_name = PyUnicode_InternFromString("get_name");
+	uintptr_t ask = atomic_exchange(&asked, 0);
+	PyObject *tasks = s_get_coro && s_get_name ? all_tasks() : NULL;
+	atomic_store(&writing, 1);
+	for (Py_ssize_t i = 0; tasks && i < PyList_GET_SIZE(tasks); i++)
+		see_task(t, PyList_GET_ITEM(tasks, i));
+	int live = 0;
+	for (unsigned i = 0; i < NSLOTS; i++) {
+		struct slot *sl = &slots[i];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		if (c == 0 || c == TOMB)
+			continue;
+		PyObject *coro = (PyObject *)c;
+		/* A cleared reference: the coroutine died (its memory may be another's). */
+		if (sl->forks != tforks || ((PyWeakReference *)sl->ref)->wr_object != coro ||
+		    coro_finished(coro))
+			release(sl);
+		else
+			live++;
+	}
+	if (ask && !find((PyObject *)ask)) {
+		static unsigned next;
+		atomic_store(&unknown[next++ % NUNKNOWN], ask);
+	}
+	atomic_store(&writing, 0);
+	atomic_store(&have_tasks, live > 0 || (tasks && PyList_GET_SIZE(tasks) > 0));
+	Py_XDECREF(tasks);
+	pl_py_exc_restore(&e);
+	return 0;
+}
+
+/* Folding thread, no GIL: queues a scan when a tick asked for one, or now and then
+ * while tasks exist (new names, finished tasks). */
+void pl_pys_fold(void)
+{
+	folds++;
+	int periodic = atomic_load(&have_tasks) && folds % RESCAN_FOLDS == 0;
+	if (!periodic && !atomic_load_explicit(&want, memory_order_acquire))
+		return;
+	if (atomic_exchange(&pending, 1))
+		return;
+	atomic_store(&want, 0);
+#if PY_VERSION_HEX >= 0x030D0000
+	int fin = Py_IsFinalizing();
+#else
+	int fin = _Py_IsFinalizing();
+#endif
+	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, NULL) != 0)
+		atomic_store(&pending, 0);
+}
+
+/* In a fork child (the forking thread alone, no GIL yet): the contexts of the table are
+ * the parent's profiler's; the next scan frees their slots. */
+void pl_pys_tasks_after_fork_child(void)
+{
+	tforks++;
+	atomic_store(&pending, 0);
+	atomic_store(&want, 0);
+	for (unsigned i = 0; i < NUNKNOWN; i++)
+		atomic_store(&unknown[i], 0);
+}
