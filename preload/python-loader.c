@@ -147,6 +147,7 @@ int pl_python_init(void)
 	    .hook = (enum pl_py_hook)pl_cfg.py_hook,
 	    .ctx_switch = py_ctx_switch,
 	    .ctx_finish = py_ctx_finish,
+	    .task_wait = pl_sampler_wait_record,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {

@@ -49,6 +49,9 @@ struct pl_py_host {
 	 * (the sampler charges each tick to the context running). Used by greenlets. */
 	void (*ctx_switch)(struct coprof_ctx *from, struct coprof_ctx *to);
 	void (*ctx_finish)(struct coprof_ctx *c);
+	/* Sample mode under wall: asyncio task `c` waited `ns` suspended at the stack
+	 * `keys` (adapter keys, innermost first). Calling thread, outside any signal. */
+	void (*task_wait)(struct coprof_ctx *c, const uintptr_t *keys, unsigned n, uint64_t ns);
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick

@@ -140,6 +140,10 @@ PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
 /* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited
  * since they were last charged. Folding thread only. */
 PL_HIDDEN void pl_sampler_charge_waits(struct pl_sthread *st);
+/* A Python task's wait of `ns` at `keys` (innermost first), on the calling thread,
+ * outside any signal (python-loader.c). Under wall only. */
+PL_HIDDEN void pl_sampler_wait_record(struct coprof_ctx *ctx, const uintptr_t *keys, unsigned n,
+				      uint64_t ns);
 /* Frees the wait slot of `ctx` in `st`, from any thread: the coroutine runs elsewhere. */
 PL_HIDDEN void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx);
 

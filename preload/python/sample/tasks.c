@@ -14,7 +14,9 @@
  * coroutine that died has its reference cleared and off its list, so another coroutine
  * that reuses its address is never given the dead task's context or name. */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sample.h"
 
@@ -23,6 +25,14 @@
 #define TOMB ((uintptr_t)1)
 #define NUNKNOWN 8u	 /* coroutines no task owns, remembered so as not to rescan */
 #define RESCAN_FOLDS 20u /* folds (10 ms) between scans while tasks exist */
+#define WAIT_MAX 64u	 /* frames of a wait stack */
+
+/* Under wall: where a task was suspended at the last scan, and since when. */
+struct wait {
+	uint64_t since; /* ns, CLOCK_MONOTONIC at that scan; 0: not suspended */
+	unsigned n;
+	uintptr_t keys[WAIT_MAX]; /* innermost first */
+};
 
 /* One task. Written only by the main thread in scan(), with the GIL. */
 struct slot {
@@ -30,7 +40,9 @@ struct slot {
 	PyObject *ref;		/* our weak reference to coro (strong on the weakref) */
 	PyObject *name;		/* the name its context has (strong) */
 	struct coprof_ctx *ctx;
-	unsigned forks; /* tforks when made: a fork child's profiler is a new one */
+	unsigned forks;	   /* tforks when made: a fork child's profiler is a new one */
+	atomic_int ran;	   /* a tick found it running since the last scan */
+	struct wait *wait; /* wall only */
 };
 
 static struct slot slots[NSLOTS];
@@ -74,8 +86,10 @@ struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 			break;
 		if (c != (uintptr_t)coro)
 			continue;
-		if (sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref))
+		if (sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref)) {
+			atomic_store_explicit(&sl->ran, 1, memory_order_relaxed);
 			return sl->ctx;
+		}
 		break;
 	}
 miss:
@@ -216,6 +230,8 @@ static void release(struct slot *sl)
 	Py_CLEAR(sl->ref);
 	Py_CLEAR(sl->name);
 	sl->ctx = NULL;
+	free(sl->wait);
+	sl->wait = NULL;
 	atomic_store_explicit(&sl->coro, TOMB, memory_order_release);
 }
 
@@ -230,8 +246,89 @@ static void set_name(struct slot *sl, PyObject *name)
 	Py_XSETREF(sl->name, Py_NewRef(name));
 }
 
+/* Nonzero when coroutine or generator g is suspended (started, not running, not done). */
+static int suspended(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	int st = ((PyGenObject *)g)->gi_frame_state;
+	return st > FRAME_CREATED && st < FRAME_EXECUTING;
+#else
+	PyFrameObject *f = ((PyGenObject *)g)->gi_frame;
+	return f && f->f_state == FRAME_SUSPENDED;
+#endif
+}
+
+/* The stack a suspended task waits at, innermost first, into keys: its root
+ * coroutine's frame, then what each awaits (cr_await, or a generator's gi_yieldfrom,
+ * as types.coroutine's) down to the first that is no coroutine (a Future). The number
+ * of frames; 0 when the root is not suspended. No Python code runs (C getters). */
+static unsigned await_stack(PyObject *coro, uintptr_t *keys)
+{
+	static PyObject *s_cr_code, *s_cr_await, *s_gi_code, *s_gi_yieldfrom;
+	if (!s_cr_code) {
+		s_cr_code = PyUnicode_InternFromString("cr_code");
+		s_cr_await = PyUnicode_InternFromString("cr_await");
+		s_gi_code = PyUnicode_InternFromString("gi_code");
+		s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
+		if (!s_cr_code || !s_cr_await || !s_gi_code || !s_gi_yieldfrom) {
+			PyErr_Clear();
+			s_cr_code = NULL;
+			return 0;
+		}
+	}
+	if (!suspended(coro))
+		return 0;
+	uintptr_t chain[WAIT_MAX];
+	unsigned n = 0;
+	PyObject *g = Py_NewRef(coro);
+	while (g && n < WAIT_MAX) {
+		int coro_type = PyCoro_CheckExact(g);
+		if (!coro_type && !PyGen_CheckExact(g))
+			break;
+		PyObject *co = PyObject_GetAttr(g, coro_type ? s_cr_code : s_gi_code);
+		uintptr_t key = co && PyCode_Check(co) ? pl_pys_key((PyCodeObject *)co) : 0;
+		Py_XDECREF(co);
+		if (!key)
+			break;
+		chain[n++] = key;
+		PyObject *next = PyObject_GetAttr(g, coro_type ? s_cr_await : s_gi_yieldfrom);
+		Py_SETREF(g, next);
+	}
+	Py_XDECREF(g);
+	PyErr_Clear();
+	for (unsigned i = 0; i < n; i++)
+		keys[i] = chain[n - 1 - i];
+	return n;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Under wall: a task found suspended at the same stack at two scans in a row, and
+ * never running at a tick between them, waited there all that time: that wait goes to
+ * the sampler, as the ticks it missed. A wait shorter than the scan interval is not
+ * seen; one seen is charged from the scan that first saw it. */
+static void see_wait(struct slot *sl, PyObject *coro, uint64_t now)
+{
+	int ran = atomic_exchange_explicit(&sl->ran, 0, memory_order_relaxed);
+	if (!sl->wait && !(sl->wait = calloc(1, sizeof(*sl->wait))))
+		return;
+	struct wait *w = sl->wait;
+	uintptr_t keys[WAIT_MAX];
+	unsigned n = await_stack(coro, keys);
+	if (n && !ran && w->since && w->n == n && memcmp(w->keys, keys, n * sizeof(keys[0])) == 0)
+		pl_py_host->task_wait(sl->ctx, keys, n, now - w->since);
+	w->n = n;
+	memcpy(w->keys, keys, n * sizeof(keys[0]));
+	w->since = n ? now : 0;
+}
+
 /* One task: its slot is made at first sight, renamed when its name changed. */
-static void see_task(struct coprof_thread *t, PyObject *task)
+static void see_task(struct coprof_thread *t, PyObject *task, uint64_t now)
 {
 	PyObject *coro = PyObject_CallMethodNoArgs(task, s_get_coro);
 	if (!coro || !PyCoro_CheckExact(coro) || coro_finished(coro))
@@ -243,6 +340,8 @@ static void see_task(struct coprof_thread *t, PyObject *task)
 	if (sl && sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref)) {
 		if (sl->name != name && PyUnicode_Compare(sl->name, name) != 0)
 			set_name(sl, name);
+		if (pl_py_host->clock == COPROF_CLOCK_WALL)
+			see_wait(sl, coro, now);
 		goto out_name;
 	}
 	if (sl) /* a dead coroutine's slot at the same address */
@@ -263,6 +362,8 @@ static void see_task(struct coprof_thread *t, PyObject *task)
 	sl->ctx = ctx;
 	sl->forks = tforks;
 	atomic_store_explicit(&sl->coro, (uintptr_t)coro, memory_order_release);
+	if (pl_py_host->clock == COPROF_CLOCK_WALL)
+		see_wait(sl, coro, now);
 out_name:
 	Py_XDECREF(name);
 out:
@@ -289,10 +390,11 @@ static int scan(void *arg)
 	if (!s_get_name)
 		s_get_name = PyUnicode_InternFromString("get_name");
 	uintptr_t ask = atomic_exchange(&asked, 0);
+	uint64_t now = mono_ns();
 	PyObject *tasks = s_get_coro && s_get_name ? all_tasks() : NULL;
 	atomic_store(&writing, 1);
 	for (Py_ssize_t i = 0; tasks && i < PyList_GET_SIZE(tasks); i++)
-		see_task(t, PyList_GET_ITEM(tasks, i));
+		see_task(t, PyList_GET_ITEM(tasks, i), now);
 	int live = 0;
 	for (unsigned i = 0; i < NSLOTS; i++) {
 		struct slot *sl = &slots[i];
@@ -323,7 +425,9 @@ static int scan(void *arg)
 void pl_pys_fold(void)
 {
 	folds++;
-	int periodic = atomic_load(&have_tasks) && folds % RESCAN_FOLDS == 0;
+	/* Under wall every fold: waits are seen at this interval. */
+	unsigned every = pl_py_host->clock == COPROF_CLOCK_WALL ? 1 : RESCAN_FOLDS;
+	int periodic = atomic_load(&have_tasks) && folds % every == 0;
 	if (!periodic && !atomic_load_explicit(&want, memory_order_acquire))
 		return;
 	if (atomic_exchange(&pending, 1))
