@@ -20,6 +20,8 @@ PL_PY_HIDDEN uintptr_t pl_pys_key(PyCodeObject *co);
 /* tasks.c. The context of the asyncio task whose root coroutine `coro` runs on thread
  * state `ts` (tick handler, async-signal-safe); NULL: none known (the thread's own). */
 PL_PY_HIDDEN struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro);
+/* Each tick of a thread with Python frames (see tasks.c). */
+PL_PY_HIDDEN void pl_pys_tasks_tick(PyThreadState *ts);
 /* The adapter's fold callback (struct pl_py_adapter in adapter.h): folding thread. */
 PL_PY_HIDDEN void pl_pys_fold(void);
 /* Right after fork, in the child. */

@@ -19,6 +19,10 @@
 #include <time.h>
 
 #include "sample.h"
+#if PY_VERSION_HEX < 0x030D0000
+#include <internal/pycore_atomic.h>
+#include <internal/pycore_interp.h>
+#endif
 
 #define NSLOTS 4096u /* tasks known at once; a power of two */
 #define PROBES 64u   /* slots a lookup tries */
@@ -76,7 +80,9 @@ struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 	PyThreadState *m = atomic_load_explicit(&main_ts, memory_order_acquire);
 	if (m && ts != m)
 		return NULL; /* pending calls run on the main thread only */
-	if (!m || atomic_load_explicit(&writing, memory_order_acquire))
+	if (atomic_load_explicit(&writing, memory_order_acquire))
+		return NULL; /* the scan under way sees it */
+	if (!m)
 		goto miss;
 	unsigned h = hash((uintptr_t)coro);
 	for (unsigned i = 0; i < PROBES; i++) {
@@ -99,6 +105,22 @@ miss:
 	atomic_store_explicit(&asked, (uintptr_t)coro, memory_order_relaxed);
 	atomic_store_explicit(&want, 1, memory_order_release);
 	return NULL;
+}
+
+/* async-signal-safe. A pending call queued by another thread sets the main thread's
+ * eval breaker only when CPython recomputes it there (up to 3.12 the queuing thread
+ * computes it, as if it were not the main thread): until a GIL switch, a CPU-bound
+ * task would run on unseen. While a scan is queued each tick sets the breaker itself
+ * (interpreter-wide up to 3.12); the main thread then runs the queued call, which
+ * computes it anew. 3.13 sets the main thread's own breaker. */
+void pl_pys_tasks_tick(PyThreadState *ts)
+{
+#if PY_VERSION_HEX < 0x030D0000
+	if (atomic_load_explicit(&pending, memory_order_relaxed) == 2)
+		_Py_atomic_store_relaxed(&ts->interp->ceval.eval_breaker, 1);
+#else
+	(void)ts;
+#endif
 }
 
 /* --- the scan: main thread, GIL held ---------------------------------------------- */
@@ -440,6 +462,8 @@ void pl_pys_fold(void)
 #endif
 	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, NULL) != 0)
 		atomic_store(&pending, 0);
+	else
+		atomic_store(&pending, 2); /* queued: ticks may kick the main thread */
 }
 
 /* In a fork child (the forking thread alone, no GIL yet): the contexts of the table are

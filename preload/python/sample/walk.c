@@ -224,5 +224,6 @@ int pl_pys_sample(struct pl_py_sample *s)
 	int n = walk(ts, s, &root);
 	if (n > 0 && root)
 		s->ctx = pl_pys_task_ctx(ts, root);
+	pl_pys_tasks_tick(ts);
 	return n;
 }
