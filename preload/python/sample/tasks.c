@@ -27,16 +27,20 @@
 #define NSLOTS 4096u /* tasks known at once; a power of two */
 #define PROBES 64u   /* slots a lookup tries */
 #define TOMB ((uintptr_t)1)
-#define NUNKNOWN 8u	 /* coroutines no task owns, remembered so as not to rescan */
-#define RESCAN_FOLDS 20u /* folds (10 ms) between scans while tasks exist */
-#define WAIT_MAX 64u	 /* frames of a wait stack */
+#define NUNKNOWN 8u	   /* coroutines no task owns, remembered so as not to rescan */
+#define RESCAN_FOLDS 20u   /* folds (10 ms) between full scans while tasks exist */
+#define WALL_FULL_FOLDS 5u /* wall: folds between full scans (waits: every fold) */
+#define WAIT_MAX 64u	   /* frames of a wait stack */
 
 /* Under wall: where a task was suspended at the last scan, and since when. */
 struct wait {
-	uint64_t since; /* ns, CLOCK_MONOTONIC at that scan; 0: not suspended */
-	unsigned n;
+	uint64_t last;		  /* ns, CLOCK_MONOTONIC at the scan that last saw it */
+	uint64_t pend;		  /* ns waited at keys, not yet handed to the sampler */
+	const void *ip;		  /* where the root coroutine was suspended */
+	unsigned n;		  /* 0: not suspended */
 	uintptr_t keys[WAIT_MAX]; /* innermost first */
 };
+#define EMIT_SCANS 10u /* a wait under way goes to the sampler every so many scans */
 
 /* One task. Written only by the main thread in scan(), with the GIL. */
 struct slot {
@@ -247,6 +251,8 @@ static struct slot *free_slot(PyObject *coro)
 /* Frees a slot; its context is finished when it is this process's profiler's. */
 static void release(struct slot *sl)
 {
+	if (sl->forks == tforks && sl->ctx && sl->wait && sl->wait->pend)
+		pl_py_host->task_wait(sl->ctx, sl->wait->keys, sl->wait->n, sl->wait->pend);
 	if (sl->forks == tforks && sl->ctx)
 		pl_py_host->ctx_finish(sl->ctx);
 	Py_CLEAR(sl->ref);
@@ -280,21 +286,47 @@ static int suspended(PyObject *g)
 #endif
 }
 
+/* The code object of generator or coroutine g, read from the object (no attribute
+ * lookup: cr_code is audited, and its event costs more than the rest). */
+static PyCodeObject *gen_code(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return (PyCodeObject *)((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->f_executable;
+#elif PY_VERSION_HEX >= 0x030B0000
+	return ((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->f_code;
+#else
+	return (PyCodeObject *)((PyGenObject *)g)->gi_code;
+#endif
+}
+
+/* The key of a code object, its strings' hashes computed first (with the GIL), so that
+ * names.c's cache can vouch for them and the next lookup is a hit. */
+static uintptr_t key_of(PyCodeObject *co)
+{
+	if (!co || !PyCode_Check(co))
+		return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+	PyObject *name = co->co_qualname;
+#else
+	PyObject *name = co->co_name;
+#endif
+	if (PyObject_Hash(co->co_filename) == -1 || PyObject_Hash(name) == -1)
+		PyErr_Clear();
+	return pl_pys_key(co);
+}
+
 /* The stack a suspended task waits at, innermost first, into keys: its root
  * coroutine's frame, then what each awaits (cr_await, or a generator's gi_yieldfrom,
  * as types.coroutine's) down to the first that is no coroutine (a Future). The number
  * of frames; 0 when the root is not suspended. No Python code runs (C getters). */
 static unsigned await_stack(PyObject *coro, uintptr_t *keys)
 {
-	static PyObject *s_cr_code, *s_cr_await, *s_gi_code, *s_gi_yieldfrom;
-	if (!s_cr_code) {
-		s_cr_code = PyUnicode_InternFromString("cr_code");
-		s_cr_await = PyUnicode_InternFromString("cr_await");
-		s_gi_code = PyUnicode_InternFromString("gi_code");
+	static PyObject *s_cr_await, *s_gi_yieldfrom;
+	if (!s_cr_await) {
 		s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
-		if (!s_cr_code || !s_cr_await || !s_gi_code || !s_gi_yieldfrom) {
+		s_cr_await = s_gi_yieldfrom ? PyUnicode_InternFromString("cr_await") : NULL;
+		if (!s_cr_await) {
 			PyErr_Clear();
-			s_cr_code = NULL;
 			return 0;
 		}
 	}
@@ -307,9 +339,7 @@ static unsigned await_stack(PyObject *coro, uintptr_t *keys)
 		int coro_type = PyCoro_CheckExact(g);
 		if (!coro_type && !PyGen_CheckExact(g))
 			break;
-		PyObject *co = PyObject_GetAttr(g, coro_type ? s_cr_code : s_gi_code);
-		uintptr_t key = co && PyCode_Check(co) ? pl_pys_key((PyCodeObject *)co) : 0;
-		Py_XDECREF(co);
+		uintptr_t key = key_of(gen_code(g));
 		if (!key)
 			break;
 		chain[n++] = key;
@@ -330,40 +360,68 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Under wall: a task found suspended at the same stack at two scans in a row, and
- * never running at a tick between them, waited there all that time: that wait goes to
- * the sampler, as the ticks it missed. A wait shorter than the scan interval is not
- * seen; one seen is charged from the scan that first saw it. */
-static void see_wait(struct slot *sl, PyObject *coro, uint64_t now)
+/* Where a suspended coroutine's frame stopped. */
+static const void *root_ip(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return ((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->instr_ptr;
+#elif PY_VERSION_HEX >= 0x030B0000
+	return ((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->prev_instr;
+#else
+	PyFrameObject *f = ((PyGenObject *)g)->gi_frame;
+	return f ? (const void *)(intptr_t)(f->f_lasti + 1) : NULL;
+#endif
+}
+
+/* Under wall: a task found suspended at two scans in a row, at the same place, and
+ * never running at a tick between them, waited there all that time. Its await chain
+ * is read when it suspends anew (its root stopped elsewhere, or it ran); what it waits
+ * goes to the sampler as the ticks it missed, when the wait ends and every EMIT_SCANS
+ * scans while it lasts (so many tasks do not overrun the thread's ring at once). A
+ * wait shorter than the scan interval is not seen; one seen counts from the scan that
+ * first saw it. */
+static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
 {
 	int ran = atomic_exchange_explicit(&sl->ran, 0, memory_order_relaxed);
 	if (!sl->wait && !(sl->wait = calloc(1, sizeof(*sl->wait))))
 		return;
 	struct wait *w = sl->wait;
-	uintptr_t keys[WAIT_MAX];
-	unsigned n = await_stack(coro, keys);
-	if (n && !ran && w->since && w->n == n && memcmp(w->keys, keys, n * sizeof(keys[0])) == 0)
-		pl_py_host->task_wait(sl->ctx, keys, n, now - w->since);
-	w->n = n;
-	memcpy(w->keys, keys, n * sizeof(keys[0]));
-	w->since = n ? now : 0;
+	int susp = suspended(coro);
+	const void *ip = susp ? root_ip(coro) : NULL;
+	if (susp && !ran && w->n && ip == w->ip) {
+		w->pend += now - w->last;
+		w->last = now;
+		if (emit && w->pend) {
+			pl_py_host->task_wait(sl->ctx, w->keys, w->n, w->pend);
+			w->pend = 0;
+		}
+		return;
+	}
+	if (w->pend)
+		pl_py_host->task_wait(sl->ctx, w->keys, w->n, w->pend);
+	w->pend = 0;
+	w->n = susp ? await_stack(coro, w->keys) : 0;
+	w->ip = ip;
+	w->last = now;
 }
 
 /* One task: its slot is made at first sight, renamed when its name changed. */
-static void see_task(struct coprof_thread *t, PyObject *task, uint64_t now)
+static void see_task(struct coprof_thread *t, PyObject *task, int rename)
 {
 	PyObject *coro = PyObject_CallMethodNoArgs(task, s_get_coro);
 	if (!coro || !PyCoro_CheckExact(coro) || coro_finished(coro))
 		goto out;
-	PyObject *name = PyObject_CallMethodNoArgs(task, s_get_name);
+	PyObject *name = NULL;
+	struct slot *sl = find(coro);
+	int known = sl && sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref);
+	if (known && !rename)
+		goto out_name;
+	name = PyObject_CallMethodNoArgs(task, s_get_name);
 	if (!name || !PyUnicode_Check(name))
 		goto out_name;
-	struct slot *sl = find(coro);
-	if (sl && sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref)) {
-		if (sl->name != name && PyUnicode_Compare(sl->name, name) != 0)
+	if (known) {
+		if (rename && sl->name != name && PyUnicode_Compare(sl->name, name) != 0)
 			set_name(sl, name);
-		if (pl_py_host->clock == COPROF_CLOCK_WALL)
-			see_wait(sl, coro, now);
 		goto out_name;
 	}
 	if (sl) /* a dead coroutine's slot at the same address */
@@ -384,8 +442,6 @@ static void see_task(struct coprof_thread *t, PyObject *task, uint64_t now)
 	sl->ctx = ctx;
 	sl->forks = tforks;
 	atomic_store_explicit(&sl->coro, (uintptr_t)coro, memory_order_release);
-	if (pl_py_host->clock == COPROF_CLOCK_WALL)
-		see_wait(sl, coro, now);
 out_name:
 	Py_XDECREF(name);
 out:
@@ -393,11 +449,17 @@ out:
 	PyErr_Clear();
 }
 
+enum {
+	SCAN_FULL = 1,	 /* read asyncio's task sets: new tasks */
+	SCAN_RENAME = 2, /* and ask each task its name */
+	SCAN_WAITS = 4,	 /* (wall) where known tasks wait: done at every scan */
+};
+
 /* The pending call: looks at every task. Never fails (a failure would raise in the
  * program); Python's own exception is kept aside. */
 static int scan(void *arg)
 {
-	(void)arg;
+	unsigned what = (unsigned)(uintptr_t)arg;
 	atomic_store(&pending, 0);
 	if (!Py_IsInitialized())
 		return 0;
@@ -413,10 +475,13 @@ static int scan(void *arg)
 		s_get_name = PyUnicode_InternFromString("get_name");
 	uintptr_t ask = atomic_exchange(&asked, 0);
 	uint64_t now = mono_ns();
-	PyObject *tasks = s_get_coro && s_get_name ? all_tasks() : NULL;
+	static unsigned scans;
+	scans++;
+	PyObject *tasks = s_get_coro && s_get_name && (what & SCAN_FULL) ? all_tasks() : NULL;
 	atomic_store(&writing, 1);
 	for (Py_ssize_t i = 0; tasks && i < PyList_GET_SIZE(tasks); i++)
-		see_task(t, PyList_GET_ITEM(tasks, i), now);
+		see_task(t, PyList_GET_ITEM(tasks, i), what & SCAN_RENAME);
+	int wall = pl_py_host->clock == COPROF_CLOCK_WALL;
 	int live = 0;
 	for (unsigned i = 0; i < NSLOTS; i++) {
 		struct slot *sl = &slots[i];
@@ -426,17 +491,21 @@ static int scan(void *arg)
 		PyObject *coro = (PyObject *)c;
 		/* A cleared reference: the coroutine died (its memory may be another's). */
 		if (sl->forks != tforks || ((PyWeakReference *)sl->ref)->wr_object != coro ||
-		    coro_finished(coro))
+		    coro_finished(coro)) {
 			release(sl);
-		else
-			live++;
+			continue;
+		}
+		live++;
+		if (wall)
+			see_wait(sl, coro, now, (scans + i) % EMIT_SCANS == 0);
 	}
 	if (ask && !find((PyObject *)ask)) {
 		static unsigned next;
 		atomic_store(&unknown[next++ % NUNKNOWN], ask);
 	}
 	atomic_store(&writing, 0);
-	atomic_store(&have_tasks, live > 0 || (tasks && PyList_GET_SIZE(tasks) > 0));
+	if (what & SCAN_FULL)
+		atomic_store(&have_tasks, live > 0 || (tasks && PyList_GET_SIZE(tasks) > 0));
 	Py_XDECREF(tasks);
 	pl_py_exc_restore(&e);
 	return 0;
@@ -447,10 +516,15 @@ static int scan(void *arg)
 void pl_pys_fold(void)
 {
 	folds++;
-	/* Under wall every fold: waits are seen at this interval. */
-	unsigned every = pl_py_host->clock == COPROF_CLOCK_WALL ? 1 : RESCAN_FOLDS;
-	int periodic = atomic_load(&have_tasks) && folds % every == 0;
-	if (!periodic && !atomic_load_explicit(&want, memory_order_acquire))
+	int wall = pl_py_host->clock == COPROF_CLOCK_WALL, tasks = atomic_load(&have_tasks);
+	unsigned what = 0;
+	if (atomic_load_explicit(&want, memory_order_acquire))
+		what |= SCAN_FULL;
+	if (tasks && folds % RESCAN_FOLDS == 0)
+		what |= SCAN_FULL | SCAN_RENAME;
+	if (tasks && wall)
+		what |= SCAN_WAITS | (folds % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
+	if (!what)
 		return;
 	if (atomic_exchange(&pending, 1))
 		return;
@@ -460,7 +534,7 @@ void pl_pys_fold(void)
 #else
 	int fin = _Py_IsFinalizing();
 #endif
-	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, NULL) != 0)
+	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0)
 		atomic_store(&pending, 0);
 	else
 		atomic_store(&pending, 2); /* queued: ticks may kick the main thread */
