@@ -62,9 +62,13 @@ static unsigned tforks;
 static atomic_int want;	   /* a tick met a coroutine of no known task */
 static atomic_int pending; /* a scan is queued */
 static atomic_int have_tasks;
-static unsigned folds;
-static _Atomic uintptr_t unknown[NUNKNOWN]; /* roots no task owned at the last scan */
-static _Atomic uintptr_t asked;		    /* the last root a tick asked about */
+static atomic_uint folds;
+/* Roots no task owned at a scan, and the fold they were found at: not asked about
+ * again for UNKNOWN_FOLDS (their address may be a new task's after that). */
+static _Atomic uintptr_t unknown[NUNKNOWN];
+static atomic_uint unknown_at[NUNKNOWN];
+#define UNKNOWN_FOLDS 5u
+static _Atomic uintptr_t asked; /* the last root a tick asked about */
 
 static unsigned hash(uintptr_t p)
 {
@@ -104,7 +108,10 @@ struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 	}
 miss:
 	for (unsigned i = 0; i < NUNKNOWN; i++)
-		if (atomic_load_explicit(&unknown[i], memory_order_relaxed) == (uintptr_t)coro)
+		if (atomic_load_explicit(&unknown[i], memory_order_relaxed) == (uintptr_t)coro &&
+		    atomic_load_explicit(&folds, memory_order_relaxed) -
+			    atomic_load_explicit(&unknown_at[i], memory_order_relaxed) <
+			UNKNOWN_FOLDS)
 			return NULL;
 	atomic_store_explicit(&asked, (uintptr_t)coro, memory_order_relaxed);
 	atomic_store_explicit(&want, 1, memory_order_release);
@@ -501,6 +508,7 @@ static int scan(void *arg)
 	}
 	if (ask && !find((PyObject *)ask)) {
 		static unsigned next;
+		atomic_store(&unknown_at[next % NUNKNOWN], atomic_load(&folds));
 		atomic_store(&unknown[next++ % NUNKNOWN], ask);
 	}
 	atomic_store(&writing, 0);
@@ -515,29 +523,33 @@ static int scan(void *arg)
  * while tasks exist (new names, finished tasks). */
 void pl_pys_fold(void)
 {
-	folds++;
+	unsigned fold = atomic_fetch_add(&folds, 1) + 1;
 	int wall = pl_py_host->clock == COPROF_CLOCK_WALL, tasks = atomic_load(&have_tasks);
 	unsigned what = 0;
 	if (atomic_load_explicit(&want, memory_order_acquire))
 		what |= SCAN_FULL;
-	if (tasks && folds % RESCAN_FOLDS == 0)
+	if (tasks && fold % RESCAN_FOLDS == 0)
 		what |= SCAN_FULL | SCAN_RENAME;
 	if (tasks && wall)
-		what |= SCAN_WAITS | (folds % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
+		what |= SCAN_WAITS | (fold % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
 	if (!what)
 		return;
-	if (atomic_exchange(&pending, 1))
-		return;
+	int idle = 0;
+	if (!atomic_compare_exchange_strong(&pending, &idle, 1))
+		return; /* queued already */
 	atomic_store(&want, 0);
 #if PY_VERSION_HEX >= 0x030D0000
 	int fin = Py_IsFinalizing();
 #else
 	int fin = _Py_IsFinalizing();
 #endif
-	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0)
+	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
 		atomic_store(&pending, 0);
-	else
-		atomic_store(&pending, 2); /* queued: ticks may kick the main thread */
+		return;
+	}
+	/* Queued, and not run yet unless the scan reset it: ticks may kick the main thread. */
+	int queued = 1;
+	atomic_compare_exchange_strong(&pending, &queued, 2);
 }
 
 /* In a fork child (the forking thread alone, no GIL yet): the contexts of the table are
