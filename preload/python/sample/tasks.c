@@ -23,6 +23,7 @@
 #include <internal/pycore_atomic.h>
 #include <internal/pycore_interp.h>
 #endif
+#include <internal/pycore_runtime.h>
 
 #define NSLOTS 4096u /* tasks known at once; a power of two */
 #define PROBES 64u   /* slots a lookup tries */
@@ -82,11 +83,17 @@ static int weak_head_is(PyObject *coro, PyObject *ref)
 	       ((PyWeakReference *)ref)->wr_object == coro;
 }
 
+/* async-signal-safe. Nonzero when ts is the main thread's: pending calls run there only. */
+static int is_main(PyThreadState *ts)
+{
+	return ts->thread_id == _PyRuntime.main_thread;
+}
+
 /* async-signal-safe */
 struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 {
 	PyThreadState *m = atomic_load_explicit(&main_ts, memory_order_acquire);
-	if (m && ts != m)
+	if (m ? ts != m : !is_main(ts))
 		return NULL; /* pending calls run on the main thread only */
 	if (atomic_load_explicit(&writing, memory_order_acquire))
 		return NULL; /* the scan under way sees it */
@@ -127,7 +134,10 @@ miss:
 void pl_pys_tasks_tick(PyThreadState *ts)
 {
 #if PY_VERSION_HEX < 0x030D0000
-	if (atomic_load_explicit(&pending, memory_order_relaxed) == 2)
+	/* Only the main thread runs the call and then computes the breaker anew: set by
+	 * another thread's tick, it would stay set, and that thread's eval loop would look
+	 * for pending work at every check while the main thread runs no Python. */
+	if (atomic_load_explicit(&pending, memory_order_relaxed) == 2 && is_main(ts))
 		_Py_atomic_store_relaxed(&ts->interp->ceval.eval_breaker, 1);
 #else
 	(void)ts;
