@@ -129,6 +129,7 @@ static int py_stop(void)
 static int sample_start(void)
 {
 	ensure_resolver();
+	pl_pys_tasks_start();
 	return 0;
 }
 

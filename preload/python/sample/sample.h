@@ -26,6 +26,8 @@ PL_PY_HIDDEN void pl_pys_tasks_tick(PyThreadState *ts);
 PL_PY_HIDDEN void pl_pys_fold(void);
 /* Right after fork, in the child. */
 PL_PY_HIDDEN void pl_pys_tasks_after_fork_child(void);
+/* Sampling starts (control thread): waits seen before do not count. */
+PL_PY_HIDDEN void pl_pys_tasks_start(void);
 /* The engine's resolver for those keys (dump time, any thread). */
 PL_PY_HIDDEN int pl_pys_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
 

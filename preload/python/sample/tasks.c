@@ -39,6 +39,7 @@ struct wait {
 	uint64_t pend;		  /* ns waited at keys, not yet handed to the sampler */
 	const void *ip;		  /* where the root coroutine was suspended */
 	unsigned n;		  /* 0: not suspended */
+	unsigned win;		  /* the sampling window it was seen in */
 	uintptr_t keys[WAIT_MAX]; /* innermost first */
 };
 #define EMIT_SCANS 10u /* a wait under way goes to the sampler every so many scans */
@@ -60,8 +61,9 @@ static atomic_int writing;
 /* The main thread's state, where scan() runs; NULL until the first scan is asked. */
 static PyThreadState *_Atomic main_ts;
 static unsigned tforks;
-static atomic_int want;	   /* a tick met a coroutine of no known task */
-static atomic_int pending; /* a scan is queued */
+static atomic_uint windows; /* sampling starts: a wait seen before one is not counted */
+static atomic_int want;	    /* a tick met a coroutine of no known task */
+static atomic_int pending;  /* a scan is queued */
 static atomic_int have_tasks;
 static atomic_uint folds;
 /* Roots no task owned at a scan, and the fold they were found at: not asked about
@@ -405,6 +407,12 @@ static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
 	struct wait *w = sl->wait;
 	int susp = suspended(coro);
 	const void *ip = susp ? root_ip(coro) : NULL;
+	unsigned win = atomic_load(&windows);
+	if (w->win != win) { /* sampling stopped since: what it held is not this window's */
+		w->win = win;
+		w->n = 0;
+		w->pend = 0;
+	}
 	if (susp && !ran && w->n && ip == w->ip) {
 		w->pend += now - w->last;
 		w->last = now;
@@ -567,8 +575,15 @@ void pl_pys_fold(void)
 void pl_pys_tasks_after_fork_child(void)
 {
 	tforks++;
+	atomic_store(&main_ts, NULL); /* the forking thread is the child's main thread */
 	atomic_store(&pending, 0);
 	atomic_store(&want, 0);
 	for (unsigned i = 0; i < NUNKNOWN; i++)
 		atomic_store(&unknown[i], 0);
+}
+
+/* Sampling starts (the control thread). */
+void pl_pys_tasks_start(void)
+{
+	atomic_fetch_add(&windows, 1);
 }
