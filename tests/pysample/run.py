@@ -185,11 +185,12 @@ def case_threads(r, clock):
     print("thread_a %.3f s, thread_b %.3f s" % (a, b))
 
 
-def case_toggled(r, clock):
-    """COPROF_START=0 and coprof toggle: only the window's phase is in the file."""
+def window_of_b(r, clock, what):
+    """Runs prog.py `what` (phases a, b, c read from stdin) with COPROF_START=0 and
+    coprof toggle around phase b; the one file it wrote, loaded."""
     out = os.path.join(r.tmp, "win.%n.pstat")
-    p = subprocess.Popen([r.a.python, PROG, "phases"], env=r.env(clock, COPROF_OUT=out,
-                                                                COPROF_START=0),
+    p = subprocess.Popen([r.a.python, PROG, what], env=r.env(clock, COPROF_OUT=out,
+                                                            COPROF_START=0),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -220,7 +221,12 @@ def case_toggled(r, clock):
             p.wait()
     files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
     check(len(files) == 1, "one window expected: %r" % files)
-    stats, _ = load(files[0])
+    return load(files[0])
+
+
+def case_toggled(r, clock):
+    """COPROF_START=0 and coprof toggle: only the window's phase is in the file."""
+    stats, _ = window_of_b(r, clock, "phases")
     b = ct(stats, "phase_b")
     check(b >= 0.2, "phase_b has %.3f s of its 0.3 s" % b)
     check(ct(stats, "phase_a") == 0 and ct(stats, "phase_c") == 0,
@@ -340,40 +346,7 @@ def case_tasks(r, clock):
 
 def case_atoggle(r, clock):
     """A toggled window over asyncio tasks: only the window's task is in the file."""
-    out = os.path.join(r.tmp, "win.%n.pstat")
-    p = subprocess.Popen([r.a.python, PROG, "atoggle"], env=r.env(clock, COPROF_OUT=out,
-                                                                 COPROF_START=0),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        check(p.stdout.readline() == "ready\n", "the program did not start")
-
-        def phase(name):
-            p.stdin.write(name + "\n")
-            p.stdin.flush()
-            line = p.stdout.readline()
-            check(line == "done %s\n" % name, "phase %s: %r" % (name, line))
-
-        def toggle():
-            t = subprocess.run([r.a.coprof, "toggle", str(p.pid)], capture_output=True,
-                               text=True, timeout=60)
-            check(t.returncode == 0, "coprof toggle: %s %s" % (t.stdout, t.stderr))
-        phase("a")
-        toggle()
-        phase("b")
-        toggle()
-        phase("c")
-        p.stdin.close()
-        err = p.stderr.read()
-        check(p.wait(timeout=60) == 0, "exit %d: %s" % (p.returncode, err))
-        check("coprof:" not in err, "the shim said: " + err)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
-    check(len(files) == 1, "one window expected: %r" % files)
-    stats, ex = load(files[0])
+    stats, ex = window_of_b(r, clock, "atoggle")
     tasks = task_table(ex)
     check(len(tasks.get("task_b", [])) == 1, "task_b: tasks %r" % sorted(tasks))
     b = task_ct(tasks["task_b"][0][1], "phase_b")
