@@ -73,6 +73,15 @@ static atomic_uint unknown_at[NUNKNOWN];
 #define UNKNOWN_FOLDS 5u
 static _Atomic uintptr_t asked; /* the last root a tick asked about */
 
+static int finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
+	return _Py_IsFinalizing();
+#endif
+}
+
 static unsigned hash(uintptr_t p)
 {
 	uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
@@ -486,7 +495,7 @@ static int scan(void *arg)
 {
 	unsigned what = (unsigned)(uintptr_t)arg;
 	atomic_store(&pending, 0);
-	if (!Py_IsInitialized())
+	if (!Py_IsInitialized() || finalizing()) /* Py_FinalizeEx runs what is queued */
 		return 0;
 	struct coprof_thread *t = pl_py_host->thread();
 	if (!t)
@@ -556,12 +565,8 @@ void pl_pys_fold(void)
 	if (!atomic_compare_exchange_strong(&pending, &idle, 1))
 		return; /* queued already */
 	atomic_store(&want, 0);
-#if PY_VERSION_HEX >= 0x030D0000
-	int fin = Py_IsFinalizing();
-#else
-	int fin = _Py_IsFinalizing();
-#endif
-	if (!Py_IsInitialized() || fin || Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
+	if (!Py_IsInitialized() || finalizing() ||
+	    Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
 		atomic_store(&pending, 0);
 		return;
 	}
