@@ -10,6 +10,8 @@ tasks     asyncio: tasks "three" (named by create_task) and "one" (named by set_
           share the CPU 3:1 for SECONDS of CPU; "sleeper" awaits fetch(), which awaits
           asyncio.sleep(0.5) after running for far less than a tick
 atoggle   phases as above, each run in an asyncio task named task_<phase>
+achurn    asyncio tasks made and finished for SECONDS, in batches of 40: task t<j> runs
+          the exec'd coroutine function f<j> (coroutines reuse dead ones' addresses)
 afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 Each prints a line of its own that the test compares with an unprofiled run.
@@ -256,6 +258,30 @@ def afork():
     print("afork done", status)
 
 
+def achurn(seconds):
+    import asyncio
+    src = ("async def f%d(n):\n    import asyncio\n    x = 0\n    for r in range(20):\n"
+           "        for i in range(n):\n            x += i\n"
+           "        await asyncio.sleep(0)\n    return x\n")
+    fns = []
+    for j in range(40):
+        ns = {}
+        exec(compile(src % j, "<achurn>", "exec"), ns)
+        fns.append(ns["f%d" % j])
+
+    async def main():
+        end = time.monotonic() + seconds
+        i = batches = 0
+        while time.monotonic() < end:
+            await asyncio.gather(*[asyncio.create_task(fns[(i + k) % 40](300),
+                                                       name="t%d" % ((i + k) % 40))
+                                   for k in range(40)])
+            i += 7
+            batches += 1
+        print("achurn done", batches > 0)
+    asyncio.run(main())
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     arg = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
@@ -263,4 +289,4 @@ if __name__ == "__main__":
      "threads": threads, "phases": phases, "fork": fork,
      "stress": lambda: stress(arg),
      "tasks": lambda: tasks(arg, sys.argv[3] if len(sys.argv) > 3 else None),
-     "atoggle": atoggle, "afork": afork}[what]()
+     "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg)}[what]()

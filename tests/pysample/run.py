@@ -382,6 +382,24 @@ def case_afork(r, clock):
     check(seen == {"child", "parent"}, "files: %r" % seen)
 
 
+def case_achurn(r, clock):
+    """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
+    addresses of dead ones: every task's samples are its own coroutine's (task t<j>
+    holds f<j> only), so no context is ever given to another task's coroutine."""
+    out = os.path.join(r.tmp, "achurn.pstat")
+    r.run(["achurn", "2"], clock, out, COPROF_HZ="10000")
+    stats, ex = load(out)
+    named = 0
+    for t in ex["tasks"]:
+        if not t["name"].startswith("t"):
+            continue
+        funcs = {k[2] for k in t["stats"] if k[0] == "<achurn>"}
+        check(funcs <= {"f" + t["name"][1:]}, "task %s holds %r" % (t["name"], funcs))
+        named += bool(funcs)
+    check(named >= 10, "%d tasks sampled with their function" % named)
+    print("%d tasks, %d sampled in their own function" % (len(ex["tasks"]), named))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
