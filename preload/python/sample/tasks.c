@@ -5,7 +5,10 @@
  * folding thread queues when a tick met a coroutine it did not know: it reads asyncio's
  * own task sets, makes a context per task (named by Task.get_name(), runtime
  * "asyncio"), renames tasks whose name changed and finishes those whose coroutine
- * finished or died.
+ * finished or died; under wall it also reads where each suspended task waits.
+ * Contexts: pl_pys_task_ctx and pl_pys_tasks_tick run in the tick handler
+ * (async-signal-safe); scan() and what it calls on the main thread with the GIL;
+ * pl_pys_fold on the shim's folding thread, without the GIL.
  *
  * Liveness: an entry holds a weak reference to its coroutine, made by PyWeakref_NewRef
  * with no callback, which CPython keeps at the head of the coroutine's weak reference
