@@ -56,11 +56,11 @@ struct pl_py_host {
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick
  * handler of the interrupted thread (python/sample/walk.c). keys[] are the adapter's
- * function keys (the top bit set: never a code address), innermost first, resolved at dump by the adapter's resolver; groups[i]
- * is the number of frames the i-th innermost run of the eval loop ran (the C frames of
- * _PyEval_EvalFrameDefault that --native replaces). The function returns the number
- * of frames written, 0 when the thread runs no Python code (sample its native stack),
- * or -1 when its frames could not be read whole (the tick is dropped). */
+ * function keys (the top bit set: never a code address), innermost first, resolved at dump by the
+ * adapter's resolver; groups[i] is the number of frames the i-th innermost run of the eval loop ran
+ * (the C frames of _PyEval_EvalFrameDefault that --native replaces). The function returns the
+ * number of frames written, 0 when the thread runs no Python code (sample its native stack), or -1
+ * when its frames could not be read whole (the tick is dropped). */
 #define PL_PY_SAMPLE_MAX 128
 struct pl_py_sample {
 	uintptr_t sp;	    /* the interrupted stack pointer */
