@@ -75,6 +75,8 @@ static int audit(const char *event, PyObject *args, void *data)
 	(void)data;
 	pl_py_greenlet_audit(event, args);
 	if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+		if (!pl_py_host->profile)
+			pl_pys_tasks_closing(); /* Python finalizes: no pending call from now */
 		audit_unlink();
 	} else if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
 		if (!main_started && pl_py_host->profile)

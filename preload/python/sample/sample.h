@@ -26,6 +26,9 @@ PL_PY_HIDDEN void pl_pys_tasks_tick(PyThreadState *ts);
 PL_PY_HIDDEN void pl_pys_fold(void);
 /* Right after fork, in the child. */
 PL_PY_HIDDEN void pl_pys_tasks_after_fork_child(void);
+/* Python begins to finalize (its audit event, main thread): no scan is queued from
+ * now on, and none is being queued when this returns. */
+PL_PY_HIDDEN void pl_pys_tasks_closing(void);
 /* Sampling starts (control thread): waits seen before do not count. */
 PL_PY_HIDDEN void pl_pys_tasks_start(void);
 /* The engine's resolver for those keys (dump time, any thread). */

@@ -16,6 +16,7 @@
  * that very reference at the head of its list and the reference still points at it: a
  * coroutine that died has its reference cleared and off its list, so another coroutine
  * that reuses its address is never given the dead task's context or name. */
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +66,12 @@ static atomic_int writing;
 static PyThreadState *_Atomic main_ts;
 static unsigned tforks;
 static atomic_uint windows; /* sampling starts: a wait seen before one is not counted */
-static atomic_int want;	    /* a tick met a coroutine of no known task */
-static atomic_int pending;  /* a scan is queued */
+/* Python finalizes: the folding thread queues no call from then on (Py_FinalizeEx
+ * frees the queue's lock at its end, maybe under a Py_AddPendingCall). `queuing` is
+ * set by the folding thread around its check and call. */
+static atomic_int closing, queuing;
+static atomic_int want;	   /* a tick met a coroutine of no known task */
+static atomic_int pending; /* a scan is queued */
 static atomic_int have_tasks;
 static atomic_uint folds;
 /* Roots no task owned at a scan, and the fold they were found at: not asked about
@@ -568,11 +573,14 @@ void pl_pys_fold(void)
 	if (!atomic_compare_exchange_strong(&pending, &idle, 1))
 		return; /* queued already */
 	atomic_store(&want, 0);
-	if (!Py_IsInitialized() || finalizing() ||
+	atomic_store(&queuing, 1); /* seq_cst: closing() sees it, or this sees closing */
+	if (atomic_load(&closing) || !Py_IsInitialized() || finalizing() ||
 	    Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
+		atomic_store(&queuing, 0);
 		atomic_store(&pending, 0);
 		return;
 	}
+	atomic_store(&queuing, 0);
 	/* Queued, and not run yet unless the scan reset it: ticks may kick the main thread. */
 	int queued = 1;
 	atomic_compare_exchange_strong(&pending, &queued, 2);
@@ -594,4 +602,11 @@ void pl_pys_tasks_after_fork_child(void)
 void pl_pys_tasks_start(void)
 {
 	atomic_fetch_add(&windows, 1);
+}
+
+void pl_pys_tasks_closing(void)
+{
+	atomic_store(&closing, 1);
+	while (atomic_load(&queuing))
+		sched_yield();
 }
