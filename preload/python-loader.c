@@ -147,6 +147,7 @@ int pl_python_init(void)
 	    .hook = (enum pl_py_hook)pl_cfg.py_hook,
 	    .ctx_switch = py_ctx_switch,
 	    .ctx_finish = py_ctx_finish,
+	    .task_wait = pl_sampler_wait_record,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {
@@ -158,5 +159,6 @@ int pl_python_init(void)
 	if (profile || adapter.sample)
 		pl_runtime_add(&python_runtime);
 	pl_sampler_python = adapter.sample;
+	pl_sampler_python_fold = adapter.fold;
 	return 0;
 }

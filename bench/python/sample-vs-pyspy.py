@@ -11,7 +11,8 @@ work of light() (2:1, share 0.667), and task a runs three rounds for each of tas
 it, around its work) against the unprofiled runs', minus 1: py-spy and Austin read from
 another process (their cost shows in wall time: py-spy stops the program at each sample
 unless --nonblocking), coprof's handler runs in the program (its cost is CPU time). Accuracy is heavy's share of heavy+light
-and task a's share of a+b in each profiler's output. py-spy (`record --rate N`, with and
+and task a's share of a+b in each profiler's output (from the stacks for every tool;
+for coprof also from its per-task tables, the contexts of tasks "a" and "b"). py-spy (`record --rate N`, with and
 without --nonblocking) and Austin (`austin -i 1e6/N`, austin-dist) are installed from
 PyPI into a venv this script makes (--venv). Prints a Markdown table and the load
 average before and after.
@@ -97,6 +98,8 @@ def shares_from_stacks(rows):
 
 
 def shares_coprof(path):
+    """The shares from the stacks, plus task a's share from the per-task tables (the
+    tasks' contexts, named "a" and "b": sampling per asyncio task)."""
     with open(path, "rb") as f:
         marshal.load(f)
         ex = marshal.load(f)
@@ -104,7 +107,9 @@ def shares_coprof(path):
     for st in ex["stacks"]:
         frames, count = st[2], st[3]
         rows.append(({fr[2].split(".")[-1] for fr in frames}, count))
-    return shares_from_stacks(rows)
+    ttot = {t["name"]: t["ttot"] for t in ex.get("tasks", [])}
+    a, b = ttot.get("a", 0.0), ttot.get("b", 0.0)
+    return shares_from_stacks(rows) + (a / (a + b) if a + b else float("nan"),)
 
 
 def shares_pyspy(path):
@@ -178,13 +183,13 @@ def main():
         if p.returncode != 0:
             raise SystemExit("%s failed: %s" % (kind, p.stderr[-1500:]))
         line = [l for l in p.stdout.splitlines() if l.startswith("elapsed")][-1].split()
-        sh = (float("nan"), float("nan"))
+        sh = (float("nan"), float("nan"), float("nan"))
         if kind == "coprof":
             sh = shares_coprof(out + ".pstat")
         elif kind.startswith("py-spy"):
-            sh = shares_pyspy(out + ".txt")
+            sh = shares_pyspy(out + ".txt") + (float("nan"),)
         elif kind == "austin":
-            sh = shares_austin(out + ".austin")
+            sh = shares_austin(out + ".austin") + (float("nan"),)
         return (float(line[1]), float(line[2])), sh
 
     kinds = ["coprof", "py-spy", "py-spy-nb"] + (["austin"] if "austin" in tools else [])
@@ -206,17 +211,19 @@ def main():
             c = statistics.median(x[1] for x in times[k])
             fs = statistics.median(s[0] for s in shares[k])
             ts = statistics.median(s[1] for s in shares[k])
-            rows.append((rate, k, base, t, t / base - 1, c / cbase - 1, fs, ts))
+            tt = statistics.median(s[2] for s in shares[k])
+            rows.append((rate, k, base, t, t / base - 1, c / cbase - 1, fs, ts, tt))
     load1 = os.getloadavg()
     print("python %s, %d runs each, load average %.1f before, %.1f after" %
           (args.python, args.runs, load0[0], load1[0]))
     print()
     print("| Hz | profiler | unprofiled s | profiled s | wall overhead | CPU overhead "
-          "| heavy share (0.667) | task a share (0.750) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for rate, k, base, t, ov, cov, fs, ts in rows:
-        print("| %d | %s | %.3f | %.3f | %+.1f%% | %+.1f%% | %.3f | %.3f |" %
-              (rate, k, base, t, ov * 100, cov * 100, fs, ts))
+          "| heavy share (0.667) | task a share (0.750) | task a, task table |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for rate, k, base, t, ov, cov, fs, ts, tt in rows:
+        print("| %d | %s | %.3f | %.3f | %+.1f%% | %+.1f%% | %.3f | %.3f | %s |" %
+              (rate, k, base, t, ov * 100, cov * 100, fs, ts,
+               "-" if tt != tt else "%.3f" % tt))
 
 
 if __name__ == "__main__":

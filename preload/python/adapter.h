@@ -49,15 +49,18 @@ struct pl_py_host {
 	 * (the sampler charges each tick to the context running). Used by greenlets. */
 	void (*ctx_switch)(struct coprof_ctx *from, struct coprof_ctx *to);
 	void (*ctx_finish)(struct coprof_ctx *c);
+	/* Sample mode under wall: asyncio task `c` waited `ns` suspended at the stack
+	 * `keys` (adapter keys, innermost first). Calling thread, outside any signal. */
+	void (*task_wait)(struct coprof_ctx *c, const uintptr_t *keys, unsigned n, uint64_t ns);
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick
  * handler of the interrupted thread (python/sample/walk.c). keys[] are the adapter's
- * function keys, innermost first, resolved at dump by the adapter's resolver; groups[i]
- * is the number of frames the i-th innermost run of the eval loop ran (the C frames of
- * _PyEval_EvalFrameDefault that --native replaces). The function returns the number
- * of frames written, 0 when the thread runs no Python code (sample its native stack),
- * or -1 when its frames could not be read whole (the tick is dropped). */
+ * function keys (the top bit set: never a code address), innermost first, resolved at dump by the
+ * adapter's resolver; groups[i] is the number of frames the i-th innermost run of the eval loop ran
+ * (the C frames of _PyEval_EvalFrameDefault that --native replaces). The function returns the
+ * number of frames written, 0 when the thread runs no Python code (sample its native stack), or -1
+ * when its frames could not be read whole (the tick is dropped). */
 #define PL_PY_SAMPLE_MAX 128
 struct pl_py_sample {
 	uintptr_t sp;	    /* the interrupted stack pointer */
@@ -66,6 +69,11 @@ struct pl_py_sample {
 	unsigned ngroups;
 	uintptr_t keys[PL_PY_SAMPLE_MAX];
 	uint16_t groups[PL_PY_SAMPLE_MAX];
+	/* The asyncio task whose coroutine chain runs (python/sample/tasks.c): its
+	 * context, or NULL when none or it is not known yet (the thread's own). The
+	 * task's stack is its first task_frames keys: its root has no caller in it. */
+	struct coprof_ctx *ctx;
+	unsigned task_frames;
 };
 
 /* The shim's tick handler calls this when the Python adapter registered it (sample
@@ -82,6 +90,9 @@ struct pl_py_adapter {
 	/* Sample mode: reads the calling thread's Python frames from inside the tick
 	 * handler (async-signal-safe, python/sample/). NULL in trace mode. */
 	int (*sample)(struct pl_py_sample *s);
+	/* Sample mode: called by the shim's folding thread at each fold (no GIL, no
+	 * signal): the adapter may ask the main thread to look at its asyncio tasks. */
+	void (*fold)(void);
 };
 
 /* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */

@@ -75,6 +75,8 @@ static int audit(const char *event, PyObject *args, void *data)
 	(void)data;
 	pl_py_greenlet_audit(event, args);
 	if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
+		if (!pl_py_host->profile)
+			pl_pys_tasks_closing(); /* Python finalizes: no pending call from now */
 		audit_unlink();
 	} else if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
 		if (!main_started && pl_py_host->profile)
@@ -129,6 +131,7 @@ static int py_stop(void)
 static int sample_start(void)
 {
 	ensure_resolver();
+	pl_pys_tasks_start();
 	return 0;
 }
 
@@ -137,6 +140,7 @@ static void py_after_fork_child(void)
 {
 	if (!pl_py_host->profile) {
 		ensure_resolver(); /* sample mode: the child's profiler names our keys */
+		pl_pys_tasks_after_fork_child();
 		return;
 	}
 	pl_py_gil_after_fork_child();
@@ -166,6 +170,7 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 			out->start = sample_start;
 			out->after_fork_child = py_after_fork_child;
 			out->sample = pl_pys_sample;
+			out->fold = pl_pys_fold;
 		}
 		return 0;
 	}

@@ -18,6 +18,7 @@
 #include "sampler-ring.h"
 
 pl_py_sample_fn pl_sampler_python;
+void (*pl_sampler_python_fold)(void);
 
 /* The interpreter's text (libpython, or the executable of a static build), and the eval
  * loop's function in it. Set once by pl_sampler_python_init. */
@@ -117,4 +118,14 @@ void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
 	if (k < n)
 		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
 	rec->depth = d;
+}
+
+void pl_sampler_python_cut(struct pl_rec *rec, unsigned frames)
+{
+	unsigned seen = 0;
+	for (uint32_t i = 0; i < rec->depth; i++)
+		if ((rec->pcs[i] >> 63) && ++seen == frames) {
+			rec->depth = i + 1;
+			return;
+		}
 }

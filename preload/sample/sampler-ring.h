@@ -140,6 +140,10 @@ PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
 /* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited
  * since they were last charged. Folding thread only. */
 PL_HIDDEN void pl_sampler_charge_waits(struct pl_sthread *st);
+/* A Python task's wait of `ns` at `keys` (innermost first), on the calling thread,
+ * outside any signal (python-loader.c). Under wall only. */
+PL_HIDDEN void pl_sampler_wait_record(struct coprof_ctx *ctx, const uintptr_t *keys, unsigned n,
+				      uint64_t ns);
 /* Frees the wait slot of `ctx` in `st`, from any thread: the coroutine runs elsewhere. */
 PL_HIDDEN void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx);
 
@@ -180,6 +184,8 @@ static inline void pl_ring_publish(struct pl_sthread *st)
 /* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
  * CPython or without an adapter (python-loader.c sets it). */
 extern PL_HIDDEN pl_py_sample_fn pl_sampler_python;
+/* The adapter's fold callback (asyncio tasks), called at each fold; NULL: none. */
+extern PL_HIDDEN void (*pl_sampler_python_fold)(void);
 /* Finds the interpreter's text and its eval loop (constructor). */
 PL_HIDDEN void pl_sampler_python_init(void);
 /* Reads the thread's Python frames into s: their number, 0 for none (sample the native
@@ -192,6 +198,10 @@ PL_HIDDEN void pl_sampler_python_fill(struct pl_sthread *st, struct pl_rec *rec,
 /* rec holds the native stack: each C frame of the eval loop becomes its Python frames. */
 PL_HIDDEN void pl_sampler_python_merge(struct pl_sthread *st, struct pl_rec *rec,
 				       const struct pl_py_sample *s, int n);
+/* An asyncio task's sample: rec (filled or merged) ends at its root, the frames-th
+ * Python frame from the leaf (Python keys have the top bit set); the loop's frames that
+ * drive the task are not the task's (trace mode makes the root a root). */
+PL_HIDDEN void pl_sampler_python_cut(struct pl_rec *rec, unsigned frames);
 
 /* The executable segment of the module that holds `at`: fills lo and hi and returns
  * 1, or 0 when no module holds it (sampler.c). Not async-signal-safe. */

@@ -289,6 +289,10 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 			pl_sampler_python_merge(st, rec, &py, n);
 		else if (n > 0)
 			pl_sampler_python_fill(st, rec, &py, n, ucv);
+		if (n > 0 && py.ctx) { /* the asyncio task running (python/sample/tasks.c) */
+			rec->ctx = py.ctx;
+			pl_sampler_python_cut(rec, py.task_frames);
+		}
 	}
 	pl_ring_publish(st);
 out:

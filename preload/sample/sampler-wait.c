@@ -186,6 +186,34 @@ void pl_sampler_finish(struct coprof_ctx *ctx)
 		atomic_store_explicit(&w->word, 0, memory_order_release);
 }
 
+/* A Python task waited `ns` at the stack `keys` (innermost first), seen by the Python
+ * adapter on the calling thread outside any signal: a wait record, in ticks. */
+void pl_sampler_wait_record(struct coprof_ctx *ctx, const uintptr_t *keys, unsigned n, uint64_t ns)
+{
+	struct pl_sthread *st = pl_sampler_self();
+	uint64_t ticks = (ns + pl_sconf.period / 2) / pl_sconf.period;
+	if (!st || !st->tls || !ctx || !n || !ticks || !pl_sconf.wall ||
+	    !atomic_load_explicit(&pl_sampler_on, memory_order_relaxed))
+		return;
+	if (n > PL_SAMPLE_DEPTH) {
+		n = PL_SAMPLE_DEPTH;
+		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+	}
+	st->tls->in_switch = 1; /* the tick handler stays off the ring meanwhile */
+	struct pl_rec *rec = pl_ring_reserve(st);
+	if (rec) {
+		rec->kind = PL_REC_WAIT;
+		rec->ctx = ctx;
+		rec->weight = ticks;
+		rec->depth = n;
+		memcpy(rec->pcs, keys, n * sizeof(keys[0]));
+		pl_ring_publish(st);
+	} else {
+		atomic_fetch_add_explicit(&st->dropped, 1, memory_order_relaxed);
+	}
+	st->tls->in_switch = 0;
+}
+
 void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx)
 {
 	if (!st->waits)

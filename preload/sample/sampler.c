@@ -189,6 +189,8 @@ static void *fold_loop(void *arg)
 		}
 		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed)) {
 			fold_all(1);
+			if (pl_sampler_python_fold)
+				pl_sampler_python_fold();
 			if (!pl_sampler_handler_is_ours())
 				give_up_signal();
 		}

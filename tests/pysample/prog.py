@@ -6,6 +6,14 @@ phases    reads a phase name per line on stdin, spins in that phase's function, 
 fork      os.fork(): the child spins in child_work, the parent in parent_work
 stress    frame races: threads make and drop functions, lambdas, generators and exec'd
           code objects as fast as they can, for SECONDS (argv[2])
+tasks     asyncio: tasks "three" (named by create_task) and "one" (named by set_name)
+          share the CPU 3:1 for SECONDS of CPU; "sleeper" awaits fetch(), which awaits
+          asyncio.sleep(0.5) after running for far less than a tick
+atoggle   phases as above, each run in an asyncio task named task_<phase>
+achurn    asyncio tasks made and finished for SECONDS, in batches of 40: task t<j> runs
+          the exec'd coroutine function f<j> (coroutines reuse dead ones' addresses)
+afork     os.fork() inside a task: the child runs task child_task, the parent
+          parent_task
 Each prints a line of its own that the test compares with an unprofiled run.
 """
 import os
@@ -157,9 +165,128 @@ def stress(seconds):
     print("stress done")
 
 
+async def big(n):
+    return heavy(n)
+
+
+async def small(n):
+    return light(n)
+
+
+async def worker(fn, n, spent):
+    """Runs fn(n) round after round, yielding to the loop between rounds; adds the CPU
+    and wall time of each round to spent."""
+    import asyncio
+    while True:
+        w, c = time.perf_counter(), time.thread_time()
+        await fn(n)
+        spent[0] += time.perf_counter() - w
+        spent[1] += time.thread_time() - c
+        await asyncio.sleep(0)
+
+
+async def fetch():
+    import asyncio
+    await asyncio.sleep(0.5)
+
+
+async def waiter():
+    await fetch()
+
+
+def tasks(seconds, side=None):
+    """The 3:1 split between two tasks (each measures its own time on both clocks and
+    writes its share to `side`, JSON), and a task that mostly waits."""
+    import asyncio
+
+    async def main():
+        spent = {"three": [0.0, 0.0], "one": [0.0, 0.0]}
+        sleeper = asyncio.create_task(waiter(), name="sleeper")
+        a = asyncio.create_task(worker(big, 30000, spent["three"]), name="three")
+        b = asyncio.create_task(worker(small, 10000, spent["one"]))
+        b.set_name("one")
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            await asyncio.sleep(0.02)
+        a.cancel()
+        b.cancel()
+        await asyncio.gather(a, b, sleeper, return_exceptions=True)
+        if side:
+            import json
+            with open(side, "w") as f:
+                json.dump({clock: spent["three"][i] / (spent["three"][i] + spent["one"][i])
+                           for i, clock in enumerate(("wall", "cpu"))}, f)
+        print("tasks done", a.cancelled(), b.cancelled())
+    asyncio.run(main())
+
+
+def atoggle():
+    import asyncio
+    fns = {"a": phase_a, "b": phase_b, "c": phase_c}
+
+    async def run(fn):
+        spin_for(0.3, fn)
+
+    async def main():
+        print("ready", flush=True)
+        for line in sys.stdin:
+            name = line.strip()
+            await asyncio.create_task(run(fns[name]), name="task_" + name)
+            print("done", name, flush=True)
+    asyncio.run(main())
+
+
+def afork():
+    """A task runs and ends, then os.fork(): the child and the parent each run a task
+    of their own in a loop of their own."""
+    import asyncio
+
+    async def work(fn, name):
+        await asyncio.create_task(spin(fn), name=name)
+
+    async def spin(fn):
+        spin_for(0.3, fn)
+
+    asyncio.run(work(parent_work, "before_fork"))
+    pid = os.fork()
+    if pid == 0:
+        asyncio.run(work(child_work, "child_task"))
+        sys.stdout.flush()
+        os._exit(0)
+    asyncio.run(work(parent_work, "parent_task"))
+    _, status = os.waitpid(pid, 0)
+    print("afork done", status)
+
+
+def achurn(seconds):
+    import asyncio
+    src = ("async def f%d(n):\n    import asyncio\n    x = 0\n    for r in range(20):\n"
+           "        for i in range(n):\n            x += i\n"
+           "        await asyncio.sleep(0)\n    return x\n")
+    fns = []
+    for j in range(40):
+        ns = {}
+        exec(compile(src % j, "<achurn>", "exec"), ns)
+        fns.append(ns["f%d" % j])
+
+    async def main():
+        end = time.monotonic() + seconds
+        i = batches = 0
+        while time.monotonic() < end:
+            await asyncio.gather(*[asyncio.create_task(fns[(i + k) % 40](300),
+                                                       name="t%d" % ((i + k) % 40))
+                                   for k in range(40)])
+            i += 7
+            batches += 1
+        print("achurn done", batches > 0)
+    asyncio.run(main())
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     arg = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
     {"split": lambda: split(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "threads": threads, "phases": phases, "fork": fork,
-     "stress": lambda: stress(arg)}[what]()
+     "stress": lambda: stress(arg),
+     "tasks": lambda: tasks(arg, sys.argv[3] if len(sys.argv) > 3 else None),
+     "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg)}[what]()

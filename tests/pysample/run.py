@@ -185,11 +185,12 @@ def case_threads(r, clock):
     print("thread_a %.3f s, thread_b %.3f s" % (a, b))
 
 
-def case_toggled(r, clock):
-    """COPROF_START=0 and coprof toggle: only the window's phase is in the file."""
+def window_of_b(r, clock, what):
+    """Runs prog.py `what` (phases a, b, c read from stdin) with COPROF_START=0 and
+    coprof toggle around phase b; the one file it wrote, loaded."""
     out = os.path.join(r.tmp, "win.%n.pstat")
-    p = subprocess.Popen([r.a.python, PROG, "phases"], env=r.env(clock, COPROF_OUT=out,
-                                                                COPROF_START=0),
+    p = subprocess.Popen([r.a.python, PROG, what], env=r.env(clock, COPROF_OUT=out,
+                                                            COPROF_START=0),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -220,7 +221,12 @@ def case_toggled(r, clock):
             p.wait()
     files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
     check(len(files) == 1, "one window expected: %r" % files)
-    stats, _ = load(files[0])
+    return load(files[0])
+
+
+def case_toggled(r, clock):
+    """COPROF_START=0 and coprof toggle: only the window's phase is in the file."""
+    stats, _ = window_of_b(r, clock, "phases")
     b = ct(stats, "phase_b")
     check(b >= 0.2, "phase_b has %.3f s of its 0.3 s" % b)
     check(ct(stats, "phase_a") == 0 and ct(stats, "phase_c") == 0,
@@ -264,6 +270,134 @@ def case_stress(r, clock):
     total = sum(v[2] for v in stats.values())
     check(total > 0.5, "%.3f s sampled" % total)
     print("%d exec'd functions sampled, dropped %r" % (len(churned), ex.get("dropped")))
+
+
+def task_table(ex):
+    """The asyncio tasks of a file's extras, by name: (index, task)."""
+    out = {}
+    for i, t in enumerate(ex["tasks"]):
+        check(t["runtime"] == "asyncio", "task %r: runtime %r" % (t["name"], t["runtime"]))
+        out.setdefault(t["name"], []).append((i, t))
+    return out
+
+
+def task_ct(task, name):
+    v = [v for k, v in task["stats"].items() if k[0] == PROG and k[2] == name]
+    return v[0][3] if v else 0.0
+
+
+def case_tasks(r, clock):
+    """Per task: each sample is charged to the asyncio task running, named by
+    Task.get_name() (create_task(name=) and set_name); the 3:1 split between two tasks
+    reads within 5 points of what the tasks measured on the same clock; each task's
+    stacks start at its root coroutine; under wall, a task that awaits fetch(), which
+    awaits asyncio.sleep(0.5), has that wait at fetch's stack, ending in [waiting] in the
+    collapsed export, and under cpu nothing is waiting."""
+    out = os.path.join(r.tmp, "tasks.pstat")
+    side = os.path.join(r.tmp, "measured.json")
+    r.run(["tasks", "1.5", side], clock, out)
+    with open(side) as f:
+        measured = json.load(f)[clock]
+    stats, ex = load(out)
+    tasks = task_table(ex)
+    for name in ("three", "one", "sleeper"):
+        check(len(tasks.get(name, [])) == 1, "task %s: %r (tasks %r)" % (
+            name, tasks.get(name), sorted(tasks)))
+    (i3, three), (i1, one), (isl, sleeper) = tasks["three"][0], tasks["one"][0], tasks["sleeper"][0]
+    b, s = task_ct(three, "big"), task_ct(one, "small")
+    check(b > 0 and s > 0, "big %.3f s in three, small %.3f s in one" % (b, s))
+    check(task_ct(three, "small") == 0 and task_ct(one, "big") == 0,
+          "a task holds the other's function")
+    share = b / (b + s)
+    if clock == "cpu":
+        check(abs(measured - 0.75) <= 0.03, "the tasks measured %.3f, not 3/4" % measured)
+    check(abs(share - measured) <= 0.05, "three's share %.3f, the tasks measured %.3f "
+          "(+- 0.05)" % (share, measured))
+    # the thread's own context holds the loop, not the tasks' functions: but for the
+    # ticks before a task's first scan (a few ms), all of big and small is in the tasks
+    top_b, top_s = ct(stats, "big"), ct(stats, "small")
+    check(b >= 0.97 * top_b and s >= 0.97 * top_s,
+          "big/small in their tasks: %.3f/%.3f of %.3f/%.3f" % (b, s, top_b, top_s))
+    names = {i: t["name"] for i, t in enumerate(ex["tasks"])}
+    waited = 0.0
+    for st in ex["stacks"]:
+        task, frames, waiting = st[0], st[2], st[4]
+        fn = [f[2] for f in frames]
+        if task in (i3, i1) and not waiting:
+            check(fn[-1] == "worker", "task %s stack %r does not start at worker" %
+                  (names[task], fn))
+        if waiting:
+            check(clock == "wall", "a waiting stack under cpu: %r" % fn)
+        if task == isl and waiting:
+            check(fn[1:] == ["fetch", "waiter"], "sleeper waits at %r" % fn)
+            waited += st[3] / 997.0  # ticks at COPROF_HZ
+    if clock == "wall":
+        check(0.35 <= waited <= 1.0, "sleeper waited %.3f s of its 0.5 s" % waited)
+        check(task_ct(sleeper, "fetch") >= 0.35, "fetch's ct in sleeper %.3f s" %
+              task_ct(sleeper, "fetch"))
+        c = subprocess.run([r.a.coprof, "export", out, "--format", "collapsed", "-o", "-"],
+                           capture_output=True, text=True, timeout=60)
+        check(c.returncode == 0, "coprof export: %s" % c.stderr)
+        lines = [l for l in c.stdout.splitlines()
+                 if " sleeper];waiter;fetch;" in l and l.rsplit(" ", 1)[0].endswith(";[waiting]")]
+        check(lines, "no [task N sleeper];waiter;fetch;...;[waiting] line")
+    print("three's share %.3f (measured %.3f), sleeper waited %.3f s" % (share, measured, waited))
+
+
+def case_atoggle(r, clock):
+    """A toggled window over asyncio tasks: only the window's task is in the file."""
+    stats, ex = window_of_b(r, clock, "atoggle")
+    tasks = task_table(ex)
+    check(len(tasks.get("task_b", [])) == 1, "task_b: tasks %r" % sorted(tasks))
+    b = task_ct(tasks["task_b"][0][1], "phase_b")
+    check(b >= 0.2, "phase_b has %.3f s of its 0.3 s in task_b" % b)
+    check(ct(stats, "phase_a") == 0 and ct(stats, "phase_c") == 0,
+          "phases outside the window were sampled")
+    print("window: phase_b %.3f s in task_b" % b)
+
+
+def case_afork(r, clock):
+    """os.fork after a task ran: the child's file holds its own task only, the
+    parent's file the parent's tasks."""
+    out = os.path.join(r.tmp, "afork.%p.pstat")
+    r.run(["afork"], clock, out)
+    files = glob.glob(os.path.join(r.tmp, "afork.*.pstat"))
+    check(len(files) == 2, "parent and child files expected: %r" % files)
+    seen = set()
+    for f in files:
+        stats, ex = load(f)
+        tasks = task_table(ex)
+        if "child_task" in tasks:
+            check(not {"before_fork", "parent_task"} & set(tasks),
+                  "child file tasks %r" % sorted(tasks))
+            c = task_ct(tasks["child_task"][0][1], "child_work")
+            check(c >= 0.15, "child_work %.3f s in child_task" % c)
+            seen.add("child")
+        else:
+            check({"before_fork", "parent_task"} <= set(tasks) and "child_task" not in tasks,
+                  "parent file tasks %r" % sorted(tasks))
+            p = task_ct(tasks["parent_task"][0][1], "parent_work")
+            check(p >= 0.15, "parent_work %.3f s in parent_task" % p)
+            seen.add("parent")
+    check(seen == {"child", "parent"}, "files: %r" % seen)
+
+
+def case_achurn(r, clock):
+    """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
+    addresses of dead ones: every task's samples are its own coroutine's (task t<j>
+    holds f<j> only), so no context is ever given to another task's coroutine."""
+    out = os.path.join(r.tmp, "achurn.pstat")
+    r.run(["achurn", "2"], clock, out, COPROF_HZ="10000")
+    stats, ex = load(out)
+    named = 0
+    for t in ex["tasks"]:
+        if not t["name"].startswith("t"):
+            continue
+        funcs = {k[2] for k in t["stats"] if k[0] == "<achurn>"}
+        check(funcs <= {"f" + t["name"][1:]}, "task %s holds %r" % (t["name"], funcs))
+        named += bool(funcs)
+    check(named >= 10, "%d tasks sampled with their function" % named)
+    print("%d tasks, %d sampled in their own function" % (len(ex["tasks"]), named))
 
 
 def main():

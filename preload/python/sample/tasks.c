@@ -1,0 +1,612 @@
+/* tasks.c: asyncio tasks in sample mode. The tick handler (walk.c) finds the running
+ * task's root coroutine in the interrupted thread's frame chain and asks this file for
+ * its engine context (async-signal-safe: a table read, no GIL). The table is filled on
+ * the main thread, with the GIL, by a pending call (Py_AddPendingCall) that the shim's
+ * folding thread queues when a tick met a coroutine it did not know: it reads asyncio's
+ * own task sets, makes a context per task (named by Task.get_name(), runtime
+ * "asyncio"), renames tasks whose name changed and finishes those whose coroutine
+ * finished or died; under wall it also reads where each suspended task waits.
+ * Contexts: pl_pys_task_ctx and pl_pys_tasks_tick run in the tick handler
+ * (async-signal-safe); scan() and what it calls on the main thread with the GIL;
+ * pl_pys_fold on the shim's folding thread, without the GIL.
+ *
+ * Liveness: an entry holds a weak reference to its coroutine, made by PyWeakref_NewRef
+ * with no callback, which CPython keeps at the head of the coroutine's weak reference
+ * list. The handler accepts an entry only when the coroutine on the frame chain has
+ * that very reference at the head of its list and the reference still points at it: a
+ * coroutine that died has its reference cleared and off its list, so another coroutine
+ * that reuses its address is never given the dead task's context or name. */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample.h"
+#if PY_VERSION_HEX < 0x030D0000
+#include <internal/pycore_atomic.h>
+#include <internal/pycore_interp.h>
+#endif
+#include <internal/pycore_runtime.h>
+
+#define NSLOTS 4096u /* tasks known at once; a power of two */
+#define PROBES 64u   /* slots a lookup tries */
+#define TOMB ((uintptr_t)1)
+#define NUNKNOWN 8u	   /* coroutines no task owns, remembered so as not to rescan */
+#define RESCAN_FOLDS 20u   /* folds (10 ms) between full scans while tasks exist */
+#define WALL_FULL_FOLDS 5u /* wall: folds between full scans (waits: every fold) */
+#define WAIT_MAX 64u	   /* frames of a wait stack */
+
+/* Under wall: where a task was suspended at the last scan, and since when. */
+struct wait {
+	uint64_t last;		  /* ns, CLOCK_MONOTONIC at the scan that last saw it */
+	uint64_t pend;		  /* ns waited at keys, not yet handed to the sampler */
+	const void *ip;		  /* where the root coroutine was suspended */
+	unsigned n;		  /* 0: not suspended */
+	unsigned win;		  /* the sampling window it was seen in */
+	uintptr_t keys[WAIT_MAX]; /* innermost first */
+};
+#define EMIT_SCANS 10u /* a wait under way goes to the sampler every so many scans */
+
+/* One task. Written only by the main thread in scan(), with the GIL. */
+struct slot {
+	_Atomic uintptr_t coro; /* the task's coroutine; 0: never used; TOMB: freed */
+	PyObject *ref;		/* our weak reference to coro (strong on the weakref) */
+	PyObject *name;		/* the name its context has (strong) */
+	struct coprof_ctx *ctx;
+	unsigned forks;	   /* tforks when made: a fork child's profiler is a new one */
+	atomic_int ran;	   /* a tick found it running since the last scan */
+	struct wait *wait; /* wall only */
+};
+
+static struct slot slots[NSLOTS];
+/* Set by the main thread while it rewrites the table: its own handler keeps off. */
+static atomic_int writing;
+/* The main thread's state, where scan() runs; NULL until the first scan is asked. */
+static PyThreadState *_Atomic main_ts;
+static unsigned tforks;
+static atomic_uint windows; /* sampling starts: a wait seen before one is not counted */
+/* Python finalizes: the folding thread queues no call from then on (Py_FinalizeEx
+ * frees the queue's lock at its end, maybe under a Py_AddPendingCall). `queuing` is
+ * set by the folding thread around its check and call. */
+static atomic_int closing, queuing;
+static atomic_int want;	   /* a tick met a coroutine of no known task */
+static atomic_int pending; /* a scan is queued */
+static atomic_int have_tasks;
+static atomic_uint folds;
+/* Roots no task owned at a scan, and the fold they were found at: not asked about
+ * again for UNKNOWN_FOLDS (their address may be a new task's after that). */
+static _Atomic uintptr_t unknown[NUNKNOWN];
+static atomic_uint unknown_at[NUNKNOWN];
+#define UNKNOWN_FOLDS 5u
+static _Atomic uintptr_t asked; /* the last root a tick asked about */
+
+static int finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
+	return _Py_IsFinalizing();
+#endif
+}
+
+static unsigned hash(uintptr_t p)
+{
+	uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
+	return (unsigned)(h >> 40);
+}
+
+static int weak_head_is(PyObject *coro, PyObject *ref)
+{
+	return ((PyGenObject *)coro)->gi_weakreflist == ref &&
+	       ((PyWeakReference *)ref)->wr_object == coro;
+}
+
+/* async-signal-safe. Nonzero when ts is the main thread's: pending calls run there only. */
+static int is_main(PyThreadState *ts)
+{
+	return ts->thread_id == _PyRuntime.main_thread;
+}
+
+/* async-signal-safe */
+struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
+{
+	PyThreadState *m = atomic_load_explicit(&main_ts, memory_order_acquire);
+	if (m ? ts != m : !is_main(ts))
+		return NULL; /* pending calls run on the main thread only */
+	if (atomic_load_explicit(&writing, memory_order_acquire))
+		return NULL; /* the scan under way sees it */
+	if (!m)
+		goto miss;
+	unsigned h = hash((uintptr_t)coro);
+	for (unsigned i = 0; i < PROBES; i++) {
+		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_acquire);
+		if (!c)
+			break;
+		if (c != (uintptr_t)coro)
+			continue;
+		if (sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref)) {
+			atomic_store_explicit(&sl->ran, 1, memory_order_relaxed);
+			return sl->ctx;
+		}
+		break;
+	}
+miss:
+	for (unsigned i = 0; i < NUNKNOWN; i++)
+		if (atomic_load_explicit(&unknown[i], memory_order_relaxed) == (uintptr_t)coro &&
+		    atomic_load_explicit(&folds, memory_order_relaxed) -
+			    atomic_load_explicit(&unknown_at[i], memory_order_relaxed) <
+			UNKNOWN_FOLDS)
+			return NULL;
+	atomic_store_explicit(&asked, (uintptr_t)coro, memory_order_relaxed);
+	atomic_store_explicit(&want, 1, memory_order_release);
+	return NULL;
+}
+
+/* async-signal-safe. A pending call queued by another thread sets the main thread's
+ * eval breaker only when CPython recomputes it there (up to 3.12 the queuing thread
+ * computes it, as if it were not the main thread): until a GIL switch, a CPU-bound
+ * task would run on unseen. While a scan is queued each tick sets the breaker itself
+ * (interpreter-wide up to 3.12); the main thread then runs the queued call, which
+ * computes it anew. 3.13 sets the main thread's own breaker. */
+void pl_pys_tasks_tick(PyThreadState *ts)
+{
+#if PY_VERSION_HEX < 0x030D0000
+	/* Only the main thread runs the call and then computes the breaker anew: set by
+	 * another thread's tick, it would stay set, and that thread's eval loop would look
+	 * for pending work at every check while the main thread runs no Python. */
+	if (atomic_load_explicit(&pending, memory_order_relaxed) == 2 && is_main(ts))
+		_Py_atomic_store_relaxed(&ts->interp->ceval.eval_breaker, 1);
+#else
+	(void)ts;
+#endif
+}
+
+/* --- the scan: main thread, GIL held ---------------------------------------------- */
+
+static PyObject *s_get_coro, *s_get_name;
+
+/* Appends to `out` the tasks of one of asyncio's task sets: a WeakSet (its `data` set
+ * of references) or a set. 0, or -1 with an exception set. */
+static int add_tasks(PyObject *mod, const char *attr, int weak, PyObject *out)
+{
+	PyObject *set = PyObject_GetAttrString(mod, attr);
+	if (!set) {
+		PyErr_Clear();
+		return 0;
+	}
+	PyObject *data = weak ? PyObject_GetAttrString(set, "data") : Py_NewRef(set);
+	Py_DECREF(set);
+	if (!data || !PyAnySet_Check(data)) {
+		Py_XDECREF(data);
+		PyErr_Clear();
+		return 0;
+	}
+	/* A C copy: no Python code runs while the set is read. */
+	PyObject *items = PySequence_List(data);
+	Py_DECREF(data);
+	if (!items)
+		return -1;
+	int rc = 0;
+	for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(items); i++) {
+		PyObject *t = PyList_GET_ITEM(items, i);
+		if (weak) {
+			if (!PyWeakref_Check(t))
+				continue;
+#if PY_VERSION_HEX >= 0x030D0000
+			if (PyWeakref_GetRef(t, &t) <= 0) {
+				PyErr_Clear();
+				continue;
+			}
+			rc = PyList_Append(out, t);
+			Py_DECREF(t);
+			continue;
+#else
+			t = PyWeakref_GetObject(t);
+			if (!t || t == Py_None)
+				continue;
+#endif
+		}
+		rc = PyList_Append(out, t);
+	}
+	Py_DECREF(items);
+	return rc;
+}
+
+/* Every task asyncio knows of (a new list), or NULL when asyncio is not imported. */
+static PyObject *all_tasks(void)
+{
+	static PyObject *mod_name;
+	if (!mod_name && !(mod_name = PyUnicode_InternFromString("asyncio.tasks"))) {
+		PyErr_Clear();
+		return NULL;
+	}
+	PyObject *mod = PyImport_GetModule(mod_name);
+	if (!mod) {
+		PyErr_Clear();
+		return NULL;
+	}
+	PyObject *out = PyList_New(0);
+	int rc = out ? 0 : -1;
+#if PY_VERSION_HEX >= 0x030C0000
+	if (rc == 0)
+		rc = add_tasks(mod, "_scheduled_tasks", 1, out);
+	if (rc == 0)
+		rc = add_tasks(mod, "_eager_tasks", 0, out);
+#else
+	if (rc == 0)
+		rc = add_tasks(mod, "_all_tasks", 1, out);
+#endif
+	Py_DECREF(mod);
+	if (rc < 0) {
+		PyErr_Clear();
+		Py_CLEAR(out);
+	}
+	return out;
+}
+
+static int coro_finished(PyObject *coro)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	return ((PyGenObject *)coro)->gi_frame_state >= FRAME_COMPLETED;
+#else
+	PyFrameObject *f = ((PyGenObject *)coro)->gi_frame;
+	return !f || f->f_state > FRAME_EXECUTING;
+#endif
+}
+
+/* The slot of coro, or NULL. */
+static struct slot *find(PyObject *coro)
+{
+	unsigned h = hash((uintptr_t)coro);
+	for (unsigned i = 0; i < PROBES; i++) {
+		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		if (!c)
+			return NULL;
+		if (c == (uintptr_t)coro)
+			return sl;
+	}
+	return NULL;
+}
+
+/* A free slot on coro's probe path (after find found none), or NULL: table full. */
+static struct slot *free_slot(PyObject *coro)
+{
+	unsigned h = hash((uintptr_t)coro);
+	for (unsigned i = 0; i < PROBES; i++) {
+		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		if (!c || c == TOMB)
+			return sl;
+	}
+	return NULL;
+}
+
+/* Frees a slot; its context is finished when it is this process's profiler's. */
+static void release(struct slot *sl)
+{
+	if (sl->forks == tforks && sl->ctx && sl->wait && sl->wait->pend)
+		pl_py_host->task_wait(sl->ctx, sl->wait->keys, sl->wait->n, sl->wait->pend);
+	if (sl->forks == tforks && sl->ctx)
+		pl_py_host->ctx_finish(sl->ctx);
+	Py_CLEAR(sl->ref);
+	Py_CLEAR(sl->name);
+	sl->ctx = NULL;
+	free(sl->wait);
+	sl->wait = NULL;
+	atomic_store_explicit(&sl->coro, TOMB, memory_order_release);
+}
+
+static void set_name(struct slot *sl, PyObject *name)
+{
+	const char *s = PyUnicode_AsUTF8(name);
+	if (!s) {
+		PyErr_Clear();
+		return;
+	}
+	coprof_ctx_set_name(sl->ctx, s);
+	Py_XSETREF(sl->name, Py_NewRef(name));
+}
+
+/* Nonzero when coroutine or generator g is suspended (started, not running, not done). */
+static int suspended(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	int st = ((PyGenObject *)g)->gi_frame_state;
+	return st > FRAME_CREATED && st < FRAME_EXECUTING;
+#else
+	PyFrameObject *f = ((PyGenObject *)g)->gi_frame;
+	return f && f->f_state == FRAME_SUSPENDED;
+#endif
+}
+
+/* The code object of generator or coroutine g, read from the object (no attribute
+ * lookup: cr_code is audited, and its event costs more than the rest). */
+static PyCodeObject *gen_code(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return (PyCodeObject *)((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->f_executable;
+#elif PY_VERSION_HEX >= 0x030B0000
+	return ((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->f_code;
+#else
+	return (PyCodeObject *)((PyGenObject *)g)->gi_code;
+#endif
+}
+
+/* The key of a code object, its strings' hashes computed first (with the GIL), so that
+ * names.c's cache can vouch for them and the next lookup is a hit. */
+static uintptr_t key_of(PyCodeObject *co)
+{
+	if (!co || !PyCode_Check(co))
+		return 0;
+#if PY_VERSION_HEX >= 0x030B0000
+	PyObject *name = co->co_qualname;
+#else
+	PyObject *name = co->co_name;
+#endif
+	if (PyObject_Hash(co->co_filename) == -1 || PyObject_Hash(name) == -1)
+		PyErr_Clear();
+	return pl_pys_key(co);
+}
+
+/* The stack a suspended task waits at, innermost first, into keys: its root
+ * coroutine's frame, then what each awaits (cr_await, or a generator's gi_yieldfrom,
+ * as types.coroutine's) down to the first that is no coroutine (a Future). The number
+ * of frames; 0 when the root is not suspended. No Python code runs (C getters). */
+static unsigned await_stack(PyObject *coro, uintptr_t *keys)
+{
+	static PyObject *s_cr_await, *s_gi_yieldfrom;
+	if (!s_cr_await) {
+		s_gi_yieldfrom = PyUnicode_InternFromString("gi_yieldfrom");
+		s_cr_await = s_gi_yieldfrom ? PyUnicode_InternFromString("cr_await") : NULL;
+		if (!s_cr_await) {
+			PyErr_Clear();
+			return 0;
+		}
+	}
+	if (!suspended(coro))
+		return 0;
+	uintptr_t chain[WAIT_MAX];
+	unsigned n = 0;
+	PyObject *g = Py_NewRef(coro);
+	while (g && n < WAIT_MAX) {
+		int coro_type = PyCoro_CheckExact(g);
+		if (!coro_type && !PyGen_CheckExact(g))
+			break;
+		uintptr_t key = key_of(gen_code(g));
+		if (!key)
+			break;
+		chain[n++] = key;
+		PyObject *next = PyObject_GetAttr(g, coro_type ? s_cr_await : s_gi_yieldfrom);
+		Py_SETREF(g, next);
+	}
+	Py_XDECREF(g);
+	PyErr_Clear();
+	for (unsigned i = 0; i < n; i++)
+		keys[i] = chain[n - 1 - i];
+	return n;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Where a suspended coroutine's frame stopped. */
+static const void *root_ip(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return ((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->instr_ptr;
+#elif PY_VERSION_HEX >= 0x030B0000
+	return ((PL_PY_FRAME *)((PyGenObject *)g)->gi_iframe)->prev_instr;
+#else
+	PyFrameObject *f = ((PyGenObject *)g)->gi_frame;
+	return f ? (const void *)(intptr_t)(f->f_lasti + 1) : NULL;
+#endif
+}
+
+/* Under wall: a task found suspended at two scans in a row, at the same place, and
+ * never running at a tick between them, waited there all that time. Its await chain
+ * is read when it suspends anew (its root stopped elsewhere, or it ran); what it waits
+ * goes to the sampler as the ticks it missed, when the wait ends and every EMIT_SCANS
+ * scans while it lasts (so many tasks do not overrun the thread's ring at once). A
+ * wait shorter than the scan interval is not seen; one seen counts from the scan that
+ * first saw it. */
+static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
+{
+	int ran = atomic_exchange_explicit(&sl->ran, 0, memory_order_relaxed);
+	if (!sl->wait && !(sl->wait = calloc(1, sizeof(*sl->wait))))
+		return;
+	struct wait *w = sl->wait;
+	int susp = suspended(coro);
+	const void *ip = susp ? root_ip(coro) : NULL;
+	unsigned win = atomic_load(&windows);
+	if (w->win != win) { /* sampling stopped since: what it held is not this window's */
+		w->win = win;
+		w->n = 0;
+		w->pend = 0;
+	}
+	if (susp && !ran && w->n && ip == w->ip) {
+		w->pend += now - w->last;
+		w->last = now;
+		if (emit && w->pend) {
+			pl_py_host->task_wait(sl->ctx, w->keys, w->n, w->pend);
+			w->pend = 0;
+		}
+		return;
+	}
+	if (w->pend)
+		pl_py_host->task_wait(sl->ctx, w->keys, w->n, w->pend);
+	w->pend = 0;
+	w->n = susp ? await_stack(coro, w->keys) : 0;
+	w->ip = ip;
+	w->last = now;
+}
+
+/* One task: its slot is made at first sight, renamed when its name changed. */
+static void see_task(struct coprof_thread *t, PyObject *task, int rename)
+{
+	PyObject *coro = PyObject_CallMethodNoArgs(task, s_get_coro);
+	if (!coro || !PyCoro_CheckExact(coro) || coro_finished(coro))
+		goto out;
+	PyObject *name = NULL;
+	struct slot *sl = find(coro);
+	int known = sl && sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref);
+	if (known && !rename)
+		goto out_name;
+	name = PyObject_CallMethodNoArgs(task, s_get_name);
+	if (!name || !PyUnicode_Check(name))
+		goto out_name;
+	if (known) {
+		if (rename && sl->name != name && PyUnicode_Compare(sl->name, name) != 0)
+			set_name(sl, name);
+		goto out_name;
+	}
+	if (sl) /* a dead coroutine's slot at the same address */
+		release(sl);
+	PyObject *ref = PyWeakref_NewRef(coro, NULL);
+	if (!ref)
+		goto out_name;
+	/* Someone's basic reference is ours too (CPython shares it), at the head. */
+	const char *s = PyUnicode_AsUTF8(name);
+	struct coprof_ctx *ctx = NULL;
+	if (!s || !(sl = free_slot(coro)) ||
+	    coprof_ctx_create(t, (uint64_t)(uintptr_t)task, s, "asyncio", &ctx) != 0) {
+		Py_DECREF(ref);
+		goto out_name;
+	}
+	sl->ref = ref;
+	sl->name = Py_NewRef(name);
+	sl->ctx = ctx;
+	sl->forks = tforks;
+	atomic_store_explicit(&sl->coro, (uintptr_t)coro, memory_order_release);
+out_name:
+	Py_XDECREF(name);
+out:
+	Py_XDECREF(coro);
+	PyErr_Clear();
+}
+
+enum {
+	SCAN_FULL = 1,	 /* read asyncio's task sets: new tasks */
+	SCAN_RENAME = 2, /* and ask each task its name */
+	SCAN_WAITS = 4,	 /* (wall) where known tasks wait: done at every scan */
+};
+
+/* The pending call: looks at every task. Never fails (a failure would raise in the
+ * program); Python's own exception is kept aside. */
+static int scan(void *arg)
+{
+	unsigned what = (unsigned)(uintptr_t)arg;
+	atomic_store(&pending, 0);
+	if (!Py_IsInitialized() || finalizing()) /* Py_FinalizeEx runs what is queued */
+		return 0;
+	struct coprof_thread *t = pl_py_host->thread();
+	if (!t)
+		return 0;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	atomic_store(&main_ts, PyThreadState_Get());
+	if (!s_get_coro)
+		s_get_coro = PyUnicode_InternFromString("get_coro");
+	if (!s_get_name)
+		s_get_name = PyUnicode_InternFromString("get_name");
+	uintptr_t ask = atomic_exchange(&asked, 0);
+	uint64_t now = mono_ns();
+	static unsigned scans;
+	scans++;
+	PyObject *tasks = s_get_coro && s_get_name && (what & SCAN_FULL) ? all_tasks() : NULL;
+	atomic_store(&writing, 1);
+	for (Py_ssize_t i = 0; tasks && i < PyList_GET_SIZE(tasks); i++)
+		see_task(t, PyList_GET_ITEM(tasks, i), what & SCAN_RENAME);
+	int wall = pl_py_host->clock == COPROF_CLOCK_WALL;
+	int live = 0;
+	for (unsigned i = 0; i < NSLOTS; i++) {
+		struct slot *sl = &slots[i];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		if (c == 0 || c == TOMB)
+			continue;
+		PyObject *coro = (PyObject *)c;
+		/* A cleared reference: the coroutine died (its memory may be another's). */
+		if (sl->forks != tforks || ((PyWeakReference *)sl->ref)->wr_object != coro ||
+		    coro_finished(coro)) {
+			release(sl);
+			continue;
+		}
+		live++;
+		if (wall)
+			see_wait(sl, coro, now, (scans + i) % EMIT_SCANS == 0);
+	}
+	if (ask && !find((PyObject *)ask)) {
+		static unsigned next;
+		atomic_store(&unknown_at[next % NUNKNOWN], atomic_load(&folds));
+		atomic_store(&unknown[next++ % NUNKNOWN], ask);
+	}
+	atomic_store(&writing, 0);
+	if (what & SCAN_FULL)
+		atomic_store(&have_tasks, live > 0 || (tasks && PyList_GET_SIZE(tasks) > 0));
+	Py_XDECREF(tasks);
+	pl_py_exc_restore(&e);
+	return 0;
+}
+
+/* Folding thread, no GIL: queues a scan when a tick asked for one, or now and then
+ * while tasks exist (new names, finished tasks). */
+void pl_pys_fold(void)
+{
+	unsigned fold = atomic_fetch_add(&folds, 1) + 1;
+	int wall = pl_py_host->clock == COPROF_CLOCK_WALL, tasks = atomic_load(&have_tasks);
+	unsigned what = 0;
+	if (atomic_load_explicit(&want, memory_order_acquire))
+		what |= SCAN_FULL;
+	if (tasks && fold % RESCAN_FOLDS == 0)
+		what |= SCAN_FULL | SCAN_RENAME;
+	if (tasks && wall)
+		what |= SCAN_WAITS | (fold % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
+	if (!what)
+		return;
+	int idle = 0;
+	if (!atomic_compare_exchange_strong(&pending, &idle, 1))
+		return; /* queued already */
+	atomic_store(&want, 0);
+	atomic_store(&queuing, 1); /* seq_cst: closing() sees it, or this sees closing */
+	if (atomic_load(&closing) || !Py_IsInitialized() || finalizing() ||
+	    Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
+		atomic_store(&queuing, 0);
+		atomic_store(&pending, 0);
+		return;
+	}
+	atomic_store(&queuing, 0);
+	/* Queued, and not run yet unless the scan reset it: ticks may kick the main thread. */
+	int queued = 1;
+	atomic_compare_exchange_strong(&pending, &queued, 2);
+}
+
+/* In a fork child (the forking thread alone, no GIL yet): the contexts of the table are
+ * the parent's profiler's; the next scan frees their slots. */
+void pl_pys_tasks_after_fork_child(void)
+{
+	tforks++;
+	atomic_store(&main_ts, NULL); /* the forking thread is the child's main thread */
+	atomic_store(&pending, 0);
+	atomic_store(&want, 0);
+	for (unsigned i = 0; i < NUNKNOWN; i++)
+		atomic_store(&unknown[i], 0);
+}
+
+/* Sampling starts (the control thread). */
+void pl_pys_tasks_start(void)
+{
+	atomic_fetch_add(&windows, 1);
+}
+
+void pl_pys_tasks_closing(void)
+{
+	atomic_store(&closing, 1);
+	while (atomic_load(&queuing))
+		sched_yield();
+}
