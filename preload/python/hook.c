@@ -92,11 +92,17 @@ static PyTypeObject *wrapped_type; /* async_generator_wrapped_value, once seen *
  * contexts, so making a new one each window left the old one suspended for good (a
  * soak with a toggle a second listed each open connection once more every window).
  * The hook is off between windows and does not see a task end then, so a weak
- * reference tells whether the coroutine is gone, and its frame whether it returned. */
+ * reference tells whether the coroutine is gone, and its frame whether it returned.
+ *
+ * The reference is made when the root first suspends, or when the hook goes off during
+ * its first run (task_watch): most tasks of a fan-out end in their first run, seen by
+ * the hook, and a weak reference each (a collected object) made async_tree's tasks a
+ * third dearer. So an entry without one is a task in its first run, alive. */
 struct task {
 	struct coprof_ctx *ctx;
 	struct coprof_thread *t; /* the engine thread that made it (only it may finish it) */
-	PyObject *ref;		 /* weak reference to the root coroutine; NULL: none */
+	PyObject *ref;		 /* weak reference to the root coroutine; NULL: none yet */
+	int watched;		 /* task_watch was called: ref is made, or cannot be */
 	unsigned forks;		 /* pl_py_forks when made: a parent's context is not ours */
 	unsigned gen;		 /* the pl_py_gen it last ran in: its stack was cleared since */
 	int rename;		 /* its name is to be read again */
@@ -116,6 +122,20 @@ static void task_free(struct task *tk)
 {
 	Py_XDECREF(tk->ref);
 	free(tk);
+}
+
+/* Makes tk's weak reference to root, which is alive (its task is running). Python's
+ * own exception is kept aside. Making it may collect, and a finalizer drop the GIL:
+ * the caller checks thread_stale after it. */
+static void task_watch(struct task *tk, PyObject *root)
+{
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	tk->watched = 1;
+	tk->ref = PyWeakref_NewRef(root, NULL);
+	if (!tk->ref)
+		PyErr_Clear();
+	pl_py_exc_restore(&e);
 }
 
 /* Forgets root's task; finishes its context when it is this thread's. */
@@ -420,6 +440,17 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 		coprof_ctx_switch(pt->t, d.ctx);
 }
 
+/* The running task's root suspends: the first time, it gets its weak reference. -1:
+ * the state went stale meanwhile (thread_stale); the event ends. */
+static int root_suspends(struct pl_py_thread *pt)
+{
+	struct task *tk = task_get(pt, pt->root);
+	if (pl_py_likely(!tk || tk->watched))
+		return 0;
+	task_watch(tk, pt->root);
+	return thread_stale(pt) ? -1 : 0;
+}
+
 /* Switches to the task whose root coroutine is `root`, making its context on first
  * sight. `fresh`: the root starts now, so a context left under the same address is a
  * dead coroutine's (its memory was reused) and is finished first. A task seen for the
@@ -462,17 +493,9 @@ static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func
 		tk = calloc(1, sizeof(*tk));
 		if (!tk)
 			return 0;
-		struct pl_py_exc e;
-		pl_py_exc_save(&e);
-		tk->ref = PyWeakref_NewRef(root, NULL);
-		if (!tk->ref)
-			PyErr_Clear();
-		pl_py_exc_restore(&e);
-		/* A weak reference is a collected object: its allocation may collect,
-		 * and a finalizer drop the GIL. */
-		if (thread_stale(pt) || coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0) {
+		if (coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0) {
 			task_free(tk);
-			return thread_stale(pt) ? -1 : 0;
+			return 0;
 		}
 		tk->ctx = ctx;
 		tk->t = pt->t;
@@ -646,8 +669,15 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 	pt->hint_fr = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
-	if (!fn)
+	if (pl_py_unlikely(!fn)) {
+		/* Out of memory: nothing to time, but a task's root still suspends or
+		 * ends (its entry must not outlive it unwatched). */
+		PyObject *gen = pl_py_frame_gen(fr);
+		int done = !pl_py_frame_suspended(fr);
+		if (gen && gen == pt->root && (done || root_suspends(pt) == 0))
+			switch_out(pt, done);
 		return;
+	}
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
 		coprof_leave(pt->t, key);
@@ -663,13 +693,13 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 			 * which this suspends. */
 			coprof_leave(pt->t, key);
 			pl_py_map_put(&pt->agens, (uintptr_t)gen, gen);
-			if (gen == pt->root)
+			if (gen == pt->root && root_suspends(pt) == 0)
 				switch_out(pt, 0);
 			return;
 		}
 		/* Rule 3: suspended, not returned. The task's root suspending hands the
 		 * thread back to the driver (rule 4). */
-		if (gen && gen == pt->root)
+		if (gen && gen == pt->root && root_suspends(pt) == 0)
 			switch_out(pt, 0);
 		return;
 	}
@@ -901,8 +931,60 @@ void pl_py_install(PyThreadState *skip)
 	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }
 
+/* The innermost frame thread state ts runs, or NULL. */
+static PL_PY_FRAME *ts_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return ts->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
+	return ts->cframe ? ts->cframe->current_frame : NULL;
+#else
+	return ts->frame;
+#endif
+}
+
+/* The first task of this process without a weak reference whose root runs on a thread
+ * of `in` (so it is alive), or NULL; *root: that root. */
+static struct task *unwatched_running(PyInterpreterState *in, PyObject **root)
+{
+	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
+		for (PL_PY_FRAME *fr = ts_frame(ts); fr; fr = pl_py_frame_back(fr)) {
+			PyObject *g = pl_py_frame_gen(fr);
+			struct task *tk = g ? pl_py_map_get(&task_map, (uintptr_t)g) : NULL;
+			if (tk && !tk->watched && tk->forks == pl_py_forks) {
+				*root = g;
+				return tk;
+			}
+		}
+	return NULL;
+}
+
+static int give_up_watch(uintptr_t k, void *v, void *arg)
+{
+	(void)k;
+	(void)arg;
+	((struct task *)v)->watched = 1;
+	return 0;
+}
+
+/* Before the hook goes off, every task gets its weak reference, the hook being blind
+ * to its end from now on: a task without one is in its first run, so its root is on
+ * a thread's stack (found there: it is alive). One that is not (its end was missed:
+ * out of memory, a program that replaced the profile function, a greenlet switched
+ * away) is never looked at again, only known by its address. The walk starts afresh
+ * after each reference made: making one may run a finalizer, which may drop the GIL. */
+static void watch_all(void)
+{
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	PyObject *root;
+	for (struct task *tk; (tk = unwatched_running(in, &root));)
+		task_watch(tk, root);
+	pl_py_map_sweep(&task_map, give_up_watch, NULL);
+}
+
 void pl_py_remove(void)
 {
+	watch_all();
 	if (monitoring)
 		pl_py_monitor_stop();
 	else
