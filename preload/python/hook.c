@@ -58,6 +58,14 @@ struct pl_py_thread {
 	 * without walking the chain again. Any other event clears it (chain_resume). */
 	PL_PY_FRAME *hint_fr;
 	PL_PY_FRAME *hint_root;
+	/* When the thread's last event was a generator-like frame's run resumed, or its
+	 * yield, timed by the engine: the frame resumed, if it was suspended in a `yield
+	 * from` or an await (it resumes the frame it delegates to next, with nothing
+	 * between), and the frame a yield went to (it passes the value up next, if it
+	 * delegates). The event that follows so shares the clock reading (resume_run,
+	 * pl_py_on_return). Any other event clears them. */
+	PL_PY_FRAME *pushed;
+	PL_PY_FRAME *yielded_to;
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
 	 * and the control thread then take the hook off), and the hook was taken off
 	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
@@ -221,6 +229,8 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->ctx = NULL;
 	pt->adopting = NULL;
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	pt->ndrivers = 0;
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
@@ -608,10 +618,25 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro, P
 
 /* --- events ------------------------------------------------------------------- */
 
+/* A generator-like frame's run resumes (rule 6). When the thread's last event resumed
+ * the frame that delegates to fr, nothing of the program's ran between the two (RESUME,
+ * the jump back and SEND): fr's run starts at that event's instant, read once. */
+static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, uintptr_t key,
+			      PL_PY_FRAME *pushed)
+{
+	if (pushed && pl_py_frame_back(fr) == pushed)
+		coprof_resume_again(pt->t, key);
+	else
+		coprof_resume(pt->t, key);
+	pt->pushed = pl_py_frame_in_yield_from(fr) ? fr : NULL;
+}
+
 void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
-	PL_PY_FRAME *hint = pt->hint_fr;
+	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -627,7 +652,7 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		if (fresh) {
 			coprof_enter(pt->t, key);
 		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
-			coprof_resume(pt->t, key);
+			resume_run(pt, fr, key, pushed);
 		}
 		return;
 	}
@@ -646,7 +671,7 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 	if (chain_resume(pt, fr, 1, hint) < 0)
 		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
-		coprof_resume(pt->t, key); /* after a value yield, a new run (rule 6) */
+		resume_run(pt, fr, key, pushed); /* after a value yield, a new run (rule 6) */
 	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
 		coprof_resume(pt->t, key);
 }
@@ -664,9 +689,26 @@ static int is_wrapped_value(PyObject *v)
 	return 0;
 }
 
+/* A generator's run ends at a yield (rule 6). When the thread's last event was the
+ * yield of the frame fr delegates to and fr passes that value up (a `yield from`),
+ * nothing of the program's ran between the two (SEND, YIELD_VALUE): fr's run ends at
+ * that event's instant, read once. */
+static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, uintptr_t key,
+			     PL_PY_FRAME *yielded_to)
+{
+	if (yielded_to == fr && pl_py_frame_in_yield_from(fr))
+		coprof_leave_again(pt->t, key);
+	else
+		coprof_leave(pt->t, key);
+	pt->yielded_to = pl_py_frame_back(fr);
+}
+
 void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 {
+	PL_PY_FRAME *yielded_to = pt->yielded_to;
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (pl_py_unlikely(!fn)) {
@@ -680,7 +722,10 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 	}
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
-		coprof_leave(pt->t, key);
+		if ((fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr))
+			yield_run(pt, fr, key, yielded_to);
+		else
+			coprof_leave(pt->t, key);
 		if (pl_py_unlikely(!pl_py_frame_back(fr)))
 			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */
 		return;
@@ -713,6 +758,8 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 {
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	if (enter)
 		coprof_enter(pt->t, (uintptr_t)fn);
 	else
@@ -1017,6 +1064,8 @@ void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out, struct p
 	out->cap = pt->cap;
 	out->lost = pt->lost;
 	out->gen = pt->gen;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	pt->drivers = in->drivers;
 	pt->cap = in->cap;
 	in->drivers = NULL;
