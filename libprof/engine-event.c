@@ -287,31 +287,44 @@ int cp_thread_begin(struct coprof_thread *t, uint32_t st)
 	return 1;
 }
 
+/* The clock for an event: read now, or (again) the thread's last reading, which
+ * cp_thread_begin has just renewed when a window begins with this event. */
+static inline uint64_t event_now(struct coprof_thread *t, int again)
+{
+	return again ? t->last : cp_now(t);
+}
+
 /* An event that pushes: a call (enter) or a resumed segment (resume). */
 static inline __attribute__((always_inline)) void event_push(struct coprof_thread *t, uintptr_t key,
-							     int call)
+							     int call, int again)
 {
 	if (!t)
 		return;
 	uint32_t st = cp_section_open(t);
 	if (__builtin_expect(st == t->seen, 1) || cp_thread_begin(t, st))
-		push(t->cur, key, cp_now(t), call);
+		push(t->cur, key, event_now(t, again), call);
 	cp_section_close(t);
 }
 
 void coprof_enter(struct coprof_thread *t, uintptr_t key)
 {
-	event_push(t, key, 1);
+	event_push(t, key, 1, 0);
 }
 
 void coprof_resume(struct coprof_thread *t, uintptr_t key)
 {
-	event_push(t, key, 0);
+	event_push(t, key, 0, 0);
+}
+
+void coprof_resume_again(struct coprof_thread *t, uintptr_t key)
+{
+	event_push(t, key, 0, 1);
 }
 
 /* Rule 7 and the longjmp case: the innermost frame of `key` is found from the top; the
  * frames above it are closed at the same instant. A key not on the stack is ignored. */
-void coprof_leave(struct coprof_thread *t, uintptr_t key)
+static inline __attribute__((always_inline)) void event_leave(struct coprof_thread *t,
+							      uintptr_t key, int again)
 {
 	if (!t)
 		return;
@@ -328,11 +341,21 @@ void coprof_leave(struct coprof_thread *t, uintptr_t key)
 		i--;
 	if (!i)
 		goto out;
-	uint64_t v = cp_now(t) - c->offset;
+	uint64_t v = event_now(t, again) - c->offset;
 	while (c->depth >= i)
 		pop(c, v);
 out:
 	cp_section_close(t);
+}
+
+void coprof_leave(struct coprof_thread *t, uintptr_t key)
+{
+	event_leave(t, key, 0);
+}
+
+void coprof_leave_again(struct coprof_thread *t, uintptr_t key)
+{
+	event_leave(t, key, 1);
 }
 
 /* Adds c's records into `into` (the thread's aggregate) and frees c's tables. Both

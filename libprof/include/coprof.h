@@ -152,6 +152,12 @@ COPROF_API void coprof_resume(struct coprof_thread *t, uintptr_t key);
  * stack is reconciled by key: frames above the innermost `key` are closed too (a
  * longjmp); a key not on the stack is ignored (profiling began mid-stack). */
 COPROF_API void coprof_leave(struct coprof_thread *t, uintptr_t key);
+/* coprof_resume and coprof_leave at the instant of the thread's previous event, with
+ * no clock read: for an event that follows the previous one with nothing of the
+ * program's to time between them (a generator resumed by the one that delegates to
+ * it, a yield passed up through a `yield from`). */
+COPROF_API void coprof_resume_again(struct coprof_thread *t, uintptr_t key);
+COPROF_API void coprof_leave_again(struct coprof_thread *t, uintptr_t key);
 
 /* --- contexts ---------------------------------------------------------------------- */
 

@@ -58,6 +58,14 @@ struct pl_py_thread {
 	 * without walking the chain again. Any other event clears it (chain_resume). */
 	PL_PY_FRAME *hint_fr;
 	PL_PY_FRAME *hint_root;
+	/* When the thread's last event was a generator-like frame's run resumed, or its
+	 * yield, timed by the engine: the frame resumed, if it was suspended in a `yield
+	 * from` or an await (it resumes the frame it delegates to next, with nothing
+	 * between), and the frame a yield went to (it passes the value up next, if it
+	 * delegates). The event that follows so shares the clock reading (resume_run,
+	 * pl_py_on_return). Any other event clears them. */
+	PL_PY_FRAME *pushed;
+	PL_PY_FRAME *yielded_to;
 	/* The profile backend: an event is under way (the hook may drop the GIL midway,
 	 * and the control thread then take the hook off), and the hook was taken off
 	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
@@ -92,11 +100,17 @@ static PyTypeObject *wrapped_type; /* async_generator_wrapped_value, once seen *
  * contexts, so making a new one each window left the old one suspended for good (a
  * soak with a toggle a second listed each open connection once more every window).
  * The hook is off between windows and does not see a task end then, so a weak
- * reference tells whether the coroutine is gone, and its frame whether it returned. */
+ * reference tells whether the coroutine is gone, and its frame whether it returned.
+ *
+ * The reference is made when the root first suspends, or when the hook goes off during
+ * its first run (task_watch): most tasks of a fan-out end in their first run, seen by
+ * the hook, and a weak reference each (a collected object) made async_tree's tasks a
+ * third dearer. So an entry without one is a task in its first run, alive. */
 struct task {
 	struct coprof_ctx *ctx;
 	struct coprof_thread *t; /* the engine thread that made it (only it may finish it) */
-	PyObject *ref;		 /* weak reference to the root coroutine; NULL: none */
+	PyObject *ref;		 /* weak reference to the root coroutine; NULL: none yet */
+	int watched;		 /* task_watch was called: ref is made, or cannot be */
 	unsigned forks;		 /* pl_py_forks when made: a parent's context is not ours */
 	unsigned gen;		 /* the pl_py_gen it last ran in: its stack was cleared since */
 	int rename;		 /* its name is to be read again */
@@ -116,6 +130,20 @@ static void task_free(struct task *tk)
 {
 	Py_XDECREF(tk->ref);
 	free(tk);
+}
+
+/* Makes tk's weak reference to root, which is alive (its task is running). Python's
+ * own exception is kept aside. Making it may collect, and a finalizer drop the GIL:
+ * the caller checks thread_stale after it. */
+static void task_watch(struct task *tk, PyObject *root)
+{
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	tk->watched = 1;
+	tk->ref = PyWeakref_NewRef(root, NULL);
+	if (!tk->ref)
+		PyErr_Clear();
+	pl_py_exc_restore(&e);
 }
 
 /* Forgets root's task; finishes its context when it is this thread's. */
@@ -201,6 +229,8 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->ctx = NULL;
 	pt->adopting = NULL;
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	pt->ndrivers = 0;
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
@@ -420,6 +450,17 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 		coprof_ctx_switch(pt->t, d.ctx);
 }
 
+/* The running task's root suspends: the first time, it gets its weak reference. -1:
+ * the state went stale meanwhile (thread_stale); the event ends. */
+static int root_suspends(struct pl_py_thread *pt)
+{
+	struct task *tk = task_get(pt, pt->root);
+	if (pl_py_likely(!tk || tk->watched))
+		return 0;
+	task_watch(tk, pt->root);
+	return thread_stale(pt) ? -1 : 0;
+}
+
 /* Switches to the task whose root coroutine is `root`, making its context on first
  * sight. `fresh`: the root starts now, so a context left under the same address is a
  * dead coroutine's (its memory was reused) and is finished first. A task seen for the
@@ -462,17 +503,9 @@ static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func
 		tk = calloc(1, sizeof(*tk));
 		if (!tk)
 			return 0;
-		struct pl_py_exc e;
-		pl_py_exc_save(&e);
-		tk->ref = PyWeakref_NewRef(root, NULL);
-		if (!tk->ref)
-			PyErr_Clear();
-		pl_py_exc_restore(&e);
-		/* A weak reference is a collected object: its allocation may collect,
-		 * and a finalizer drop the GIL. */
-		if (thread_stale(pt) || coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0) {
+		if (coprof_ctx_create(pt->t, id, name, rt, &ctx) != 0) {
 			task_free(tk);
-			return thread_stale(pt) ? -1 : 0;
+			return 0;
 		}
 		tk->ctx = ctx;
 		tk->t = pt->t;
@@ -585,10 +618,25 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro, P
 
 /* --- events ------------------------------------------------------------------- */
 
+/* A generator-like frame's run resumes (rule 6). When the thread's last event resumed
+ * the frame that delegates to fr, nothing of the program's ran between the two (RESUME,
+ * the jump back and SEND): fr's run starts at that event's instant, read once. */
+static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, uintptr_t key,
+			      PL_PY_FRAME *pushed)
+{
+	if (pushed && pl_py_frame_back(fr) == pushed)
+		coprof_resume_again(pt->t, key);
+	else
+		coprof_resume(pt->t, key);
+	pt->pushed = pl_py_frame_in_yield_from(fr) ? fr : NULL;
+}
+
 void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
-	PL_PY_FRAME *hint = pt->hint_fr;
+	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
@@ -604,7 +652,7 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		if (fresh) {
 			coprof_enter(pt->t, key);
 		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
-			coprof_resume(pt->t, key);
+			resume_run(pt, fr, key, pushed);
 		}
 		return;
 	}
@@ -623,7 +671,7 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 	if (chain_resume(pt, fr, 1, hint) < 0)
 		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
-		coprof_resume(pt->t, key); /* after a value yield, a new run (rule 6) */
+		resume_run(pt, fr, key, pushed); /* after a value yield, a new run (rule 6) */
 	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
 		coprof_resume(pt->t, key);
 }
@@ -641,16 +689,43 @@ static int is_wrapped_value(PyObject *v)
 	return 0;
 }
 
+/* A generator's run ends at a yield (rule 6). When the thread's last event was the
+ * yield of the frame fr delegates to and fr passes that value up (a `yield from`),
+ * nothing of the program's ran between the two (SEND, YIELD_VALUE): fr's run ends at
+ * that event's instant, read once. */
+static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, uintptr_t key,
+			     PL_PY_FRAME *yielded_to)
+{
+	if (yielded_to == fr && pl_py_frame_in_yield_from(fr))
+		coprof_leave_again(pt->t, key);
+	else
+		coprof_leave(pt->t, key);
+	pt->yielded_to = pl_py_frame_back(fr);
+}
+
 void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 {
+	PL_PY_FRAME *yielded_to = pt->yielded_to;
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	PyCodeObject *co = pl_py_frame_code(fr);
 	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
-	if (!fn)
+	if (pl_py_unlikely(!fn)) {
+		/* Out of memory: nothing to time, but a task's root still suspends or
+		 * ends (its entry must not outlive it unwatched). */
+		PyObject *gen = pl_py_frame_gen(fr);
+		int done = !pl_py_frame_suspended(fr);
+		if (gen && gen == pt->root && (done || root_suspends(pt) == 0))
+			switch_out(pt, done);
 		return;
+	}
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
-		coprof_leave(pt->t, key);
+		if ((fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr))
+			yield_run(pt, fr, key, yielded_to);
+		else
+			coprof_leave(pt->t, key);
 		if (pl_py_unlikely(!pl_py_frame_back(fr)))
 			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */
 		return;
@@ -663,13 +738,13 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 			 * which this suspends. */
 			coprof_leave(pt->t, key);
 			pl_py_map_put(&pt->agens, (uintptr_t)gen, gen);
-			if (gen == pt->root)
+			if (gen == pt->root && root_suspends(pt) == 0)
 				switch_out(pt, 0);
 			return;
 		}
 		/* Rule 3: suspended, not returned. The task's root suspending hands the
 		 * thread back to the driver (rule 4). */
-		if (gen && gen == pt->root)
+		if (gen && gen == pt->root && root_suspends(pt) == 0)
 			switch_out(pt, 0);
 		return;
 	}
@@ -683,6 +758,8 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 {
 	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	if (enter)
 		coprof_enter(pt->t, (uintptr_t)fn);
 	else
@@ -901,8 +978,60 @@ void pl_py_install(PyThreadState *skip)
 	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }
 
+/* The innermost frame thread state ts runs, or NULL. */
+static PL_PY_FRAME *ts_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return ts->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
+	return ts->cframe ? ts->cframe->current_frame : NULL;
+#else
+	return ts->frame;
+#endif
+}
+
+/* The first task of this process without a weak reference whose root runs on a thread
+ * of `in` (so it is alive), or NULL; *root: that root. */
+static struct task *unwatched_running(PyInterpreterState *in, PyObject **root)
+{
+	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
+		for (PL_PY_FRAME *fr = ts_frame(ts); fr; fr = pl_py_frame_back(fr)) {
+			PyObject *g = pl_py_frame_gen(fr);
+			struct task *tk = g ? pl_py_map_get(&task_map, (uintptr_t)g) : NULL;
+			if (tk && !tk->watched && tk->forks == pl_py_forks) {
+				*root = g;
+				return tk;
+			}
+		}
+	return NULL;
+}
+
+static int give_up_watch(uintptr_t k, void *v, void *arg)
+{
+	(void)k;
+	(void)arg;
+	((struct task *)v)->watched = 1;
+	return 0;
+}
+
+/* Before the hook goes off, every task gets its weak reference, the hook being blind
+ * to its end from now on: a task without one is in its first run, so its root is on
+ * a thread's stack (found there: it is alive). One that is not (its end was missed:
+ * out of memory, a program that replaced the profile function, a greenlet switched
+ * away) is never looked at again, only known by its address. The walk starts afresh
+ * after each reference made: making one may run a finalizer, which may drop the GIL. */
+static void watch_all(void)
+{
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	PyObject *root;
+	for (struct task *tk; (tk = unwatched_running(in, &root));)
+		task_watch(tk, root);
+	pl_py_map_sweep(&task_map, give_up_watch, NULL);
+}
+
 void pl_py_remove(void)
 {
+	watch_all();
 	if (monitoring)
 		pl_py_monitor_stop();
 	else
@@ -935,6 +1064,8 @@ void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out, struct p
 	out->cap = pt->cap;
 	out->lost = pt->lost;
 	out->gen = pt->gen;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
 	pt->drivers = in->drivers;
 	pt->cap = in->cap;
 	in->drivers = NULL;

@@ -221,6 +221,54 @@ static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
 	return op == SEND || op == YIELD_VALUE;
 #endif
 }
+
+/* Nonzero when fr, at a yield event or at the resume event that follows it, is (or
+ * was) suspended at the yield of a `yield from` or `await`, passing up the value of
+ * the frame it delegates to: SEND (and its cache entry from 3.12), then YIELD_VALUE,
+ * then the RESUME the resume event may already point at. Zero when unsure (an opcode
+ * another tool instruments). */
+static inline int pl_py_frame_in_yield_from(PL_PY_FRAME *fr)
+{
+	PyCodeObject *co = pl_py_frame_code(fr);
+#if PY_VERSION_HEX >= 0x030D0000
+	_Py_CODEUNIT *at = fr->instr_ptr;
+#else
+	_Py_CODEUNIT *at = fr->prev_instr;
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+	enum { SEND_BACK = 2 }; /* SEND, its cache entry, YIELD_VALUE */
+#else
+	enum { SEND_BACK = 1 };
+#endif
+	if (!co)
+		return 0;
+	Py_ssize_t i = at - _PyCode_CODE(co);
+	if (i < 1 + SEND_BACK)
+		return 0;
+	int op = _Py_OPCODE(*at);
+#if PY_VERSION_HEX >= 0x030D0000
+	if (op == RESUME || op == RESUME_CHECK || op == INSTRUMENTED_RESUME)
+#elif PY_VERSION_HEX >= 0x030C0000
+	if (op == RESUME || op == INSTRUMENTED_RESUME)
+#else
+	if (op == RESUME || op == RESUME_QUICK)
+#endif
+	{
+		at--;
+		i--;
+		op = _Py_OPCODE(*at);
+	}
+#if PY_VERSION_HEX >= 0x030C0000
+	if (i < SEND_BACK || (op != YIELD_VALUE && op != INSTRUMENTED_YIELD_VALUE))
+		return 0;
+	op = _Py_OPCODE(at[-SEND_BACK]);
+	return op == SEND || op == SEND_GEN;
+#else
+	if (i < SEND_BACK || op != YIELD_VALUE)
+		return 0;
+	return _Py_OPCODE(at[-SEND_BACK]) == SEND;
+#endif
+}
 #else /* 3.10 */
 #define PL_PY_FRAME PyFrameObject
 
@@ -266,6 +314,16 @@ static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
 		return 1;
 	return _Py_OPCODE(at[i]) == YIELD_FROM ||
 	       (i + 1 < n && _Py_OPCODE(at[i + 1]) == YIELD_FROM);
+}
+
+/* 3.10: a frame suspended in YIELD_FROM waits just before it. */
+static inline int pl_py_frame_in_yield_from(PL_PY_FRAME *fr)
+{
+	PyObject *code = fr->f_code->co_code;
+	Py_ssize_t n = PyBytes_GET_SIZE(code) / (Py_ssize_t)sizeof(_Py_CODEUNIT);
+	const _Py_CODEUNIT *at = (const _Py_CODEUNIT *)PyBytes_AS_STRING(code);
+	int i = fr->f_lasti;
+	return i >= 0 && i + 1 < n && _Py_OPCODE(at[i + 1]) == YIELD_FROM;
 }
 #endif
 

@@ -84,6 +84,40 @@ Test(engine, generator_counts_one_call_and_sums_its_segments)
 	fx_expect_edge(s, "main", "gen", 1, 1, 9, 9);
 }
 
+Test(engine, again_events_take_the_previous_events_instant)
+{
+	at(0), enter("main");
+	at(10), enter("outer");
+	at(11), enter("inner");
+	at(15), leave("inner");			     /* yields */
+	at(99), coprof_leave_again(f.t, K("outer")); /* passes it up: at 15 */
+	at(20), coprof_resume(f.t, K("outer"));
+	at(99), coprof_resume_again(f.t, K("inner")); /* resumed by outer: at 20 */
+	at(30), leave("inner");
+	at(99), coprof_leave_again(f.t, K("outer")); /* at 30 */
+	at(40), leave("main");
+	fx_snap(&f);
+	struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "inner", 1, 1, 14, 14);
+	fx_expect(s, "outer", 1, 1, 1, 15);
+	fx_expect(s, "main", 1, 1, 25, 40);
+	fx_expect_edge(s, "outer", "inner", 1, 1, 14, 14);
+}
+
+Test(engine, an_again_event_that_opens_a_window_reads_the_clock)
+{
+	at(0), enter("main");
+	at(10), enter("a");
+	at(25), coprof_stop(f.p);
+	at(40), coprof_start(f.p);
+	at(50), coprof_resume_again(f.t, K("b")); /* the previous reading (25) is stale */
+	at(65), leave("b");
+	fx_snap(&f);
+	struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "b", 0, 0, 15, 15);
+	cr_expect_eq(fx_ns(f.prof->ex.threads[0].ttot), 40);
+}
+
 Test(engine, unmatched_leaves_are_ignored)
 {
 	at(0), leave("x"); /* profiling began mid-stack */
