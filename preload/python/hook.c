@@ -603,6 +603,14 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		/* Rule 6: each run of a generator is timed, one call per generator. */
 		if (fresh) {
 			coprof_enter(pt->t, key);
+		} else if (pl_py_unlikely(!chain_is_root(fr))) {
+			/* A link of a coroutine chain (a generator __await__): its yields
+			 * are the task's suspensions, so rule 3, as for a coroutine frame
+			 * (pl_py_on_return keeps it on the stack). */
+			if (chain_resume(pt, fr, 1, hint) < 0)
+				return;
+			if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
+				coprof_resume(pt->t, key);
 		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
 			coprof_resume(pt->t, key);
 		}
@@ -650,6 +658,12 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 		return;
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
+		/* A generator __await__ (a link: see pl_py_on_call) suspends the task
+		 * with its yield: its frame stays on the task's stack, as does the
+		 * coroutine it awaits (rule 3). */
+		if (pl_py_unlikely(fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr) &&
+		    !chain_is_root(fr))
+			return;
 		coprof_leave(pt->t, key);
 		if (pl_py_unlikely(!pl_py_frame_back(fr)))
 			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */

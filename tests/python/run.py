@@ -282,7 +282,8 @@ def case_shapes(r):
     task was pushed on its creator's stack, never popped, and named before asyncio
     named it; a coroutine closed by a collection inside another task stayed suspended
     (on 3.13 also one an automatic collection closed, with no event);
-    `await` through a generator __await__ split one task in two; on 3.13 an async
+    `await` through a generator __await__ split one task in two, and its yield,
+    taken for a return, charged the awaited coroutine's later calls to it; on 3.13 an async
     generator finalized with no event left an entry that gave a later one a second
     frame. Each mode ends with after() called at module level, on a clean stack."""
     ver = tuple(int(x) for x in subprocess.run(
@@ -326,6 +327,13 @@ def case_shapes(r):
                   "bridge: request in tasks %s" % [t["name"] for t in owners])
             check(prof.ct("bridged") >= 0.8 * prof.ct("request"), "bridge: bridged ct %.4f, "
                   "request ct %.4f" % (prof.ct("bridged"), prof.ct("request")))
+            # The generator's yield is the task's suspension, not a return: request
+            # stays on the stack, so its second burn is still its own.
+            check(callers("burn") == {"request"} and prof.nc("burn") == 2 and
+                  prof.nc("request") == 1 and prof.nc("__await__") == 1,
+                  "bridge: burn called %d times from %s; request nc %d, __await__ nc %d" % (
+                      prof.nc("burn"), callers("burn"), prof.nc("request"),
+                      prof.nc("__await__")))
         elif mode == "agen":
             check(prof.nc("work") == 200 and callers("work") == {"awaits_first"},
                   "agen: work nc %d, callers %s" % (prof.nc("work"), callers("work")))
