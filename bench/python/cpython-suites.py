@@ -117,6 +117,8 @@ def run_tests(python, tests, config, shim, timeout, match=None):
     res, rc, secs, problems, nprof = {}, 0, 0.0, [], 0
     for test in tests:
         r = run_one(python, test, config, shim, timeout, match)
+        print("# %s %s %s: %d cases, %.0f s %s" % (python, config, test, len(r[0] or {}),
+                                                 r[2], r[3]), file=sys.stderr, flush=True)
         if r[0] is not None:
             res.update(r[0])
         rc = rc or r[1]
@@ -229,6 +231,9 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--base", metavar="DIR",
+                    help="keep each Python's unprofiled outcomes in DIR/base-X.Y.json and "
+                         "reuse them when there (the unprofiled run is the longest part)")
     args = ap.parse_args()
     shim = " ".join(os.path.abspath(p) for p in (args.asan, args.shim) if p)
     results, bad, judged = [], 0, 0
@@ -244,8 +249,22 @@ def main():
         if not tests:
             continue
         judged += 1
-        base_res, rc, secs, problem, _ = run_tests(python, tests, "base", shim,
-                                                   args.timeout)
+        saved = os.path.join(args.base, "base-%d.%d.json" % ver) if args.base else None
+        if saved and os.path.exists(saved):
+            with open(saved) as f:
+                d = json.load(f)
+            base_res, secs, problem = d["res"], d["secs"], d["problem"]
+            base_res = {t: k for t, k in base_res.items()
+                        if any(t.startswith("test.%s" % m)
+                               for m in tests)} if base_res is not None else None
+        else:
+            base_res, rc, secs, problem, _ = run_tests(python, tests, "base", shim,
+                                                       args.timeout)
+            if saved and base_res is not None and not problem:
+                os.makedirs(args.base, exist_ok=True)
+                with open(saved, "w") as f:
+                    json.dump({"tests": tests, "res": base_res, "secs": secs,
+                               "problem": problem}, f)
         c = count(base_res)
         print("| %s | unprofiled | %d | %d | %d | %d | %d | %.0f | | | %s |" % (
             python, sum(c.values()), c["ok"], c["fail"], c["error"], c["skip"], secs,
