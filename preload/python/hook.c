@@ -165,7 +165,7 @@ static int task_sweep(uintptr_t k, void *v, void *arg)
 		task_free(tk);
 		return 1;
 	}
-	if (tk->t != pt->t || !coro_ended(tk->ref))
+	if (tk->t != pt->t || tk->ctx == pt->ctx || !coro_ended(tk->ref))
 		return 0;
 	coprof_ctx_finish(pt->t, tk->ctx);
 	task_free(tk);
@@ -184,6 +184,13 @@ static void sweep_ended(struct pl_py_thread *pt)
 	pl_py_map_sweep(&task_map, task_sweep, pt);
 	pl_py_exc_restore(&e);
 }
+
+/* The size of task_map at which a new task sweeps it first (sweep_ended): twice what
+ * the last sweep left, so a sweep costs O(1) per task made. A task whose coroutine
+ * ended with no event seen (none is known left, but a misread chain was one) is so
+ * finished while its thread runs on, not kept until the window or the thread ends. */
+#define SWEEP_MIN 256
+static uint32_t sweep_at = SWEEP_MIN;
 
 static void thread_free(struct pl_py_thread *pt)
 {
@@ -453,6 +460,10 @@ static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func
 	if (!tk) {
 		char name[128];
 		uint64_t id = (uint64_t)(uintptr_t)root;
+		if (pl_py_unlikely(task_map.n >= sweep_at)) {
+			sweep_ended(pt);
+			sweep_at = task_map.n * 2 > SWEEP_MIN ? task_map.n * 2 : SWEEP_MIN;
+		}
 		const char *rt = "coroutine";
 		struct coprof_ctx *ctx;
 		snprintf(name, sizeof(name), "%s", fn && fn->name ? fn->name : "?");

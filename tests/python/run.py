@@ -339,6 +339,31 @@ def case_shapes(r):
                   "agen: work nc %d, callers %s" % (prof.nc("work"), callers("work")))
 
 
+def case_orphans(r):
+    """Pending tasks whose coroutines automatic collections close (progs/orphans.py),
+    the program then idle while 1-s windows are written: a window wholly inside the
+    idle time lists none of them as suspended. On 3.13 a collection at a function's
+    first instruction made coprof ignore the close, so each window listed them again
+    as suspended until the thread ended."""
+    tmpl = os.path.join(r.tmp, "win.%n.pstat")
+    _, p = r.run(os.path.join(PROGS, "orphans.py"), ["3.5"], out=tmpl, COPROF_INTERVAL=1)
+    lines = dict(line.split(" ", 1) for line in p.stdout.splitlines())
+    check(lines.get("collected") == "20 of 20", "orphans: %r" % p.stdout)
+    idle, end = float(lines["idle"]), float(lines["end"])
+    inside, seen = [], 0
+    for f in sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat"))):
+        prof = Profile(f)
+        orphans = [t for t in prof.tasks() if t["name"] == "ORPHAN"]
+        seen += len(orphans)
+        if prof.extras["start"] >= idle and prof.extras["stop"] <= end:
+            inside.append((os.path.basename(f), sum(t["state"] == "suspended"
+                                                     for t in orphans)))
+    check(seen >= 20, "the windows list %d ORPHAN tasks" % seen)
+    check(inside, "no window wholly inside the idle time (%.2f-%.2f)" % (idle, end))
+    check(all(n == 0 for _, n in inside), "ORPHAN tasks suspended in idle windows: %s"
+          % inside)
+
+
 def case_threads(r):
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
