@@ -370,6 +370,28 @@ def case_orphans(r):
           % inside)
 
 
+def case_fork_thread(r):
+    """CPython's test_3_join_in_forked_from_thread (progs/fork_thread.py): a thread
+    forks while the main thread ends the program. Under coprof the child refused new
+    threads (3.12: os.fork's 'before' callback let the GIL go, the main thread marked
+    the interpreter finalizing meanwhile, and the child inherited the mark), or aborted
+    at exit (3.12: the shim took the GIL after the child's last thread state was gone,
+    and CPython made the parent's main thread state again). In trace mode from the
+    start, toggled (started off) and sample mode."""
+    for kw in ({}, {"COPROF_START": "0"}, {"COPROF_MODE": "sample"}):
+        tmpl = os.path.join(r.tmp, "fork.%p.pstat")
+        _, p = r.run(os.path.join(PROGS, "fork_thread.py"), out=tmpl, **kw)
+        check(p.stdout == "end of main\nend of thread\n" and "Fatal" not in p.stderr,
+              "%s: printed %r, stderr %r" % (kw, p.stdout, p.stderr[-400:]))
+        files = glob.glob(os.path.join(r.tmp, "fork.*.pstat"))
+        if not kw:
+            names = {k[2] for f in files for k in pstats.Stats(f).stats}
+            check(len(files) == 2 and {"worker", "joiningfunc"} <= names,
+                  "%s: profiles %s" % (kw, files))
+        for f in files:
+            os.unlink(f)
+
+
 def case_threads(r):
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
