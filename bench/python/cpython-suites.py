@@ -249,6 +249,14 @@ def main():
                          "reuse them when there (the unprofiled run is the longest part)")
     args = ap.parse_args()
     IGNORE.extend(args.ignore)
+    # Started in the background (`cmd &`, nohup), this script ignores SIGINT (and
+    # SIGHUP, SIGQUIT), and the tests would inherit that: test_threading's
+    # interrupt_main tests and test_generators' SignalAndYieldFromTest failed both
+    # ways, and test_print_exception_gh_102056 recursed for good. Handlers (unlike
+    # "ignored") are reset by exec, so the tests start with the defaults.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
     shim = " ".join(os.path.abspath(p) for p in (args.asan, args.shim) if p)
     results, bad, judged = [], 0, 0
     print("| Python | config | run | ok | fail | error | skip | s | differs (confirmed) | "
