@@ -851,11 +851,53 @@ static int set_profile(PyThreadState *ts, Py_tracefunc fn, PyObject *arg)
 	return rc;
 }
 
+/* sys.getprofile() returns the thread's profile object whatever the function, so
+ * under coprof's it returned coprof's capsule where the program expects None
+ * (CPython's test_getprofile_all_threads). Put in its place once the profile backend
+ * is first used: None where the profile function is coprof's, else what
+ * sys.getprofile answers. */
+static PyObject *orig_getprofile;
+
+static PyObject *getprofile(PyObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	PyThreadState *ts = PyThreadState_Get();
+	if (ts->c_profilefunc == on_event)
+		Py_RETURN_NONE;
+	return PyObject_CallNoArgs(orig_getprofile);
+}
+
+static PyMethodDef getprofile_def = {"getprofile", getprofile, METH_NOARGS,
+				     "getprofile()\n\nReturn the profiling function set with "
+				     "sys.setprofile."};
+
+static void wrap_getprofile(void)
+{
+	if (orig_getprofile)
+		return;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	PyObject *orig = PySys_GetObject("getprofile"); /* borrowed: held before replaced */
+	Py_XINCREF(orig);
+	PyObject *name = PyUnicode_FromString("sys");
+	PyObject *ours = orig && name ? PyCFunction_NewEx(&getprofile_def, NULL, name) : NULL;
+	if (ours && PySys_SetObject("getprofile", ours) == 0)
+		orig_getprofile = orig;
+	else
+		Py_XDECREF(orig);
+	Py_XDECREF(ours);
+	Py_XDECREF(name);
+	PyErr_Clear();
+	pl_py_exc_restore(&e);
+}
+
 static void profile_install(PyThreadState *skip)
 {
 #if PY_VERSION_HEX < 0x030C0000
 	find_start_thread();
 #endif
+	wrap_getprofile();
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
 	for (PyThreadState *ts; (ts = next_to_hook(in, skip, 1));) {
 		struct pl_py_thread *pt = calloc(1, sizeof(*pt));

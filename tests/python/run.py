@@ -392,6 +392,15 @@ def case_fork_thread(r):
             os.unlink(f)
 
 
+def case_getprofile(r):
+    """sys.getprofile() answers None, in the main thread and a new one, until the
+    program sets its own profile function (progs/getprofile.py): under the profile
+    backend it returned coprof's capsule (CPython's test_getprofile_all_threads)."""
+    out, p = r.run(os.path.join(PROGS, "getprofile.py"))
+    check(p.stdout.strip() == "[None, None, True, None]", "getprofile: %r" % p.stdout)
+    check(Profile(out).nc("<lambda>") == 1, "the thread's function was not profiled")
+
+
 def case_threads(r):
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
