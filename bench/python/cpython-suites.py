@@ -41,6 +41,14 @@ DEFAULT_TESTS = [
 ]
 
 
+# Test names (regrtest's -i) left out of every run, the unprofiled one too.
+IGNORE = []
+
+
+def ignored(tid):
+    return any(tid.endswith("." + pat) for pat in IGNORE)
+
+
 def version(python):
     out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                          capture_output=True, text=True, check=True).stdout
@@ -117,6 +125,8 @@ def run_tests(python, tests, config, shim, timeout, match=None):
     res, rc, secs, problems, nprof = {}, 0, 0.0, [], 0
     for test in tests:
         r = run_one(python, test, config, shim, timeout, match)
+        print("# %s %s %s: %d cases, %.0f s %s" % (python, config, test, len(r[0] or {}),
+                                                 r[2], r[3]), file=sys.stderr, flush=True)
         if r[0] is not None:
             res.update(r[0])
         rc = rc or r[1]
@@ -131,6 +141,8 @@ def run_one(python, test, config, shim, timeout, match):
     tmp = tempfile.mkdtemp(prefix="coprof-suites-")
     xml = os.path.join(tmp, "junit.xml")
     cmd = ["nice", "-n", "10", python, "-m", "test", "--junit-xml", xml]
+    for pat in IGNORE:
+        cmd += ["-i", pat]
     if match:
         for m in match:
             cmd += ["-m", m]
@@ -229,7 +241,22 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--ignore", action="append", default=[], metavar="TEST",
+                    help="leave this test method out (regrtest -i), e.g. one that hangs "
+                         "unprofiled too")
+    ap.add_argument("--base", metavar="DIR",
+                    help="keep each Python's unprofiled outcomes in DIR/base-X.Y.json and "
+                         "reuse them when there (the unprofiled run is the longest part)")
     args = ap.parse_args()
+    IGNORE.extend(args.ignore)
+    # Started in the background (`cmd &`, nohup), this script ignores SIGINT (and
+    # SIGHUP, SIGQUIT), and the tests would inherit that: test_threading's
+    # interrupt_main tests and test_generators' SignalAndYieldFromTest failed both
+    # ways, and test_print_exception_gh_102056 recursed for good. Handlers (unlike
+    # "ignored") are reset by exec, so the tests start with the defaults.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
     shim = " ".join(os.path.abspath(p) for p in (args.asan, args.shim) if p)
     results, bad, judged = [], 0, 0
     print("| Python | config | run | ok | fail | error | skip | s | differs (confirmed) | "
@@ -244,8 +271,24 @@ def main():
         if not tests:
             continue
         judged += 1
-        base_res, rc, secs, problem, _ = run_tests(python, tests, "base", shim,
-                                                   args.timeout)
+        saved = os.path.join(args.base, "base-%d.%d.json" % ver) if args.base else None
+        if saved and os.path.exists(saved):
+            with open(saved) as f:
+                d = json.load(f)
+            base_res, secs, problem = d["res"], d["secs"], d["problem"]
+            base_res = {t: k for t, k in base_res.items()
+                        if any(t.startswith("test.%s" % m)
+                               for m in tests)} if base_res is not None else None
+        else:
+            base_res, rc, secs, problem, _ = run_tests(python, tests, "base", shim,
+                                                       args.timeout)
+            if saved and base_res is not None and not problem:
+                os.makedirs(args.base, exist_ok=True)
+                with open(saved, "w") as f:
+                    json.dump({"tests": tests, "res": base_res, "secs": secs,
+                               "problem": problem}, f)
+        if base_res is not None:
+            base_res = {t: k for t, k in base_res.items() if not ignored(t)}
         c = count(base_res)
         print("| %s | unprofiled | %d | %d | %d | %d | %d | %.0f | | | %s |" % (
             python, sum(c.values()), c["ok"], c["fail"], c["error"], c["skip"], secs,

@@ -25,19 +25,40 @@ static void resume_now(void)
 	without_gil(pl_py_host->fork_resume);
 }
 
+#if PY_VERSION_HEX >= 0x030C0000
+#include <internal/pycore_interp.h>
+
+/* The interpreter was not finalizing when before_fork let the GIL go: copied into
+ * the child by the fork. */
+static int fork_unfinalized;
+#endif
+
 static PyObject *before_fork(PyObject *self, PyObject *unused)
 {
 	(void)self;
 	(void)unused;
+#if PY_VERSION_HEX >= 0x030C0000
+	fork_unfinalized = !PyThreadState_GetInterpreter(PyThreadState_Get())->finalizing;
+#endif
 	without_gil(pl_py_host->fork_pause);
 	Py_RETURN_NONE;
 }
 
-/* In the child, after Python re-made its state there. */
+/* In the child, after Python re-made its state there. While before_fork let the GIL
+ * go, the main thread may have reached Py_Finalize, which on 3.12 marks the
+ * interpreter finalizing before it waits for the other threads (one of them this
+ * forking one): without coprof the fork would have come first, so the child, whose
+ * only thread is this one, would not refuse new threads ("can't create new thread at
+ * interpreter shutdown": CPython's test_3_join_in_forked_from_thread). */
 static PyObject *after_fork_child(PyObject *self, PyObject *unused)
 {
 	(void)self;
 	(void)unused;
+#if PY_VERSION_HEX >= 0x030C0000
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	if (fork_unfinalized && in->finalizing && !_PyInterpreterState_GetFinalizing(in))
+		in->finalizing = 0;
+#endif
 	resume_now();
 	Py_RETURN_NONE;
 }

@@ -37,11 +37,10 @@ static PyObject *at_python_exit(PyObject *self, PyObject *unused)
 	(void)self;
 	(void)unused;
 	Py_BEGIN_ALLOW_THREADS /* a control thread waiting for the GIL finishes first */
-	pthread_mutex_lock(&gate);
+	    pthread_mutex_lock(&gate);
 	closed = 1;
 	pthread_mutex_unlock(&gate);
-	Py_END_ALLOW_THREADS
-	Py_RETURN_NONE;
+	Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static PyMethodDef exit_def = {"coprof_at_exit", at_python_exit, METH_NOARGS, NULL};
@@ -67,14 +66,24 @@ void pl_py_gil_after_fork_child(void)
 	pthread_mutex_init(&gate, NULL);
 }
 
-/* Python can take the GIL from another thread: initialised and not finalizing. */
+/* Python can take the GIL from another thread: initialised, not finalizing, and a
+ * thread of the program still has a thread state. When the last one has gone (a
+ * thread that forked returned in the child, which then exits as glibc ends a process
+ * whose last thread leaves), PyGILState_Ensure would make the interpreter's first
+ * thread state again, which in a forked child is the parent's main thread's, still
+ * marked in use: 3.12 aborts ("init_threadstate: thread state already initialized",
+ * CPython's test_3_join_in_forked_from_thread). No Python code runs any more then:
+ * there is nothing to hook or unhook. */
 static int alive(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000
-	return Py_IsInitialized() && !Py_IsFinalizing();
+	if (!Py_IsInitialized() || Py_IsFinalizing())
+		return 0;
 #else
-	return Py_IsInitialized() && !_Py_IsFinalizing();
+	if (!Py_IsInitialized() || _Py_IsFinalizing())
+		return 0;
 #endif
+	return PyInterpreterState_ThreadHead(PyInterpreterState_Main()) != NULL;
 }
 
 static struct _gil_runtime_state *the_gil(void)

@@ -193,7 +193,7 @@ static int task_sweep(uintptr_t k, void *v, void *arg)
 		task_free(tk);
 		return 1;
 	}
-	if (tk->t != pt->t || !coro_ended(tk->ref))
+	if (tk->t != pt->t || tk->ctx == pt->ctx || !coro_ended(tk->ref))
 		return 0;
 	coprof_ctx_finish(pt->t, tk->ctx);
 	task_free(tk);
@@ -212,6 +212,13 @@ static void sweep_ended(struct pl_py_thread *pt)
 	pl_py_map_sweep(&task_map, task_sweep, pt);
 	pl_py_exc_restore(&e);
 }
+
+/* The size of task_map at which a new task sweeps it first (sweep_ended): twice what
+ * the last sweep left, so a sweep costs O(1) per task made. A task whose coroutine
+ * ended with no event seen (none is known left, but a misread chain was one) is so
+ * finished while its thread runs on, not kept until the window or the thread ends. */
+#define SWEEP_MIN 256
+static uint32_t sweep_at = SWEEP_MIN;
 
 static void thread_free(struct pl_py_thread *pt)
 {
@@ -494,6 +501,10 @@ static int task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func
 	if (!tk) {
 		char name[128];
 		uint64_t id = (uint64_t)(uintptr_t)root;
+		if (pl_py_unlikely(task_map.n >= sweep_at)) {
+			sweep_ended(pt);
+			sweep_at = task_map.n * 2 > SWEEP_MIN ? task_map.n * 2 : SWEEP_MIN;
+		}
 		const char *rt = "coroutine";
 		struct coprof_ctx *ctx;
 		snprintf(name, sizeof(name), "%s", fn && fn->name ? fn->name : "?");
@@ -651,6 +662,14 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 		/* Rule 6: each run of a generator is timed, one call per generator. */
 		if (fresh) {
 			coprof_enter(pt->t, key);
+		} else if (pl_py_unlikely(!chain_is_root(fr))) {
+			/* A link of a coroutine chain (a generator __await__): its yields
+			 * are the task's suspensions, so rule 3, as for a coroutine frame
+			 * (pl_py_on_return keeps it on the stack). */
+			if (chain_resume(pt, fr, 1, hint) < 0)
+				return;
+			if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
+				coprof_resume(pt->t, key);
 		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
 			resume_run(pt, fr, key, pushed);
 		}
@@ -722,10 +741,16 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 	}
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
-		if ((fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr))
+		if ((fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr)) {
+			/* A generator __await__ (a link: see pl_py_on_call) suspends the
+			 * task with its yield: its frame stays on the task's stack, as does
+			 * the coroutine it awaits (rule 3). */
+			if (pl_py_unlikely(!chain_is_root(fr)))
+				return;
 			yield_run(pt, fr, key, yielded_to);
-		else
+		} else {
 			coprof_leave(pt->t, key);
+		}
 		if (pl_py_unlikely(!pl_py_frame_back(fr)))
 			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */
 		return;
@@ -903,11 +928,53 @@ static int set_profile(PyThreadState *ts, Py_tracefunc fn, PyObject *arg)
 	return rc;
 }
 
+/* sys.getprofile() returns the thread's profile object whatever the function, so
+ * under coprof's it returned coprof's capsule where the program expects None
+ * (CPython's test_getprofile_all_threads). Put in its place once the profile backend
+ * is first used: None where the profile function is coprof's, else what
+ * sys.getprofile answers. */
+static PyObject *orig_getprofile;
+
+static PyObject *getprofile(PyObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	PyThreadState *ts = PyThreadState_Get();
+	if (ts->c_profilefunc == on_event)
+		Py_RETURN_NONE;
+	return PyObject_CallNoArgs(orig_getprofile);
+}
+
+static PyMethodDef getprofile_def = {"getprofile", getprofile, METH_NOARGS,
+				     "getprofile()\n\nReturn the profiling function set with "
+				     "sys.setprofile."};
+
+static void wrap_getprofile(void)
+{
+	if (orig_getprofile)
+		return;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	PyObject *orig = PySys_GetObject("getprofile"); /* borrowed: held before replaced */
+	Py_XINCREF(orig);
+	PyObject *name = PyUnicode_FromString("sys");
+	PyObject *ours = orig && name ? PyCFunction_NewEx(&getprofile_def, NULL, name) : NULL;
+	if (ours && PySys_SetObject("getprofile", ours) == 0)
+		orig_getprofile = orig;
+	else
+		Py_XDECREF(orig);
+	Py_XDECREF(ours);
+	Py_XDECREF(name);
+	PyErr_Clear();
+	pl_py_exc_restore(&e);
+}
+
 static void profile_install(PyThreadState *skip)
 {
 #if PY_VERSION_HEX < 0x030C0000
 	find_start_thread();
 #endif
+	wrap_getprofile();
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
 	for (PyThreadState *ts; (ts = next_to_hook(in, skip, 1));) {
 		struct pl_py_thread *pt = calloc(1, sizeof(*pt));

@@ -15,6 +15,9 @@
 #include <opcode.h>
 #if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
+#if PY_VERSION_HEX >= 0x030D0000
+#include <internal/pycore_opcode_utils.h> /* RESUME_OPARG_LOCATION_MASK */
+#endif
 #endif
 
 #include "adapter.h"
@@ -209,12 +212,17 @@ static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
 	case SEND_GEN:
 	case YIELD_VALUE:
 	case INSTRUMENTED_YIELD_VALUE:
+		return 1;
 #if PY_VERSION_HEX >= 0x030D0000
 	case RESUME:
 	case RESUME_CHECK:
 	case INSTRUMENTED_RESUME:
+		/* 3.13 keeps a suspended frame at the RESUME after its yield. Only the
+		 * one after an await or `yield from` delegates; the others (a function's
+		 * start, a plain yield) check the eval breaker, where a collection may
+		 * close some other coroutine under this running frame. */
+		return (_Py_OPARG(*at) & RESUME_OPARG_LOCATION_MASK) >= RESUME_AFTER_YIELD_FROM;
 #endif
-		return 1;
 	}
 	return 0;
 #else
