@@ -53,6 +53,16 @@ def ct(stats, name):
     return v[3] if v else 0.0
 
 
+def report_of(err):
+    """What to show of a failed run's stderr: a sanitizer's report from its start (the
+    faulting access's stack comes first, and the tail alone lost it once), else the
+    tail."""
+    at = err.find("ERROR: AddressSanitizer")
+    if at < 0:
+        at = err.find("runtime error:")
+    return err[max(at - 200, 0):at + 4000] if at >= 0 else err[-2000:]
+
+
 class Runner:
     def __init__(self, args, tmp):
         self.a, self.tmp = args, tmp
@@ -94,7 +104,7 @@ class Runner:
         p = subprocess.run([self.a.python, PROG] + args, input=stdin,
                            env=self.env(clock, COPROF_OUT=out, **kw),
                            capture_output=True, text=True, timeout=240)
-        check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+        check(p.returncode == 0, "exit %d: %s" % (p.returncode, report_of(p.stderr)))
         check("coprof:" not in p.stderr, "the shim said: " + p.stderr[-2000:])
         check(p.stdout == base, "output %r, unprofiled %r" % (p.stdout, base))
         return p
