@@ -34,6 +34,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* The reads that tell whether a pointer is a frame (frame_ok, walk) are speculative by
+ * design: once the probe has found the bytes readable they may lie outside any object,
+ * as when 3.11/3.12's eval loop has made its C-stack _PyCFrame current but not yet set
+ * its current_frame, and a tick reads an old pointer left in that stack slot (an
+ * object's address: its "frame object header" lies before the object). Such a read is
+ * safe and fails the type checks; AddressSanitizer would report it (the achurn test,
+ * once in about 40 runs), so these functions are not instrumented, and read an
+ * object's type directly (Py_TYPE, an instrumented function when not inlined). */
+#define PL_SPECULATIVE __attribute__((no_sanitize_address))
+#define PL_TYPE(o) (((const PyObject *)(o))->ob_type)
+
 #define MAX_HOPS 4096		/* frames followed, skipped ones too: a cycle is a bad chain */
 #define CSTACK_SPAN (64u << 20) /* how far above sp an entry frame may lie */
 
@@ -102,7 +113,8 @@ static int in_chunks(PyThreadState *ts, const PL_PY_FRAME *fr)
 /* 1 when fr may be read and lies in a data-stack chunk, 2 when it may be read and lies
  * elsewhere (its code object is then probed too), 0 when it may not: see the file's
  * comment. */
-static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp, struct probe *p)
+PL_SPECULATIVE static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp,
+				   struct probe *p)
 {
 	if (!aligned(fr))
 		return 0;
@@ -130,11 +142,11 @@ static int frame_ok(PyThreadState *ts, const PL_PY_FRAME *fr, uintptr_t sp, stru
 	 * object (ASan saw such a read, 64 bytes left of a frame object, in the achurn
 	 * test; next to an unmapped page it would fault). */
 	const PyObject *fo = (const PyObject *)fo_at;
-	if (Py_TYPE(fo) == &PyFrame_Type)
+	if (PL_TYPE(fo) == &PyFrame_Type)
 		return fr->owner == FRAME_OWNED_BY_FRAME_OBJECT ? 2 : 0;
 	const PyObject *gen = (const PyObject *)gen_at;
-	if (Py_TYPE(gen) == &PyGen_Type || Py_TYPE(gen) == &PyCoro_Type ||
-	    Py_TYPE(gen) == &PyAsyncGen_Type)
+	if (PL_TYPE(gen) == &PyGen_Type || PL_TYPE(gen) == &PyCoro_Type ||
+	    PL_TYPE(gen) == &PyAsyncGen_Type)
 		return fr->owner == FRAME_OWNED_BY_GENERATOR ? 2 : 0;
 	return 0;
 }
@@ -153,7 +165,7 @@ static PL_PY_FRAME *current_frame(PyThreadState *ts)
  * first one a C call of the eval loop ran (3.11: is_entry; 3.12+: the one under an
  * entry shim frame, FRAME_OWNED_BY_CSTACK). A C call that has run no frame yet has an
  * empty group, so groups stay in step with the eval loop's C frames. */
-static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
+PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
 {
 	unsigned n = 0, group = 0;
 	int root_done = 0;
@@ -191,11 +203,11 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
 		if (!aligned(co) ||
 		    (where == 2 && !p.trusted &&
 		     !probe_ok(&p, (uintptr_t)co, (uintptr_t)(co + 1))) ||
-		    Py_TYPE(co) != &PyCode_Type)
+		    PL_TYPE(co) != &PyCode_Type)
 			return -1;
 		if (fr->owner == FRAME_OWNED_BY_GENERATOR) {
 			PyObject *gen = (PyObject *)((char *)fr - offsetof(PyGenObject, gi_iframe));
-			if (!root_done && Py_TYPE(gen) == &PyCoro_Type) {
+			if (!root_done && PL_TYPE(gen) == &PyCoro_Type) {
 				*root = gen;
 				s->task_frames = n + 1; /* its key goes at n */
 			}
