@@ -151,15 +151,21 @@ static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
 	return fr->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject *)_PyFrame_GetGenerator(fr) : NULL;
 }
 
+/* The instruction fr is at: the one running, or the last one run before 3.13. */
+static inline _Py_CODEUNIT *pl_py_frame_instr(PL_PY_FRAME *fr)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return fr->instr_ptr;
+#else
+	return fr->prev_instr;
+#endif
+}
+
 /* Nonzero when a 'call' event on a generator frame is its first start, zero when it
  * resumes after a yield: the frame is still at or before its first RESUME. */
 static inline int pl_py_frame_fresh(PL_PY_FRAME *fr, PyCodeObject *co)
 {
-#if PY_VERSION_HEX >= 0x030D0000
-	_Py_CODEUNIT *at = fr->instr_ptr;
-#else
-	_Py_CODEUNIT *at = fr->prev_instr;
-#endif
+	_Py_CODEUNIT *at = pl_py_frame_instr(fr);
 	return at - _PyCode_CODE(co) <= co->_co_firsttraceable;
 }
 
@@ -182,11 +188,7 @@ static inline int pl_py_frame_suspended(PL_PY_FRAME *fr)
 static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
 {
 	PyCodeObject *co = pl_py_frame_code(fr);
-#if PY_VERSION_HEX >= 0x030D0000
-	_Py_CODEUNIT *at = fr->instr_ptr;
-#else
-	_Py_CODEUNIT *at = fr->prev_instr;
-#endif
+	_Py_CODEUNIT *at = pl_py_frame_instr(fr);
 	if (!co || at < _PyCode_CODE(co))
 		return 1;
 	int op = _Py_OPCODE(*at);
@@ -238,11 +240,7 @@ static inline int pl_py_frame_delegating(PL_PY_FRAME *fr)
 static inline int pl_py_frame_in_yield_from(PL_PY_FRAME *fr)
 {
 	PyCodeObject *co = pl_py_frame_code(fr);
-#if PY_VERSION_HEX >= 0x030D0000
-	_Py_CODEUNIT *at = fr->instr_ptr;
-#else
-	_Py_CODEUNIT *at = fr->prev_instr;
-#endif
+	_Py_CODEUNIT *at = pl_py_frame_instr(fr);
 #if PY_VERSION_HEX >= 0x030C0000
 	enum { SEND_BACK = 2 }; /* SEND, its cache entry, YIELD_VALUE */
 #else

@@ -31,6 +31,15 @@ PL_PY_HIDDEN void pl_pys_tasks_after_fork_child(void);
 PL_PY_HIDDEN void pl_pys_tasks_closing(void);
 /* Sampling starts (control thread): waits seen before do not count. */
 PL_PY_HIDDEN void pl_pys_tasks_start(void);
+/* Nonzero once Python finalizes (thread states of daemon threads are freed then). */
+static inline int pl_pys_finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return Py_IsFinalizing();
+#else
+	return _Py_IsFinalizing();
+#endif
+}
 /* The engine's resolver for those keys (dump time, any thread). */
 PL_PY_HIDDEN int pl_pys_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
 

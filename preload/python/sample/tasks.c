@@ -81,15 +81,6 @@ static atomic_uint unknown_at[NUNKNOWN];
 #define UNKNOWN_FOLDS 5u
 static _Atomic uintptr_t asked; /* the last root a tick asked about */
 
-static int finalizing(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-	return Py_IsFinalizing();
-#else
-	return _Py_IsFinalizing();
-#endif
-}
-
 static unsigned hash(uintptr_t p)
 {
 	uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
@@ -503,7 +494,7 @@ static int scan(void *arg)
 {
 	unsigned what = (unsigned)(uintptr_t)arg;
 	atomic_store(&pending, 0);
-	if (!Py_IsInitialized() || finalizing()) /* Py_FinalizeEx runs what is queued */
+	if (!Py_IsInitialized() || pl_pys_finalizing()) /* Py_FinalizeEx runs what is queued */
 		return 0;
 	struct coprof_thread *t = pl_py_host->thread();
 	if (!t)
@@ -574,7 +565,7 @@ void pl_pys_fold(void)
 		return; /* queued already */
 	atomic_store(&want, 0);
 	atomic_store(&queuing, 1); /* seq_cst: closing() sees it, or this sees closing */
-	if (atomic_load(&closing) || !Py_IsInitialized() || finalizing() ||
+	if (atomic_load(&closing) || !Py_IsInitialized() || pl_pys_finalizing() ||
 	    Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
 		atomic_store(&queuing, 0);
 		atomic_store(&pending, 0);

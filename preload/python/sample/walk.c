@@ -280,15 +280,6 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
 }
 #endif
 
-static int finalizing(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-	return Py_IsFinalizing();
-#else
-	return _Py_IsFinalizing();
-#endif
-}
-
 #define SWITCH_SCAN 64 /* stack words above sp looked at for a return into greenlet */
 
 /* Nonzero when the thread may be inside a greenlet switch: the pc in greenlet's text,
@@ -321,7 +312,7 @@ int pl_pys_sample(struct pl_py_sample *s)
 	s->task_frames = 0;
 	/* Before Python runs or once it finalizes (thread states are freed then, a
 	 * daemon thread's among them), the thread's native stack is sampled. */
-	if (!Py_IsInitialized() || finalizing())
+	if (!Py_IsInitialized() || pl_pys_finalizing())
 		return 0;
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	if (!aligned(ts))
