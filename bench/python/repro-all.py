@@ -24,22 +24,11 @@ PYENV = os.path.expanduser("~/.pyenv/versions")
 DEFAULT_PYTHONS = [os.path.join(PYENV, v, "bin", "python3")
                    for v in ("3.10.13", "3.11.7", "3.12.1", "3.13.0")] + ["/usr/bin/python3"]
 
-# A deep chain of coroutines each driven by send() from the one above (the README's
-# "(no file)" row): each level must run in its own context, with after() once each.
-DEEP = """
-def drive(c):
-    try:
-        c.send(None)
-    except StopIteration as e:
-        return e.value
-def after(n):
-    return n
-async def level(n):
-    if n:
-        drive(level(n - 1))
-    return after(n)
-drive(level(60))
-"""
+# The README's "(no file)" row, a deep chain of coroutines each driven by send() from
+# the one above, is the test suite's program: each level must run in its own context,
+# with after() once each.
+DEEP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                    "python", "progs", "deep.py")
 
 
 class Failed(Exception):
@@ -197,10 +186,7 @@ def agen_finalize(r, ver):
 
 
 def deep(r, ver):
-    prog = os.path.join(r.tmp, "deep.py")
-    with open(prog, "w") as f:
-        f.write(DEEP)
-    stats, extras, _ = r.record([prog])
+    stats, extras, _ = r.record([DEEP, "60"])
     levels = [t for t in extras.get("tasks", []) if t["name"].endswith("level")]
     check(len(levels) == 61, "%d level tasks" % len(levels))
     for t in levels:
