@@ -98,6 +98,9 @@ PL_HIDDEN int pl_sig_real_action(int signo, const struct sigaction *act, struct 
  * of the shim's, which inherits the mask); pl_sig_restore puts `old` back. */
 PL_HIDDEN void pl_sig_block_all(sigset_t *old);
 PL_HIDDEN void pl_sig_restore(const sigset_t *old);
+/* Masks asked for by code in [lo, hi) (libunwind's text: it blocks every signal around
+ * its lock, for the shim or for the program) pass the guard untouched. */
+PL_HIDDEN void pl_sig_raw_masks_from(uintptr_t lo, uintptr_t hi);
 
 /* One line on stderr, prefixed "coprof: ", written with write(2). */
 PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -8,8 +8,9 @@
  * (and, for the tick, SIG_IGN) or blocking it only changes what the program is told;
  * installing a handler of its own is the program insisting: the part that owned the
  * signal lets go (its `lost` callback says so on stderr) and the program's handler is
- * installed. libunwind, which blocks every signal around its own lock, runs for the
- * shim with pl_tls()->raw_masks set, and its masks pass untouched. Runs in the
+ * installed. libunwind blocks every signal around its own lock: the masks its code asks
+ * for pass untouched (pl_sig_raw_masks_from), whoever it works for, as do those asked
+ * for while it runs for the shim (pl_tls()->raw_masks). Runs in the
  * program's threads, maybe in its signal handlers: no lock, no allocation (one spin
  * word, reset in a forked child). */
 #define _GNU_SOURCE
@@ -41,6 +42,8 @@ static atomic_int busy;
 /* Signals (bit signo-1) for which the program installed a handler that blocks its own
  * signal while it runs: pl_sig_maybe_in_handler's evidence. */
 static _Atomic uint64_t handled;
+/* Masks asked for from [raw_lo, raw_hi) pass untouched. */
+static _Atomic uintptr_t raw_lo, raw_hi;
 /* Guards (bit i) the program believes it blocked on this thread. */
 static __thread unsigned prog_blocked PL_TLS;
 
@@ -367,13 +370,28 @@ static int guarded_mask(int (*fn)(int, const sigset_t *, sigset_t *), int how, c
 	return 0;
 }
 
+void pl_sig_raw_masks_from(uintptr_t lo, uintptr_t hi)
+{
+	atomic_store(&raw_hi, 0);
+	atomic_store(&raw_lo, lo);
+	atomic_store(&raw_hi, hi);
+}
+
+/* A mask call the guard lets through: none guarded, the shim's own libunwind walk, or
+ * a call from libunwind's code (`ra`, the interposer's return address). */
+static int mask_passes(uintptr_t ra)
+{
+	return !atomic_load_explicit(&nguards, memory_order_acquire) || pl_tls_data.raw_masks ||
+	       (ra >= atomic_load(&raw_lo) && ra < atomic_load(&raw_hi));
+}
+
 PL_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	if (!pl_real.pthread_sigmask)
 		pl_resolve_reals();
 	if (!pl_real.pthread_sigmask)
 		return ENOSYS;
-	if (!atomic_load_explicit(&nguards, memory_order_acquire) || pl_tls_data.raw_masks)
+	if (mask_passes((uintptr_t)__builtin_return_address(0)))
 		return pl_real.pthread_sigmask(how, set, old);
 	return guarded_mask(pl_real.pthread_sigmask, how, set, old);
 }
@@ -386,7 +404,7 @@ PL_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (!atomic_load_explicit(&nguards, memory_order_acquire) || pl_tls_data.raw_masks)
+	if (mask_passes((uintptr_t)__builtin_return_address(0)))
 		return pl_real.sigprocmask(how, set, old);
 	return guarded_mask(pl_real.sigprocmask, how, set, old);
 }

@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <errno.h>
-#include <libunwind.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
 #include <string.h>
@@ -18,8 +17,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "fd.h"
 #include "sampler-ring.h"
+#include "unwind.h"
 
 /* Arming needs no lock: timer_settime and ioctl are async-signal-safe. */
 void pl_sampler_arm(struct pl_sthread *st, int on)
@@ -126,19 +125,14 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	if (!pl_fd_unw_pipe_safe()) {
-		/* libunwind's pipe numbers are the program's now: keep the pc alone. */
+	int n = pl_unw_backtrace(st->tls, rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	if (n < 0) {
+		/* No walk may run (unwind.h): keep the pc alone. */
 		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
 		rec->pcs[0] = pc;
 		rec->depth = 1;
 		return;
 	}
-	sig_atomic_t raw = st->tls ? st->tls->raw_masks : 0;
-	if (st->tls)
-		st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
-	int n = unw_backtrace((void **)rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
-	if (st->tls)
-		st->tls->raw_masks = raw;
 	int skip = 0;
 	while (skip < n && skip < PL_SAMPLE_SKIP && rec->pcs[skip] != pc)
 		skip++;

@@ -7,12 +7,11 @@
  * coroutines still suspended, by the folding thread at each fold. */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fd.h"
 #include "sampler-ring.h"
+#include "unwind.h"
 
 static uint64_t ticks_now(struct pl_sthread *st)
 {
@@ -83,15 +82,12 @@ static void occupy(struct pl_sthread *st, struct pl_wait *w, struct coprof_ctx *
  * program's function that called the switch. */
 static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 {
-	if (!pl_fd_unw_pipe_safe()) /* libunwind's pipe numbers are the program's now */
-		return;
 	struct pl_wait *w = free_slot(st);
 	if (!w)
 		return;
-	sig_atomic_t raw = st->tls->raw_masks;
-	st->tls->raw_masks = 1; /* libunwind's masks are its own (signal-guard.c) */
-	int depth = unw_backtrace((void **)w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
-	st->tls->raw_masks = raw;
+	int depth = pl_unw_backtrace(st->tls, w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	if (depth < 0) /* no walk may run (unwind.h) */
+		return;
 	int skip = 0;
 	while (skip < depth &&
 	       ((w->pcs[skip] >= pl_sconf.self_lo && w->pcs[skip] < pl_sconf.self_hi) ||

@@ -12,7 +12,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libunwind.h>
 #include <link.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -24,8 +23,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "fd.h"
 #include "sampler-ring.h"
+#include "unwind.h"
 
 #define FOLD_NS 10000000u /* ns between folds: 10 ms, PL_RING_SLOTS ticks at 25 kHz */
 #define MAX_HZ 10000u	  /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
@@ -332,11 +331,8 @@ static void thread_start(void)
 	int clock = !pl_sconf.wall || pl_sconf.perf;
 	if (clock)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
-	void *warm[PL_SAMPLE_DEPTH];
-	st->tls->raw_masks = 1;	   /* libunwind's masks are its own (signal-guard.c) */
-	if (pl_fd_unw_pipe_safe()) /* (in a fork child, its pipe's numbers may be taken) */
-		unw_backtrace(warm, PL_SAMPLE_DEPTH);
-	st->tls->raw_masks = 0;
+	uintptr_t warm[PL_SAMPLE_DEPTH];
+	pl_unw_backtrace(st->tls, warm, PL_SAMPLE_DEPTH);
 	if (pl_sconf.perf) {
 		st->perf_fd = open_task_clock(pl_sconf.perf_user);
 		if (pl_sconf.wall && st->perf_fd >= 0 && (st->wake_fd = open_wake_event()) < 0) {
@@ -688,6 +684,7 @@ int pl_sampler_init(void)
 	else if (dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		pl_say("sample mode: no Python adapter for this interpreter; sampling its "
 		       "native stacks");
+	pl_unw_load();
 	pl_runtime_add(&sampler_runtime);
 	pthread_atfork(fork_prepare, fork_parent, NULL);
 	thread_start(); /* the thread running the constructor */

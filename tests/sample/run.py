@@ -439,5 +439,47 @@ def case_no_perf():
     check(not os.path.exists(out), "a profile was written with nothing sampled")
 
 
+def case_cxx_throws():
+    """A C program that loads C++ code at run time throws through the same unwinder with
+    the shim preloaded as without it (the shim's libunwind stays out of the global scope),
+    and sampling it at 2 kHz while it throws never hangs. throws-unw links libunwind
+    itself, so its exceptions and the sampler share one libunwind: the lock it takes with
+    every signal blocked must stay blocked to the tick (before: a tick in it waited
+    forever for that lock)."""
+    lib = os.environ.get("COPROF_THROWER")
+    check(lib is not None, "no C++ compiler: throws was not built")
+    for exe, n in ((os.environ["COPROF_THROWS"], 600000),
+                   (os.environ["COPROF_THROWS_UNW"], 100000)):
+        name = os.path.basename(exe)
+        plain = subprocess.run([exe, lib, "10"], capture_output=True, text=True, timeout=60)
+        check(plain.returncode == 0, f"{name} unprofiled: {plain.returncode} {plain.stderr}")
+        for mode in ("trace", "sample"):
+            out = os.path.join(TMP, f"{name}-{mode}.pstat")
+            env = base_env(COPROF_MODE=mode, COPROF_HZ="2000", COPROF_OUT=out)
+            env["LD_PRELOAD"] = ASAN + ":" + LIB if ASAN else LIB
+            if ASAN:
+                env["ASAN_OPTIONS"] = "detect_leaks=0"
+            p = subprocess.Popen([exe, lib, str(n)], env=env, cwd=TMP, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            try:
+                stdout, stderr = p.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                p.kill()  # the child we started, by pid
+                p.communicate()
+                raise AssertionError(f"{name} under {mode} mode hung (90 s for {n} throws)")
+            check(p.returncode == 0, f"{name} under {mode}: exit {p.returncode}: {stderr}")
+            lines = stdout.splitlines()
+            check(lines[0] == plain.stdout.splitlines()[0],
+                  f"{name} under {mode}: {lines[0]!r}, unprofiled {plain.stdout.splitlines()[0]!r}")
+            check(lines[1] == f"caught {n} of {n}", f"{name} under {mode}: {lines[1]!r}")
+            if mode != "sample":
+                continue
+            stats, ex = load(out)
+            total = sum(v[2] for v in stats.values())
+            loop = [v for k, v in stats.items() if k[2] == "throw_loop"]
+            check(total > 0.2 and loop and loop[0][3] >= 0.8 * total,
+                  f"{name}: throw_loop has {loop[0][3] if loop else 0:.3f} s of {total:.3f} s sampled")
+
+
 if __name__ == "__main__":
     run_cases(globals())

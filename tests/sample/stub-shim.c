@@ -203,6 +203,11 @@ void pl_sig_restore(const sigset_t *old)
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
+void pl_sig_raw_masks_from(uintptr_t lo, uintptr_t hi)
+{
+	(void)lo, (void)hi;
+}
+
 /* libunwind's pipe is the shim's concern (fd.c): here nothing takes it. */
 int pl_fd_unw_pipe_safe(void)
 {

@@ -1,0 +1,20 @@
+/* unwind.h: libunwind, loaded for the sampler's own walks and kept out of the program's
+ * way (unwind.c). */
+#ifndef COPROF_PRELOAD_SAMPLE_UNWIND_H
+#define COPROF_PRELOAD_SAMPLE_UNWIND_H
+
+#include <stdint.h>
+
+#include "shim.h"
+
+/* Loads libunwind into the process without adding its symbols to the global scope, and
+ * has the signal guard pass the masks libunwind's own code asks for. 0, or -1 (said on
+ * stderr once: samples then keep the interrupted pc alone). Not in a signal handler. */
+PL_HIDDEN int pl_unw_load(void);
+
+/* async-signal-safe: the calling thread's return addresses, innermost first (this
+ * function's caller is pcs[0]), at most `max`. -1 when no walk may run: libunwind is not
+ * loaded, or the numbers of its private pipe name the program's files now (fd.c). */
+PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max);
+
+#endif
