@@ -125,7 +125,9 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	int n = pl_unw_backtrace(st->tls, rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	int n = -1;
+	if (!pl_unw_busy(pc, (uintptr_t)uc->uc_mcontext.gregs[REG_RSP]))
+		n = pl_unw_backtrace(st->tls, rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
 	if (n < 0) {
 		/* No walk may run (unwind.h): keep the pc alone. */
 		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);

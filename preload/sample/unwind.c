@@ -11,9 +11,15 @@
  * A program that loads libunwind.so itself shares this copy (one soname, one object).
  * libunwind blocks every signal around its lock; the signal guard passes the masks its
  * code asks for (pl_sig_raw_masks_from), so no tick lands while the lock is held,
- * whoever it is working for. */
+ * whoever it is working for. Where an interposer stands between libunwind and the
+ * guard (AddressSanitizer's sigprocmask), the guard cannot tell libunwind's masks:
+ * the tick handler then looks for libunwind on the interrupted stack itself
+ * (pl_unw_busy) and keeps the pc alone of a tick that lands in it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "fd.h"
 #include "sampler-ring.h"
@@ -23,6 +29,21 @@
 #define UNWIND_SONAME "libunwind.so.8"
 
 static int (*backtrace_fn)(void **pcs, int max);
+/* libunwind's text, while the signal guard may not see its masks (pl_unw_busy) */
+static uintptr_t unw_lo, unw_hi;
+
+#define BUSY_SCAN 32 /* stack words above sp looked at for a return into libunwind */
+#define PAGE 4096u
+
+/* Nonzero when the sigprocmask libunwind calls is the shim's (no interposer of another
+ * library, such as AddressSanitizer's, stands first in the global scope). */
+static int masks_reach_guard(void)
+{
+	Dl_info first, shim;
+	void *fn = dlsym(RTLD_DEFAULT, "sigprocmask");
+	return fn && dladdr(fn, &first) && dladdr((void *)&pl_unw_load, &shim) &&
+	       first.dli_fbase == shim.dli_fbase;
+}
 
 int pl_unw_load(void)
 {
@@ -37,6 +58,8 @@ int pl_unw_load(void)
 	struct pl_text_range r = {.at = (uintptr_t)fn};
 	if (pl_text_range(&r))
 		pl_sig_raw_masks_from(r.lo, r.hi);
+	if (!masks_reach_guard())
+		unw_lo = r.lo, unw_hi = r.hi;
 	backtrace_fn = (int (*)(void **, int))fn;
 	return 0;
 }
@@ -52,4 +75,34 @@ int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max)
 	if (tls)
 		tls->raw_masks = raw;
 	return n;
+}
+
+/* async-signal-safe: nonzero when one byte at `at` can be read (a failed read is an
+ * error return, not a fault). */
+static int readable(uintptr_t at)
+{
+	char byte;
+	struct iovec mine = {&byte, 1}, there = {(void *)at, 1};
+	return syscall(SYS_process_vm_readv, getpid(), &mine, 1ul, &there, 1ul, 0ul) == 1;
+}
+
+/* The words above sp are the interrupted code's live frames (not ASan-instrumented:
+ * its redzones lie among them). sp's page is mapped; the next one is read only once a
+ * probe of it succeeds (a coroutine's stack may end right above its first frame). */
+__attribute__((no_sanitize("address"))) int pl_unw_busy(uintptr_t pc, uintptr_t sp)
+{
+	uintptr_t lo = unw_lo, hi = unw_hi;
+	if (!hi)
+		return 0;
+	if (pc - lo < hi - lo)
+		return 1;
+	const uintptr_t *w = (const uintptr_t *)(sp & ~(uintptr_t)7);
+	for (unsigned i = 0; w && i < BUSY_SCAN; i++) {
+		uintptr_t at = (uintptr_t)&w[i];
+		if (i && at % PAGE == 0 && !readable(at))
+			return 0;
+		if (w[i] - lo < hi - lo)
+			return 1;
+	}
+	return 0;
 }

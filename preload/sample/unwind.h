@@ -17,4 +17,10 @@ PL_HIDDEN int pl_unw_load(void);
  * loaded, or the numbers of its private pipe name the program's files now (fd.c). */
 PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max);
 
+/* async-signal-safe: nonzero when the code a signal interrupted at (pc, sp) may be
+ * inside libunwind (the pc in its text, or a return into it among the innermost stack
+ * words): walking with it then could wait forever for a lock the interrupted code
+ * holds. */
+PL_HIDDEN int pl_unw_busy(uintptr_t pc, uintptr_t sp);
+
 #endif
