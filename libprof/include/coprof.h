@@ -183,6 +183,10 @@ COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
  * handler. */
 COPROF_API void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
 			      unsigned depth, uint64_t period_ns, int waiting);
+/* coprof_sample `count` times over, in one call: the ticks a suspended coroutine waited
+ * at one stack are charged at once (the same numbers as `count` calls). */
+COPROF_API void coprof_sample_n(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
+				unsigned depth, uint64_t period_ns, uint64_t count, int waiting);
 
 /* --- the process-wide default profiler, for code that annotates its own switches -- */
 

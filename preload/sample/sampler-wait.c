@@ -248,7 +248,6 @@ void pl_sampler_charge_waits(struct pl_sthread *st)
 		uint64_t word = (old & ~PL_WAIT_TICKS) | now;
 		if (!atomic_compare_exchange_strong(&w->word, &old, word))
 			continue;
-		for (uint64_t k = since; k < now; k++)
-			coprof_sample(st->thread, ctx, pcs, depth, pl_sconf.period, 1);
+		coprof_sample_n(st->thread, ctx, pcs, depth, pl_sconf.period, now - since, 1);
 	}
 }
