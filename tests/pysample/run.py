@@ -410,6 +410,40 @@ def case_achurn(r, clock):
     print("%d tasks, %d sampled in their own function" % (len(ex["tasks"]), named))
 
 
+def case_idle(r, clock):
+    """1,000 tasks wait on an Event for about a second while another computes: under
+    wall each is charged its wait at the Event (ending in wait, the coroutine that
+    awaits it, at the root), within 15% of what the program measured, and no wait is dropped on
+    the way (a scan hands over hundreds at once); under cpu nothing waits."""
+    out = os.path.join(r.tmp, "idle.pstat")
+    side = os.path.join(r.tmp, "idle.json")
+    r.run(["idle", "1000", side], clock, out)
+    with open(side) as f:
+        waited = json.load(f)["waited"]
+    _, ex = load(out)
+    dropped = ex.get("dropped") or {}
+    check(not any("buffer full" in k for k in dropped), "dropped: %r" % dropped)
+    idle = {i for i, t in enumerate(ex["tasks"]) if t["name"].startswith("idle")}
+    check(len(idle) == 1000, "%d idle tasks in the table" % len(idle))
+    ticks = dict.fromkeys(idle, 0)
+    for st in ex["stacks"]:
+        task, frames, count, waiting = st[0], st[2], st[3], st[4]
+        if waiting:
+            check(clock == "wall", "a waiting stack under cpu: %r" % (frames,))
+            if task in ticks:
+                check(frames[-1][0] == PROG and frames[-1][2].split(".")[-1] == "wait",
+                      "idle task waits at %r" % (frames,))
+                ticks[task] += count
+    if clock == "cpu":
+        print("no waits under cpu")
+        return
+    secs = sorted(t / 997.0 for t in ticks.values())  # ticks at COPROF_HZ
+    low, high = secs[0], secs[-1]
+    check(0.85 * waited <= low and high <= 1.15 * waited,
+          "waits %.3f-%.3f s, the tasks waited %.3f s" % (low, high, waited))
+    print("1,000 tasks waited %.3f-%.3f s each of %.3f s" % (low, high, waited))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
