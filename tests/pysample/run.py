@@ -413,8 +413,8 @@ def case_achurn(r, clock):
 def case_idle(r, clock):
     """1,000 tasks wait on an Event for about a second while another computes: under
     wall each is charged its wait at the Event (ending in wait, the coroutine that
-    awaits it, at the root), within 15% of what the program measured, and no wait is dropped on
-    the way (a scan hands over hundreds at once); under cpu nothing waits."""
+    awaits it, at the root), close to what the program measured (below), and no wait is
+    dropped on the way (a scan hands over hundreds at once); under cpu nothing waits."""
     out = os.path.join(r.tmp, "idle.pstat")
     side = os.path.join(r.tmp, "idle.json")
     r.run(["idle", "1000", side], clock, out)
@@ -438,10 +438,13 @@ def case_idle(r, clock):
         print("no waits under cpu")
         return
     secs = sorted(t / 997.0 for t in ticks.values())  # ticks at COPROF_HZ
-    low, high = secs[0], secs[-1]
-    check(0.85 * waited <= low and high <= 1.15 * waited,
-          "waits %.3f-%.3f s, the tasks waited %.3f s" % (low, high, waited))
-    print("1,000 tasks waited %.3f-%.3f s each of %.3f s" % (low, high, waited))
+    low, high, mean = secs[0], secs[-1], sum(secs) / len(secs)
+    # A wait counts from the call that first saw the task (every 5th call makes new
+    # tasks' slots, and a busy machine delays the calls), so a task may lose the
+    # first 0.1-0.2 s; none is charged more than it waited, give or take a call.
+    check(waited - 0.2 <= low and high <= waited + 0.1 and abs(mean - waited) <= 0.08 * waited,
+          "waits %.3f-%.3f s (mean %.3f), the tasks waited %.3f s" % (low, high, mean, waited))
+    print("1,000 tasks waited %.3f-%.3f s each (mean %.3f) of %.3f s" % (low, high, mean, waited))
 
 
 def main():
