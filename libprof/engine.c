@@ -416,13 +416,19 @@ void cp_overflow(struct coprof *p, const char *what)
 void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
 		   unsigned depth, uint64_t period_ns, int waiting)
 {
-	if (!t || !pcs || !depth)
+	coprof_sample_n(t, c, pcs, depth, period_ns, 1, waiting);
+}
+
+void coprof_sample_n(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
+		     unsigned depth, uint64_t period_ns, uint64_t count, int waiting)
+{
+	if (!t || !pcs || !depth || !count)
 		return;
 	struct coprof *p = t->p;
 	if (!(atomic_load(&p->state) & CP_RECORDING))
 		return;
 	pthread_mutex_lock(&p->sample_lock);
-	int rc = cp_samples_add(p->samples, t->tid, c, waiting, pcs, depth, period_ns);
+	int rc = cp_samples_add(p->samples, t->tid, c, waiting, pcs, depth, period_ns, count);
 	pthread_mutex_unlock(&p->sample_lock);
 	if (rc == 0)
 		atomic_store(&p->recorded, 1);

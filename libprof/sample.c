@@ -120,11 +120,11 @@ static void grow(struct cp_samples *s)
 }
 
 int cp_samples_add(struct cp_samples *s, uint64_t tid, const void *ctx, int waiting,
-		   const uintptr_t *pcs, unsigned depth, uint64_t period_ns)
+		   const uintptr_t *pcs, unsigned depth, uint64_t period_ns, uint64_t count)
 {
 	if (!s)
 		return -EINVAL;
-	if (depth == 0)
+	if (depth == 0 || count == 0)
 		return 0;
 	waiting = waiting != 0;
 	uint64_t h = hash_stack(tid, ctx, waiting, pcs, depth);
@@ -132,9 +132,9 @@ int cp_samples_add(struct cp_samples *s, uint64_t tid, const void *ctx, int wait
 	for (struct sstack *st = *head; st; st = st->next) {
 		if (st->hash == h && st->tid == tid && st->ctx == ctx && st->waiting == waiting &&
 		    st->depth == depth && memcmp(st->pcs, pcs, depth * sizeof(*pcs)) == 0) {
-			st->count++;
-			st->weight += period_ns;
-			s->count++;
+			st->count += count;
+			st->weight += period_ns * count;
+			s->count += count;
 			return 0;
 		}
 	}
@@ -147,8 +147,8 @@ int cp_samples_add(struct cp_samples *s, uint64_t tid, const void *ctx, int wait
 	st->hash = h;
 	st->tid = tid;
 	st->ctx = ctx;
-	st->count = 1;
-	st->weight = period_ns;
+	st->count = count;
+	st->weight = period_ns * count;
 	st->depth = depth;
 	st->waiting = (uint8_t)waiting;
 	memcpy(st->pcs, pcs, depth * sizeof(*pcs));
@@ -156,7 +156,7 @@ int cp_samples_add(struct cp_samples *s, uint64_t tid, const void *ctx, int wait
 	*head = st;
 	s->used += size;
 	s->nstacks++;
-	s->count++;
+	s->count += count;
 	if (s->nstacks > s->nbuckets)
 		grow(s);
 	return 0;
@@ -490,8 +490,7 @@ static int key_of_pc(struct build *b, uintptr_t pc, uint32_t *out)
 	/* Keys with equal hashes are chained by probing h, h+1, ... in bykeyhash. */
 	for (uint64_t probe = h;; probe++) {
 		if (!map_get(&b->bykeyhash, probe, &ki)) {
-			if (cp_grow(&b->keys, &b->capkeys, b->nkeys + 1, sizeof(*b->keys),
-				    256) < 0)
+			if (cp_grow(&b->keys, &b->capkeys, b->nkeys + 1, sizeof(*b->keys), 256) < 0)
 				return -ENOMEM;
 			ki = b->nkeys++;
 			b->keys[ki] = k;

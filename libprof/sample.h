@@ -18,10 +18,12 @@ struct cp_samples;
 int cp_samples_new(size_t memory_limit, struct cp_samples **out);
 void cp_samples_free(struct cp_samples *s);
 void cp_samples_clear(struct cp_samples *s);
-/* Counts one stack. `ctx` is an opaque context identity (NULL: the thread's own).
- * Returns -ENOMEM (and counts nothing) once the memory limit is reached. */
+/* Counts one stack `count` times, each weighing period_ns (a suspended coroutine's
+ * wait is charged at once for all the ticks it spanned). `ctx` is an opaque context
+ * identity (NULL: the thread's own). Returns -ENOMEM (and counts nothing) once the
+ * memory limit is reached. */
 int cp_samples_add(struct cp_samples *s, uint64_t tid, const void *ctx, int waiting,
-		   const uintptr_t *pcs, unsigned depth, uint64_t period_ns);
+		   const uintptr_t *pcs, unsigned depth, uint64_t period_ns, uint64_t count);
 uint64_t cp_samples_count(const struct cp_samples *s);
 
 /* How the engine maps what the store holds onto the profile being built. */

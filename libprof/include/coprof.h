@@ -178,11 +178,15 @@ COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
 
 /* Adds one sampled stack, innermost frame first, to context `c` of thread `t` (NULL:
  * the thread's own context), weighing `period_ns`. `waiting` is 1 when the stack is
- * where a suspended coroutine waits (wall clock), 0 when it was running. Called by
- * one thread at a time per profiler (the shim's control thread), never from a signal
- * handler. */
+ * where a suspended coroutine waits (wall clock), 0 when it was running. Any thread
+ * may call it (the store takes a lock: the shim's folding thread, and the Python
+ * adapter's scan for asyncio waits), never a signal handler. */
 COPROF_API void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
 			      unsigned depth, uint64_t period_ns, int waiting);
+/* coprof_sample `count` times over, in one call: the ticks a suspended coroutine waited
+ * at one stack are charged at once (the same numbers as `count` calls). */
+COPROF_API void coprof_sample_n(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
+				unsigned depth, uint64_t period_ns, uint64_t count, int waiting);
 
 /* --- the process-wide default profiler, for code that annotates its own switches -- */
 

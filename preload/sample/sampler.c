@@ -74,8 +74,8 @@ static void drain(struct pl_sthread *st, int keep)
 			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, rec->weight, 0);
 			continue;
 		}
-		for (uint64_t k = 0; k < rec->weight; k++)
-			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, 1);
+		coprof_sample_n(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, rec->weight,
+				1); /* a wait: its ticks at once */
 	}
 	atomic_store_explicit(&st->tail, t, memory_order_release);
 }

@@ -14,6 +14,8 @@ achurn    asyncio tasks made and finished for SECONDS, in batches of 40: task t<
           the exec'd coroutine function f<j> (coroutines reuse dead ones' addresses)
 afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
+idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
+          for about a second; writes to argv[3] (JSON) how long they waited
 Each prints a line of its own that the test compares with an unprofiled run.
 """
 import os
@@ -282,6 +284,32 @@ def achurn(seconds):
     asyncio.run(main())
 
 
+def idle(n, side):
+    """n tasks wait on one Event while the main task computes for about a second (wall
+    time measured from the moment they all wait to the moment they are let go)."""
+    import asyncio
+    import json
+
+    async def wait(ev):
+        await ev.wait()
+
+    async def main():
+        ev = asyncio.Event()
+        tasks = [asyncio.create_task(wait(ev), name="idle%d" % k) for k in range(n)]
+        await asyncio.sleep(0)  # every task runs up to its wait
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            heavy(20000)
+            await asyncio.sleep(0)
+        waited = time.perf_counter() - t0
+        ev.set()
+        await asyncio.gather(*tasks)
+        with open(side, "w") as f:
+            json.dump({"waited": waited}, f)
+        print("idle done", len(tasks))
+    asyncio.run(main())
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     arg = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
@@ -289,4 +317,5 @@ if __name__ == "__main__":
      "threads": threads, "phases": phases, "fork": fork,
      "stress": lambda: stress(arg),
      "tasks": lambda: tasks(arg, sys.argv[3] if len(sys.argv) > 3 else None),
-     "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg)}[what]()
+     "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg),
+     "idle": lambda: idle(int(arg), sys.argv[3])}[what]()

@@ -75,6 +75,13 @@ void coprof_sample(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_
 	pthread_mutex_unlock(&lock);
 }
 
+void coprof_sample_n(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *pcs,
+		     unsigned depth, uint64_t period_ns, uint64_t count, int waiting)
+{
+	for (uint64_t k = 0; k < count; k++) /* the tests read single samples */
+		coprof_sample(t, c, pcs, depth, period_ns, waiting);
+}
+
 void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n)
 {
 	(void)p;

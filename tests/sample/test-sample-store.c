@@ -76,7 +76,7 @@ static void add(uint64_t tid, uintptr_t ctx, int waiting, uint64_t ns, unsigned 
 	for (unsigned i = 0; i < depth; i++)
 		pcs[i] = va_arg(ap, uintptr_t);
 	va_end(ap);
-	cr_assert_eq(cp_samples_add(s, tid, (const void *)ctx, waiting, pcs, depth, ns), 0);
+	cr_assert_eq(cp_samples_add(s, tid, (const void *)ctx, waiting, pcs, depth, ns, 1), 0);
 }
 
 TestSuite(sample_store, .init = setup, .fini = teardown);
@@ -89,6 +89,29 @@ Test(sample_store, counts_every_sample)
 	cr_assert_eq(cp_samples_count(s), 3);
 	cp_samples_clear(s);
 	cr_assert_eq(cp_samples_count(s), 0);
+}
+
+/* A wait charged at once for the ticks it spanned gives the numbers of as many
+ * single samples: counts, weights and the stack table alike. */
+Test(sample_store, count_charges_like_that_many_samples)
+{
+	uintptr_t pcs[2] = {100, 200};
+	cr_assert_eq(cp_samples_add(s, 1, NULL, 1, pcs, 2, 1000000, 25), 0);
+	cr_assert_eq(cp_samples_add(s, 1, NULL, 1, pcs, 2, 1000000, 0), 0);
+	struct cp_samples *one;
+	cr_assert_eq(cp_samples_new(0, &one), 0);
+	for (int i = 0; i < 25; i++)
+		cr_assert_eq(cp_samples_add(one, 1, NULL, 1, pcs, 2, 1000000, 1), 0);
+	cr_assert_eq(cp_samples_count(s), 25);
+	cr_assert_eq(cp_samples_count(one), 25);
+	cp_samples_free(one);
+	build();
+	const struct cp_func *f1 = func(&prof->stats, "f1"), *f2 = func(&prof->stats, "f2");
+	cr_assert(f1 && f2);
+	cr_assert_eq(f1->s.nc, 25);
+	cr_assert_float_eq(f1->s.tt, 0.025, 1e-12);
+	cr_assert_float_eq(f2->s.ct, 0.025, 1e-12);
+	cr_assert_float_eq(f2->s.tt, 0.0, 1e-12);
 }
 
 Test(sample_store, leaf_gets_tt_and_every_frame_ct)
@@ -232,7 +255,7 @@ Test(sample_store, memory_limit_refuses_new_stacks)
 	for (unsigned i = 0; i < 10000 && !err; i++) {
 		for (unsigned j = 0; j < 64; j++)
 			pcs[j] = i * 64 + j;
-		err = cp_samples_add(small, 1, NULL, 0, pcs, 64, 1000);
+		err = cp_samples_add(small, 1, NULL, 0, pcs, 64, 1000, 1);
 		added += err == 0;
 	}
 	cr_assert_eq(err, -ENOMEM);
@@ -241,7 +264,7 @@ Test(sample_store, memory_limit_refuses_new_stacks)
 	/* A stack already known still counts. */
 	for (unsigned j = 0; j < 64; j++)
 		pcs[j] = j;
-	cr_assert_eq(cp_samples_add(small, 1, NULL, 0, pcs, 64, 1000), 0);
+	cr_assert_eq(cp_samples_add(small, 1, NULL, 0, pcs, 64, 1000, 1), 0);
 	cp_samples_free(small);
 }
 
