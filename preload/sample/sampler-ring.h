@@ -34,6 +34,10 @@ struct pl_rec {
 	uint64_t weight;
 	uint32_t kind;
 	uint32_t depth;
+	/* A sample on a stack nobody follows (the fold finds its context: pl_stack_fold):
+	 * the interrupted stack pointer, 0 for any other sample; and the stack pointer of
+	 * the stack's outermost frame when the walk reached it, else 0. */
+	uintptr_t sp, base;
 	uintptr_t pcs[PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP]; /* innermost first */
 };
 
@@ -75,6 +79,9 @@ struct pl_sthread {
 	int wake_fd;	 /* wall: its context-switch event, -1 when it has none */
 	int has_clock;	 /* clock below was initialised (cpu, or wall on perf events) */
 	atomic_int dead; /* the thread exited: fold what is left, then free */
+
+	uintptr_t own_lo, own_hi;  /* the thread's own stack; own_hi 0: not known */
+	struct pl_fstack *fstacks; /* the folding thread's: stacks found in its samples */
 
 	/* Written by the handler only. */
 	struct cp_clock clock; /* cpu: the thread's CPU clock */
@@ -180,6 +187,18 @@ static inline void pl_ring_publish(struct pl_sthread *st)
 	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
 	atomic_store_explicit(&st->head, h + 1, memory_order_release);
 }
+
+/* runtime/stack/sampled.c, on the folding thread: the context of a sample `rec` took
+ * on a stack nobody follows (rec->sp set), found from its outermost frame and made on
+ * first sight; NULL: the thread's own (its own stack, or a stack with no frame of the
+ * program's, the runtime's own). `depth` is the record's depth without the shim's
+ * frames. pl_stack_fold_free forgets the thread's stacks. */
+PL_HIDDEN struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec,
+					   uint32_t depth);
+PL_HIDDEN void pl_stack_fold_free(struct pl_sthread *st);
+/* async-signal-safe: nonzero once the __cyg hooks followed the calling thread's stacks
+ * (an instrumented program: they find its switches themselves). */
+PL_HIDDEN int pl_stack_hooked(void);
 
 /* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
  * CPython or without an adapter (python-loader.c sets it). */

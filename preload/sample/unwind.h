@@ -4,6 +4,7 @@
 #define COPROF_PRELOAD_SAMPLE_UNWIND_H
 
 #include <stdint.h>
+#include <ucontext.h>
 
 #include "shim.h"
 
@@ -16,5 +17,12 @@ PL_HIDDEN int pl_unw_load(void);
  * function's caller is pcs[0]), at most `max`. -1 when no walk may run: libunwind is not
  * loaded, or the numbers of its private pipe name the program's files now (fd.c). */
 PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max);
+
+/* async-signal-safe: the interrupted stack of a signal whose context is `uc`, innermost
+ * first (its pc is pcs[0]), at most `max`, walked frame by frame. *base gets the stack
+ * pointer of the outermost frame when the walk reached the end of the stack (a return
+ * address of 0 or no caller), else 0. -1 when no walk may run. */
+PL_HIDDEN int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max,
+			  uintptr_t *base);
 
 #endif
