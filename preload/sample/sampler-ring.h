@@ -29,6 +29,8 @@ enum pl_rec_kind {
 	PL_REC_WAIT,   /* a suspended coroutine: weight is ticks it waited */
 };
 
+struct pl_stack;
+
 struct pl_rec {
 	struct coprof_ctx *ctx; /* NULL: the thread's own context */
 	uint64_t weight;
@@ -38,6 +40,7 @@ struct pl_rec {
 	 * the interrupted stack pointer, 0 for any other sample; and the stack pointer of
 	 * the stack's outermost frame when the walk reached it, else 0. */
 	uintptr_t sp, base;
+	struct pl_stack *fiber; /* an fcontext fiber the fold may name (pl_stack_fold_name) */
 	uintptr_t pcs[PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP]; /* innermost first */
 };
 
@@ -196,9 +199,15 @@ static inline void pl_ring_publish(struct pl_sthread *st)
 PL_HIDDEN struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec,
 					   uint32_t depth);
 PL_HIDDEN void pl_stack_fold_free(struct pl_sthread *st);
+/* The fiber of `rec` (rec->fiber) gets a name from its stack: the outermost function of
+ * the program's own on it (Boost's templates under it skipped). */
+PL_HIDDEN void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth);
 /* async-signal-safe: nonzero once the __cyg hooks followed the calling thread's stacks
  * (an instrumented program: they find its switches themselves). */
 PL_HIDDEN int pl_stack_hooked(void);
+/* async-signal-safe: the running fcontext fiber, when no hook has named it yet and
+ * `ctx` is its context (the fold may name it from the tick's stack), else NULL. */
+PL_HIDDEN struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx);
 
 /* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
  * CPython or without an adapter (python-loader.c sets it). */

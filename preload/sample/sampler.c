@@ -72,6 +72,8 @@ static void drain(struct pl_sthread *st, int keep)
 		uint32_t depth = pl_stack_user_depth(rec->pcs, rec->depth);
 		if (rec->kind == PL_REC_SAMPLE) {
 			struct coprof_ctx *ctx = rec->sp ? pl_stack_fold(st, rec, depth) : rec->ctx;
+			if (rec->fiber)
+				pl_stack_fold_name(rec, depth);
 			coprof_sample(st->thread, ctx, rec->pcs, depth, rec->weight, 0);
 			continue;
 		}

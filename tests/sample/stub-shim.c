@@ -140,6 +140,18 @@ void pl_stack_fold_free(struct pl_sthread *st)
 	(void)st;
 }
 
+void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth)
+{
+	(void)rec;
+	(void)depth;
+}
+
+struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx)
+{
+	(void)ctx;
+	return NULL;
+}
+
 int pl_stack_hooked(void)
 {
 	return 1; /* as if hooks followed the stacks: the handler never walks for the fold */

@@ -125,6 +125,37 @@ struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec
 	return fs->ctx;
 }
 
+void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth)
+{
+	struct pl_stack *s = rec->fiber;
+	if (!__atomic_load_n(&s->naming, __ATOMIC_RELAXED) || s->ctx != rec->ctx ||
+	    __atomic_load_n(&s->fold_name, __ATOMIC_RELAXED))
+		return;
+	const char *name = NULL;
+	for (uint32_t i = depth; i > 0 && !name; i--)
+		if (!own_pc(rec->pcs[i - 1], i == 1, &name))
+			name = NULL;
+	if (name)
+		__atomic_store_n(&s->fold_name, name, __ATOMIC_RELEASE);
+}
+
+struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx)
+{
+	struct pl_stack *s = pl_stls.cur;
+	return s && s->naming && s->ctx == ctx ? s : NULL;
+}
+
+void pl_stack_take_fold_name(struct pl_stack *s)
+{
+	const char *name = __atomic_load_n(&s->fold_name, __ATOMIC_ACQUIRE);
+	if (!name || pl_sig_maybe_in_handler())
+		return;
+	s->name = name;
+	s->naming = 0;
+	if (pl_stack_owns_ctx(s, pl_tls_data.thread))
+		coprof_ctx_set_name(s->ctx, name);
+}
+
 void pl_stack_fold_free(struct pl_sthread *st)
 {
 	while (st->fstacks) {

@@ -26,6 +26,9 @@ struct pl_stack {
 	int naming;	     /* fcontext: named after its entry until a function of the program's
 			      * own runs on it (the slow path sees its first calls) */
 	int tries;	     /* calls looked at for a name */
+	/* fcontext, no hooks (sample mode): the first function of the program's own the
+	 * folding thread saw on its samples, taken as its name at the next switch */
+	const char *fold_name;
 	const char *name;
 	char namebuf[24];
 	/* sample mode, detected stacks: the instrumented functions entered on it and not
@@ -107,6 +110,9 @@ PL_HIDDEN void pl_stack_name(struct pl_stack *s, uintptr_t fn);
 /* The calling thread ends: frees what the slow path kept for it (threads.c; not a
  * struct pl_runtime, whose count tells the exit message a runtime was there). */
 PL_HIDDEN void pl_stack_thread_exit(void);
+/* The fold's name for `s` becomes its name (the context's too); on the thread that
+ * runs `s`, outside signal handlers. */
+PL_HIDDEN void pl_stack_take_fold_name(struct pl_stack *s);
 /* Whether a function comes from the program's sources rather than a system header or
  * library (a template of Boost's instantiated in the program, libst). */
 PL_HIDDEN int pl_stack_own_function(const struct coprof_func_info *info);
