@@ -11,7 +11,9 @@ time (user + system), which time spent waiting for a CPU on a shared machine doe
 move. As both libraries do the same fixed work (start, symbols at the dump), the
 difference of a round's two runs divided by the calls is the check's cost per pair; the
 figure is the median over the rounds, with its quartiles and a 95% confidence interval
-of the median (order statistics)."""
+of the median (order statistics). With RAW set, the rounds' differences go to that file
+as JSON lines (one per clock), to pool runs."""
+import json
 import math
 import os
 import resource
@@ -87,6 +89,9 @@ def main():
         print(f"| {clock} | {per['check']:.2f} | {per['nocheck']:.2f} | "
               f"{statistics.median(diffs):+.2f} | {q[0]:+.2f} .. {q[2]:+.2f} | "
               f"{lo:+.2f} .. {hi:+.2f} |", flush=True)
+        if os.environ.get("RAW"):
+            with open(os.environ["RAW"], "a") as f:
+                f.write(json.dumps({"n": N, "clock": clock, "diffs": diffs}) + "\n")
 
 
 if __name__ == "__main__":
