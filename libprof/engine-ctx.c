@@ -80,8 +80,9 @@ int coprof_thread_set_name(struct coprof_thread *t, const char *name)
 	return 0;
 }
 
-int coprof_ctx_create(struct coprof_thread *t, uint64_t id, const char *name, const char *runtime,
-		      struct coprof_ctx **out)
+/* A new context of t, suspended, in no list yet. */
+static int ctx_new(struct coprof_thread *t, uint64_t id, const char *name, const char *runtime,
+		   struct coprof_ctx **out)
 {
 	if (!t || !out)
 		return -EINVAL;
@@ -110,6 +111,17 @@ int coprof_ctx_create(struct coprof_thread *t, uint64_t id, const char *name, co
 	c->msize = size;
 	snprintf(c->runtime, sizeof(c->runtime), "%s", runtime ? runtime : "");
 	c->state = CP_CTX_SUSPENDED;
+	*out = c;
+	return 0;
+}
+
+int coprof_ctx_create(struct coprof_thread *t, uint64_t id, const char *name, const char *runtime,
+		      struct coprof_ctx **out)
+{
+	struct coprof_ctx *c;
+	int rc = ctx_new(t, id, name, runtime, &c);
+	if (rc)
+		return rc;
 	cp_section_open(t);
 	if (t->ctx_tail)
 		t->ctx_tail->next = c;
@@ -119,6 +131,35 @@ int coprof_ctx_create(struct coprof_thread *t, uint64_t id, const char *name, co
 	cp_section_close(t);
 	*out = c;
 	return 0;
+}
+
+/* The dumper reads t's lists with p->lock held (and clear changes them then): the sampled
+ * list is only ever changed under that lock, so t's own events need not know of it. */
+int coprof_ctx_create_sampled(struct coprof_thread *t, uint64_t id, const char *name,
+			      const char *runtime, struct coprof_ctx **out)
+{
+	struct coprof_ctx *c;
+	int rc = ctx_new(t, id, name, runtime, &c);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&t->p->lock);
+	if (t->sctx_tail)
+		t->sctx_tail->next = c;
+	else
+		t->sctx_head = c;
+	t->sctx_tail = c;
+	pthread_mutex_unlock(&t->p->lock);
+	*out = c;
+	return 0;
+}
+
+void coprof_ctx_finish_sampled(struct coprof_ctx *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->t->p->lock);
+	c->state = CP_CTX_FINISHED;
+	pthread_mutex_unlock(&c->t->p->lock);
 }
 
 int coprof_ctx_set_name(struct coprof_ctx *c, const char *name)

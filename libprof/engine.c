@@ -105,6 +105,10 @@ void coprof_destroy(struct coprof *p)
 			cn = c->next;
 			ctx_free(p, c);
 		}
+		for (c = t->sctx_head; c; c = cn) {
+			cn = c->next;
+			ctx_free(p, c);
+		}
 		free(t->ids);
 		free(t);
 	}
@@ -242,6 +246,23 @@ static void ctx_wipe(struct coprof_ctx *c, uint64_t now)
 	c->vbegin = c->begun ? cp_ctx_vnow(c, now) : 0;
 }
 
+/* Frees the finished contexts of a list and wipes the others; returns the new tail. */
+static struct coprof_ctx *clear_list(struct coprof *p, struct coprof_ctx **pp, uint64_t now)
+{
+	struct coprof_ctx *c, *tail = NULL;
+	while ((c = *pp)) {
+		if (c->state == CP_CTX_FINISHED) {
+			*pp = c->next;
+			ctx_free(p, c);
+			continue;
+		}
+		ctx_wipe(c, now);
+		tail = c;
+		pp = &c->next;
+	}
+	return tail;
+}
+
 static void clear_thread(struct coprof *p, struct coprof_thread *t, uint64_t now, int active)
 {
 	if (active)
@@ -250,18 +271,8 @@ static void clear_thread(struct coprof *p, struct coprof_thread *t, uint64_t now
 	memset(t->calls, 0, sizeof(t->calls));
 	ctx_wipe(&t->base, now);
 	ctx_wipe(&t->agg, now);
-	struct coprof_ctx **pp = &t->ctx_head, *c;
-	t->ctx_tail = NULL;
-	while ((c = *pp)) {
-		if (c->state == CP_CTX_FINISHED) {
-			*pp = c->next;
-			ctx_free(p, c);
-			continue;
-		}
-		ctx_wipe(c, now);
-		t->ctx_tail = c;
-		pp = &c->next;
-	}
+	t->ctx_tail = clear_list(p, &t->ctx_head, now);
+	t->sctx_tail = clear_list(p, &t->sctx_head, now);
 	t->fin_head = t->fin_tail = NULL;
 	t->nfin_kept = 0;
 	t->nfolded = 0;

@@ -126,6 +126,9 @@ struct coprof_thread {
 	struct coprof_ctx base; /* the thread's own context: the driver (rule 9) */
 	struct coprof_ctx agg;	/* "(finished tasks)": folded finished contexts */
 	struct coprof_ctx *ctx_head, *ctx_tail;
+	/* Contexts another thread made for this one's sampled stacks
+	 * (coprof_ctx_create_sampled): a list of their own, changed under p->lock only. */
+	struct coprof_ctx *sctx_head, *sctx_tail;
 	struct coprof_ctx *fin_head, *fin_tail;
 	uint32_t nfin_kept;
 	uint64_t nfolded;

@@ -200,29 +200,37 @@ static const char *sdup(struct snap *s, const char *str)
 	return cp_arena_strdup(s->prof->arena, str, strlen(str));
 }
 
+/* One context of t's as a row of the task table, with its functions. */
+static int copy_task(struct snap *s, struct coprof_thread *t, struct coprof_ctx *c, uint64_t now,
+		     int active)
+{
+	struct cp_extras *ex = &s->prof->ex;
+	uint32_t i = s->ntasks++;
+	struct cp_task *k = &ex->tasks[i];
+	k->id = c->id;
+	k->name = sdup(s, c->name);
+	k->runtime = sdup(s, c->runtime);
+	k->thread = t->tid;
+	uint64_t end = c->state == CP_CTX_FINISHED ? c->vend : cp_ctx_vnow(c, now);
+	k->ttot = c->begun && end > c->vbegin ? (double)(end - c->vbegin) / 1e9 : 0;
+	k->resumes = c->resumes;
+	k->state = ctx_state(c);
+	if (!k->name || !k->runtime)
+		return -ENOMEM;
+	int rc = map_put(&s->ctxmap, (uint64_t)(uintptr_t)c, i);
+	return rc ? rc : copy_ctx(s, c, i, now, active);
+}
+
 static int copy_thread(struct snap *s, struct coprof_thread *t, uint64_t now, int active)
 {
 	struct cp_extras *ex = &s->prof->ex;
 	int rc = copy_ctx(s, &t->base, -1, now, active);
 	if (!rc)
 		rc = copy_ctx(s, &t->agg, -1, now, active);
-	for (struct coprof_ctx *c = t->ctx_head; c && !rc; c = c->next) {
-		uint32_t i = s->ntasks++;
-		struct cp_task *k = &ex->tasks[i];
-		k->id = c->id;
-		k->name = sdup(s, c->name);
-		k->runtime = sdup(s, c->runtime);
-		k->thread = t->tid;
-		uint64_t end = c->state == CP_CTX_FINISHED ? c->vend : cp_ctx_vnow(c, now);
-		k->ttot = c->begun && end > c->vbegin ? (double)(end - c->vbegin) / 1e9 : 0;
-		k->resumes = c->resumes;
-		k->state = ctx_state(c);
-		if (!k->name || !k->runtime)
-			return -ENOMEM;
-		rc = map_put(&s->ctxmap, (uint64_t)(uintptr_t)c, i);
-		if (!rc)
-			rc = copy_ctx(s, c, i, now, active);
-	}
+	for (struct coprof_ctx *c = t->ctx_head; c && !rc; c = c->next)
+		rc = copy_task(s, t, c, now, active);
+	for (struct coprof_ctx *c = t->sctx_head; c && !rc; c = c->next)
+		rc = copy_task(s, t, c, now, active);
 	if (rc)
 		return rc;
 	struct cp_thread *th = &ex->threads[s->nthreads++];
@@ -245,6 +253,8 @@ static int copy_all(struct snap *s)
 	for (struct coprof_thread *t = p->threads; t; t = t->next) {
 		nthreads++;
 		for (struct coprof_ctx *c = t->ctx_head; c; c = c->next)
+			ntasks++;
+		for (struct coprof_ctx *c = t->sctx_head; c; c = c->next)
 			ntasks++;
 	}
 	ex->tasks = cp_arena_alloc(s->prof->arena, (ntasks + 1) * sizeof(*ex->tasks));

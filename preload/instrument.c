@@ -42,7 +42,7 @@ hook(void *fn, void (*event)(struct coprof_thread *, uintptr_t), int enter)
 		else if (pl_stls.cur && pl_stls.cur->detected)
 			pl_stack_track(pl_stls.cur, (uintptr_t)fn, enter);
 		/* the hook of a detected stack's root frame runs highest on it */
-		if (!enter && pl_unlikely(sp >= pl_tls_data.stack_root_sp))
+		if (!enter && pl_unlikely(pl_stack_root_left(sp)))
 			pl_stack_root_returned(th, pl_stls.cur);
 	}
 	t->guard = 0;

@@ -173,6 +173,14 @@ COPROF_API void coprof_ctx_switch(struct coprof_thread *t, struct coprof_ctx *c)
  * it was running, the thread's own context runs again. `c` stays valid until clear. */
 COPROF_API void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c);
 COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
+/* Sample mode: a context of thread `t` made from another thread (the shim's folding
+ * thread, for a stack it found in t's samples). It never runs as far as the engine
+ * knows and holds only what coprof_sample charges to it (its ttot is its samples'
+ * time), so making or finishing one never races t's own events. It is in the task
+ * table like any context; coprof_ctx_finish_sampled marks it finished. */
+COPROF_API int coprof_ctx_create_sampled(struct coprof_thread *t, uint64_t id, const char *name,
+					 const char *runtime, struct coprof_ctx **out);
+COPROF_API void coprof_ctx_finish_sampled(struct coprof_ctx *c);
 
 /* --- sampling (COPROF_MODE_SAMPLE) -------------------------------------------------- */
 

@@ -29,11 +29,18 @@ enum pl_rec_kind {
 	PL_REC_WAIT,   /* a suspended coroutine: weight is ticks it waited */
 };
 
+struct pl_stack;
+
 struct pl_rec {
 	struct coprof_ctx *ctx; /* NULL: the thread's own context */
 	uint64_t weight;
 	uint32_t kind;
 	uint32_t depth;
+	/* A sample on a stack nobody follows (the fold finds its context: pl_stack_fold):
+	 * the interrupted stack pointer, 0 for any other sample; and the stack pointer of
+	 * the stack's outermost frame when the walk reached it, else 0. */
+	uintptr_t sp, base;
+	struct pl_stack *fiber; /* an fcontext fiber the fold may name (pl_stack_fold_name) */
 	uintptr_t pcs[PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP]; /* innermost first */
 };
 
@@ -75,6 +82,9 @@ struct pl_sthread {
 	int wake_fd;	 /* wall: its context-switch event, -1 when it has none */
 	int has_clock;	 /* clock below was initialised (cpu, or wall on perf events) */
 	atomic_int dead; /* the thread exited: fold what is left, then free */
+
+	uintptr_t own_lo, own_hi;  /* the thread's own stack; own_hi 0: not known */
+	struct pl_fstack *fstacks; /* the folding thread's: stacks found in its samples */
 
 	/* Written by the handler only. */
 	struct cp_clock clock; /* cpu: the thread's CPU clock */
@@ -180,6 +190,24 @@ static inline void pl_ring_publish(struct pl_sthread *st)
 	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
 	atomic_store_explicit(&st->head, h + 1, memory_order_release);
 }
+
+/* runtime/stack/sampled.c, on the folding thread: the context of a sample `rec` took
+ * on a stack nobody follows (rec->sp set), found from its outermost frame and made on
+ * first sight; NULL: the thread's own (its own stack, or a stack with no frame of the
+ * program's, the runtime's own). `depth` is the record's depth without the shim's
+ * frames. pl_stack_fold_free forgets the thread's stacks. */
+PL_HIDDEN struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec,
+					   uint32_t depth);
+PL_HIDDEN void pl_stack_fold_free(struct pl_sthread *st);
+/* The fiber of `rec` (rec->fiber) gets a name from its stack: the outermost function of
+ * the program's own on it (Boost's templates under it skipped). */
+PL_HIDDEN void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth);
+/* async-signal-safe: nonzero once the __cyg hooks followed the calling thread's stacks
+ * (an instrumented program: they find its switches themselves). */
+PL_HIDDEN int pl_stack_hooked(void);
+/* async-signal-safe: the running fcontext fiber, when no hook has named it yet and
+ * `ctx` is its context (the fold may name it from the tick's stack), else NULL. */
+PL_HIDDEN struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx);
 
 /* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
  * CPython or without an adapter (python-loader.c sets it). */

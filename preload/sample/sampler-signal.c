@@ -157,6 +157,36 @@ static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t 
 	rec->depth = (uint32_t)n;
 }
 
+/* Whether the tick interrupted a stack nobody follows: off the thread's own stack, with
+ * no context running that an adapter or the Python walker reported, on a thread whose
+ * __cyg hooks never ran (they follow stacks themselves). */
+static int stack_unknown(const struct pl_sthread *st, uintptr_t sp, const struct coprof_ctx *ctx)
+{
+	return !ctx && st->own_hi && sp - st->own_lo >= st->own_hi - st->own_lo &&
+	       !pl_stack_hooked();
+}
+
+/* Walks a stack nobody follows frame by frame into rec: the fold keys the stack by its
+ * outermost frame's stack pointer (rec->base), which unw_backtrace does not give. */
+static void capture_unknown(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc,
+			    uintptr_t sp)
+{
+	uintptr_t base = 0;
+	int n = -1;
+	if (!pl_unw_busy((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], sp))
+		n = pl_unw_walk(st->tls, uc, rec->pcs, PL_SAMPLE_DEPTH, &base);
+	if (n < 0) {
+		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
+		rec->pcs[0] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+		n = 1;
+	} else if (n == PL_SAMPLE_DEPTH && !base) {
+		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+	}
+	rec->depth = (uint32_t)n;
+	rec->sp = sp;
+	rec->base = base;
+}
+
 /* The sig_data of the perf event behind a TRAP_PERF siginfo: the kernel puts it right
  * after si_addr (glibc 2.36 has no name for it). */
 static uint64_t perf_data(const siginfo_t *si)
@@ -267,6 +297,8 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		rec->ctx = pl_stack_at_tick(
 		    (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP], rec->ctx);
 	rec->weight = w;
+	rec->sp = rec->base = 0;
+	rec->fiber = rec->ctx && !pl_stack_hooked() ? pl_stack_unnamed(rec->ctx) : NULL;
 	if (!pl_sconf.wall && st->tls && st->tls->in_switch) {
 		/* A stack walked mid-switch is garbage, but the CPU is the switch's: under
 		 * cpu (no other writer of the ring then) it is charged to swapcontext. */
@@ -279,7 +311,11 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 			atomic_fetch_add_explicit(&st->py_failed, 1, memory_order_relaxed);
 			goto out;
 		}
-		if (n == 0 || pl_cfg.native)
+		uintptr_t sp =
+		    ucv ? (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP] : 0;
+		if (n == 0 && ucv && stack_unknown(st, sp, rec->ctx))
+			capture_unknown(st, rec, ucv, sp);
+		else if (n == 0 || pl_cfg.native)
 			capture(st, rec, ucv);
 		if (n > 0 && pl_cfg.native)
 			pl_sampler_python_merge(st, rec, &py, n);

@@ -71,7 +71,10 @@ static void drain(struct pl_sthread *st, int keep)
 			continue;
 		uint32_t depth = pl_stack_user_depth(rec->pcs, rec->depth);
 		if (rec->kind == PL_REC_SAMPLE) {
-			coprof_sample(st->thread, rec->ctx, rec->pcs, depth, rec->weight, 0);
+			struct coprof_ctx *ctx = rec->sp ? pl_stack_fold(st, rec, depth) : rec->ctx;
+			if (rec->fiber)
+				pl_stack_fold_name(rec, depth);
+			coprof_sample(st->thread, ctx, rec->pcs, depth, rec->weight, 0);
 			continue;
 		}
 		coprof_sample_n(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, rec->weight,
@@ -115,6 +118,7 @@ static void fold_all(int keep)
 		report_counts(st);
 		if (dead) {
 			*pp = st->next;
+			pl_stack_fold_free(st);
 			free(st->waits);
 			free(st);
 			continue;
@@ -308,6 +312,21 @@ static int open_wake_event(void)
 	return open_event(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, PL_PERF_COOKIE + 1, 0);
 }
 
+/* The calling thread's own stack, which samples off it may be a coroutine's. */
+static void own_stack(struct pl_sthread *st)
+{
+	pthread_attr_t a;
+	void *addr;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return;
+	if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+		st->own_lo = (uintptr_t)addr;
+		st->own_hi = (uintptr_t)addr + size;
+	}
+	pthread_attr_destroy(&a);
+}
+
 /* Sets up the calling thread: its state, its tick source (armed when sampling runs),
  * and libunwind's per-thread caches, filled here by one walk outside any signal. Under
  * cpu a thread whose perf event cannot be opened (out of fds) ticks on its CPU-time
@@ -323,6 +342,7 @@ static void thread_start(void)
 	st->tls = pl_tls();
 	st->thread = pl_thread();
 	st->perf_fd = st->wake_fd = -1;
+	own_stack(st);
 	st->rng = ((uint64_t)(uintptr_t)st << 16) ^ (uint64_t)st->tid ^ 0x9e3779b97f4a7c15ull;
 	/* Under wall, suspended coroutines' stacks: allocated here, as a switch may come
 	 * in a signal handler (mmap'ed by malloc: pages are touched only when used). */
@@ -471,6 +491,7 @@ static void sampler_after_fork_child(void)
 			close(st->perf_fd);
 		if (st->wake_fd >= 0)
 			close(st->wake_fd);
+		pl_stack_fold_free(st);
 		free(st->waits);
 		free(st);
 		st = next;

@@ -45,6 +45,18 @@ static int masks_reach_guard(void)
 	       first.dli_fbase == shim.dli_fbase;
 }
 
+/* The frame-by-frame walk, for pl_unw_walk. libunwind's x86-64 ABI as its header
+ * declares it (the header is not needed to build): a cursor is 127 words, a context is
+ * the signal's ucontext_t, UNW_REG_IP and UNW_REG_SP are registers 16 and 7, and
+ * UNW_INIT_SIGNAL_FRAME (libunwind 1.3) says the context is a signal's. */
+#define UNW_CURSOR_WORDS 127
+#define UNW_REG_IP_X86_64 16
+#define UNW_REG_SP_X86_64 7
+#define UNW_INIT_SIGNAL_FRAME_FLAG 1
+static int (*init2_fn)(void *cursor, void *uc, int flag);
+static int (*step_fn)(void *cursor);
+static int (*get_reg_fn)(void *cursor, int reg, uintptr_t *val);
+
 int pl_unw_load(void)
 {
 	if (backtrace_fn)
@@ -61,6 +73,11 @@ int pl_unw_load(void)
 	if (!masks_reach_guard())
 		unw_lo = r.lo, unw_hi = r.hi;
 	backtrace_fn = (int (*)(void **, int))fn;
+#if defined(__x86_64__)
+	init2_fn = (int (*)(void *, void *, int))dlsym(lib, "_ULx86_64_init_local2");
+	step_fn = (int (*)(void *))dlsym(lib, "_ULx86_64_step");
+	get_reg_fn = (int (*)(void *, int, uintptr_t *))dlsym(lib, "_ULx86_64_get_reg");
+#endif
 	return 0;
 }
 
@@ -105,4 +122,38 @@ __attribute__((no_sanitize("address"))) int pl_unw_busy(uintptr_t pc, uintptr_t 
 			return 1;
 	}
 	return 0;
+}
+
+int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max, uintptr_t *base)
+{
+	*base = 0;
+	if (!init2_fn || !step_fn || !get_reg_fn || !pl_fd_unw_pipe_safe())
+		return -1;
+	sig_atomic_t raw = tls ? tls->raw_masks : 0;
+	if (tls)
+		tls->raw_masks = 1;
+	uint64_t cursor[UNW_CURSOR_WORDS];
+	int n = 0, rc = -1;
+	uintptr_t ip, sp, last = 0;
+	if (init2_fn(cursor, (void *)uc, UNW_INIT_SIGNAL_FRAME_FLAG) == 0) {
+		do {
+			if (get_reg_fn(cursor, UNW_REG_IP_X86_64, &ip) < 0 ||
+			    get_reg_fn(cursor, UNW_REG_SP_X86_64, &sp) < 0) {
+				rc = -1;
+				break;
+			}
+			if (!ip && n) {
+				rc = 0; /* a return address of 0: the stack's start */
+				break;
+			}
+			pcs[n++] = ip;
+			last = sp;
+			rc = n < max ? step_fn(cursor) : -1;
+		} while (rc > 0);
+	}
+	if (rc == 0)
+		*base = last;
+	if (tls)
+		tls->raw_masks = raw;
+	return n ? n : -1;
 }

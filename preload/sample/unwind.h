@@ -4,6 +4,7 @@
 #define COPROF_PRELOAD_SAMPLE_UNWIND_H
 
 #include <stdint.h>
+#include <ucontext.h>
 
 #include "shim.h"
 
@@ -22,5 +23,12 @@ PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max);
  * words): walking with it then could wait forever for a lock the interrupted code
  * holds. */
 PL_HIDDEN int pl_unw_busy(uintptr_t pc, uintptr_t sp);
+
+/* async-signal-safe: the interrupted stack of a signal whose context is `uc`, innermost
+ * first (its pc is pcs[0]), at most `max`, walked frame by frame. *base gets the stack
+ * pointer of the outermost frame when the walk reached the end of the stack (a return
+ * address of 0 or no caller), else 0. -1 when no walk may run. */
+PL_HIDDEN int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max,
+			  uintptr_t *base);
 
 #endif

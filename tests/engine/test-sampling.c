@@ -3,6 +3,7 @@
  * task table and resolves pcs through the resolvers. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 
 #include "helpers.h"
 
@@ -50,4 +51,52 @@ Test(sampling, samples_reach_the_profile_with_their_task)
 	cr_expect_eq(own, 3);
 	cr_expect_eq(task, 2, "the context's samples are its task's");
 	fx_expect(&f.prof->ex.tasks[0].stats, "leaf", 2, 2, 2000000, 2000000);
+}
+
+/* Runs on a thread other than the profiled one, as the shim's folding thread does. */
+static void *make_sampled(void *arg)
+{
+	struct coprof_ctx **out = arg;
+	cr_assert_eq(coprof_ctx_create_sampled(f.t, 0x7, "entry", "stack", out), 0);
+	return NULL;
+}
+
+Test(sampling, a_context_made_from_another_thread_is_a_task_with_its_samples_time)
+{
+	struct coprof_options o = {.clock = COPROF_CLOCK_CPU,
+				   .mode = COPROF_MODE_SAMPLE,
+				   .hz = 1000,
+				   .fake_clock = fk_clock};
+	cr_assert_eq(coprof_create(&o, &f.p), 0);
+	cr_assert_eq(coprof_add_resolver(f.p, fx_resolve, NULL), 0);
+	cr_assert_eq(coprof_thread_register(f.p, "main", &f.t), 0);
+	cr_assert_eq(coprof_start(f.p), 0);
+	struct coprof_ctx *own, *c = NULL;
+	cr_assert_eq(coprof_ctx_create(f.t, 0x5, "co", "ucontext", &own), 0);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, make_sampled, &c), 0);
+	pthread_join(th, NULL);
+	cr_assert(c);
+	uintptr_t pcs[] = {K("leaf"), K("root")};
+	for (int i = 0; i < 3; i++)
+		coprof_sample(f.t, c, pcs, 2, 1000000, 0);
+	fx_snap(&f);
+	cr_assert_eq(f.prof->ex.ntasks, 2, "the one made on the thread and the sampled one");
+	const struct cp_task *k = fx_task(f.prof, 0x7);
+	cr_assert(k);
+	cr_expect_str_eq(k->name, "entry");
+	cr_expect_str_eq(k->runtime, "stack");
+	cr_expect_str_eq(k->state, "suspended");
+	cr_expect_eq(k->thread, f.prof->ex.threads[0].tid);
+	cr_expect_eq(fx_ns(k->ttot), 3000000, "its ttot is its samples'");
+	fx_expect(&k->stats, "leaf", 3, 3, 3000000, 3000000);
+	coprof_ctx_finish_sampled(c);
+	fx_snap(&f);
+	cr_expect_str_eq(fx_task(f.prof, 0x7)->state, "finished");
+	/* clear frees finished contexts and keeps the others */
+	cr_assert_eq(coprof_clear(f.p), 0);
+	coprof_sample(f.t, own, pcs, 2, 1000000, 0);
+	fx_snap(&f);
+	cr_expect_eq(f.prof->ex.ntasks, 1);
+	cr_expect(fx_task(f.prof, 0x5) != NULL);
 }

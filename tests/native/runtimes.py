@@ -2,8 +2,10 @@
 """runtimes.py CASE: coroutine runtimes no ucontext adapter covers, in trace and sample
 mode, under both clocks. CASE is PROG-MODE-CLOCK, PROG one of asm (a hand-written
 x86-64 switch no adapter knows), st (State Threads) and fiber (boost::context::fiber,
-the fcontext adapter). Each program runs a heavy (20 ms a round) and a light (5 ms)
-coroutine that take turns, R rounds each, yielding through task_yield."""
+the fcontext adapter), or asm-plain and st-plain: the same built without
+-finstrument-functions (sample mode only: their stacks are found at ticks alone). Each
+program runs a heavy (20 ms a round) and a light (5 ms) coroutine that take turns, R
+rounds each, yielding through task_yield."""
 import os
 import subprocess
 import sys
@@ -16,7 +18,8 @@ BIN = os.environ["COPROF_BIN"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
 TMP = tempfile.mkdtemp(prefix="coprof-runtimes-")
 R, HEAVY, LIGHT = 6, 0.020, 0.005
-RUNTIME = {"asm": "stack", "st": "stack", "fiber": "fcontext"}
+RUNTIME = {"asm": "stack", "st": "stack", "fiber": "fcontext", "asm-plain": "stack",
+           "st-plain": "stack", "fiber-plain": "fcontext"}
 
 
 def profile(prog, mode, clock):
@@ -25,7 +28,7 @@ def profile(prog, mode, clock):
     cmd = [BIN, "record"] + opts + ["--", os.path.join(TESTBIN, "rt-" + prog), str(R),
                                      str(HEAVY * 1e3), str(LIGHT * 1e3)]
     env = base_env()
-    if ASAN and prog == "st":
+    if ASAN and prog.startswith("st"):
         # libst never frees what st_init and joinable threads allocate: only its own
         # leaks are suppressed, ours are still reported
         supp = os.path.join(TMP, "lsan-libst.supp")
@@ -143,13 +146,13 @@ def sample_wall(prog):
     li = list(ex["tasks"]).index(tasks["light"])
     waits = [(frames, n) for task, tid, frames, n, waiting in ex["stacks"] if task == li and waiting]
     check(waits, "the light coroutine has no wait stack")
-    want = ["resume", "task_yield"] if prog == "fiber" else ["task_yield", "light_task"]
+    want = ["resume", "task_yield"] if prog.startswith("fiber") else ["task_yield", "light_task"]
     yielded = 0
     for frames, n in waits:
         names = [f[2] for f in frames]
         if names[:2] == want:
             yielded += n
-        elif prog == "fiber":  # made, not yet run: Boost's entry jumps back to the maker at once
+        elif prog.startswith("fiber"):  # made, not yet run: Boost's entry jumps back to the maker at once
             check(names[0].startswith("fiber_entry<"), f"light fiber waits at {names[:4]}")
         else:
             check(False, f"light coroutine waits at {names[:4]}")
@@ -162,13 +165,54 @@ def sample_wall(prog):
     check(hwait < yielded, f"heavy waited {hwait} ticks, light {yielded}")
 
 
+def plain_cpu(prog):
+    """No hooks: each tick's stack is found from its outermost frame at fold time. Each
+    coroutine's task holds its own work only, within 10% of it, and its share of the
+    two within 5 points of its work's."""
+    stats, ex = profile(prog, "sample", "cpu")
+    tasks = tasks_by_work(prog, ex)
+    check_ttot(tasks)
+    share = tasks["light"]["ttot"] / (tasks["light"]["ttot"] + tasks["heavy"]["ttot"])
+    want = LIGHT / (LIGHT + HEAVY)
+    check(abs(share - want) <= 0.05, f"light share {share:.3f}, expected {want:.3f} ±0.05")
+    for kind, work in (("heavy", HEAVY), ("light", LIGHT)):
+        f = funcs(tasks[kind])
+        near(f[kind + "_work"][3], R * work, 0.25 if kind == "heavy" else 0.5, f"sampled {kind}_work ct")
+    check(not any(w for *_, w in ex["stacks"]), "waiting stacks under cpu")
+    # the thread's own samples (the scheduler on the main stack) hold no coroutine work
+    for task, tid, frames, n, waiting in ex["stacks"]:
+        names = [f[2] for f in frames]
+        if task is None or task < 0:
+            check(not any(k + "_work" in names for k in ("heavy", "light")),
+                  f"a coroutine's work charged to the thread: {names}")
+
+
+def plain_wall(prog):
+    """Under wall with no switch events a suspended coroutine's wait is not seen (the
+    README's limit): each task holds the time it ran, at least its own work, and the
+    light one is not charged the heavy one's."""
+    stats, ex = profile(prog, "sample", "wall")
+    tasks = tasks_by_work(prog, ex)
+    for kind, work in (("heavy", HEAVY), ("light", LIGHT)):
+        check(tasks[kind]["ttot"] >= 0.9 * R * work,
+              f"{kind} ttot {tasks[kind]['ttot']:.3f} s under wall, expected >= {0.9 * R * work:.3f}")
+    check(tasks["light"]["ttot"] < 0.5 * tasks["heavy"]["ttot"],
+          f"light ttot {tasks['light']['ttot']:.3f} s against heavy {tasks['heavy']['ttot']:.3f} s")
+    check(not any(w for *_, w in ex["stacks"]), "waiting stacks with no switch events")
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1].count("-") != 2:
+    if len(sys.argv) != 2 or sys.argv[1].count("-") not in (2, 3):
         sys.exit("usage: runtimes.py PROG-MODE-CLOCK")
-    prog, mode, clock = sys.argv[1].split("-")
+    prog, mode, clock = sys.argv[1].rsplit("-", 2)
     try:
-        {"trace": {"cpu": trace_cpu, "wall": trace_wall},
-         "sample": {"cpu": sample_cpu, "wall": sample_wall}}[mode][clock](prog)
+        if prog == "fiber-plain" and clock == "wall":
+            sample_wall(prog)  # the fcontext adapter sees the switches: waits as with hooks
+        elif prog.endswith("-plain"):
+            {"cpu": plain_cpu, "wall": plain_wall}[clock](prog)
+        else:
+            {"trace": {"cpu": trace_cpu, "wall": trace_wall},
+             "sample": {"cpu": sample_cpu, "wall": sample_wall}}[mode][clock](prog)
     except AssertionError as e:
         print(f"FAIL {sys.argv[1]}: {e}")
         sys.exit(1)

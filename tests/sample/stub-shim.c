@@ -134,6 +134,36 @@ struct coprof_ctx *pl_stack_at_tick(uintptr_t sp, struct coprof_ctx *cur)
 	return cur; /* no stack adapter here: the switch hooks say where the thread is */
 }
 
+/* No stack adapter: no sample is on a stack the fold must find (rec->sp stays 0). */
+struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec, uint32_t depth)
+{
+	(void)st;
+	(void)depth;
+	return rec->ctx;
+}
+
+void pl_stack_fold_free(struct pl_sthread *st)
+{
+	(void)st;
+}
+
+void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth)
+{
+	(void)rec;
+	(void)depth;
+}
+
+struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx)
+{
+	(void)ctx;
+	return NULL;
+}
+
+int pl_stack_hooked(void)
+{
+	return 1; /* as if hooks followed the stacks: the handler never walks for the fold */
+}
+
 void stub_switch(void *from, void *to)
 {
 	tls.in_switch = 1;

@@ -140,6 +140,8 @@ static struct pl_tls *leave_for(pl_fctx to)
 		return NULL;
 	t->guard = 1;
 	pl_ntls.cur = NULL; /* no ucontext coroutine runs there */
+	if (s && s->naming && s->fold_name)
+		pl_stack_take_fold_name(s);
 	if (s)
 		pl_stack_set(s, s->lo, s->hi);
 	else
@@ -234,6 +236,7 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 	pl_stack_name(s, (uintptr_t)fn);
 	s->naming = 1;
 	s->tries = 0;
+	__atomic_store_n(&s->fold_name, NULL, __ATOMIC_RELEASE);
 	pl_fctx h = real_make(sp, size, entry);
 	if (map_put((uintptr_t)h, s) != 0) {
 		/* entry() could not find the program's function: make it plain again */

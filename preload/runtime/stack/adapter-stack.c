@@ -73,7 +73,7 @@ static __thread struct scratch *scratch PL_TLS;
 
 /* Whether a function comes from the program's sources rather than a system header (a
  * template of Boost's or the C++ library's, instantiated in the program). */
-static int own_function(const struct coprof_func_info *info)
+int pl_stack_own_function(const struct coprof_func_info *info)
 {
 	return info->file && info->file[0] == '/' &&
 	       strncmp(info->file, "/usr/include/", 13) != 0 &&
@@ -87,7 +87,7 @@ static void name_on_scratch(void)
 	if (!scratch->own_only)
 		pl_stack_name(s, scratch->fn);
 	else if (pl_syms && pl_symbols_lookup(pl_syms, scratch->fn, &info) == 0 && info.name &&
-		 own_function(&info)) {
+		 pl_stack_own_function(&info)) {
 		s->name = info.name;
 		s->naming = 0;
 	}

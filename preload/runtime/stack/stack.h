@@ -26,6 +26,9 @@ struct pl_stack {
 	int naming;	     /* fcontext: named after its entry until a function of the program's
 			      * own runs on it (the slow path sees its first calls) */
 	int tries;	     /* calls looked at for a name */
+	/* fcontext, no hooks (sample mode): the first function of the program's own the
+	 * folding thread saw on its samples, taken as its name at the next switch */
+	const char *fold_name;
 	const char *name;
 	char namebuf[24];
 	/* sample mode, detected stacks: the instrumented functions entered on it and not
@@ -57,11 +60,34 @@ struct pl_stack_tls {
 };
 extern PL_HIDDEN __thread struct pl_stack_tls pl_stls PL_TLS;
 
+#ifndef PL_NO_STACK_CHECK
 /* The hot-path test of the __cyg hooks: nonzero when `sp` is off the running stack. */
 static inline int pl_stack_off(uintptr_t sp)
 {
 	return sp - pl_tls_data.stack_lo >= pl_tls_data.stack_span;
 }
+
+/* The leave hook's test: nonzero when the frame at `sp` is a detected stack's root. */
+static inline int pl_stack_root_left(uintptr_t sp)
+{
+	return sp >= pl_tls_data.stack_root_sp;
+}
+#else
+/* -DPL_NO_STACK_CHECK: both compares compiled out, the baseline that
+ * bench/native/stack-check.py times the hooks against (issue 13's 3 ns budget). Switches
+ * no adapter reports are not followed then: never a build to profile with. */
+static inline int pl_stack_off(uintptr_t sp)
+{
+	(void)sp;
+	return 0;
+}
+
+static inline int pl_stack_root_left(uintptr_t sp)
+{
+	(void)sp;
+	return 0;
+}
+#endif
 
 /* The slow path: the event at `sp` (calling `key` when `enter`, else leaving it) runs
  * on another stack. Finds or makes its context and switches the engine there. Guard
@@ -84,6 +110,12 @@ PL_HIDDEN void pl_stack_name(struct pl_stack *s, uintptr_t fn);
 /* The calling thread ends: frees what the slow path kept for it (threads.c; not a
  * struct pl_runtime, whose count tells the exit message a runtime was there). */
 PL_HIDDEN void pl_stack_thread_exit(void);
+/* The fold's name for `s` becomes its name (the context's too); on the thread that
+ * runs `s`, outside signal handlers. */
+PL_HIDDEN void pl_stack_take_fold_name(struct pl_stack *s);
+/* Whether a function comes from the program's sources rather than a system header or
+ * library (a template of Boost's instantiated in the program, libst). */
+PL_HIDDEN int pl_stack_own_function(const struct coprof_func_info *info);
 /* A fresh task id, shared by every runtime of the shim's stack contexts. */
 PL_HIDDEN uint64_t pl_stack_next_id(void);
 
