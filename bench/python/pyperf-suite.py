@@ -223,4 +223,5 @@ def main():
             print("| %s | %s | %s |" % (tag, bench, " | ".join(cells)))
 
 
-main()
+if __name__ == "__main__":
+    main()
