@@ -156,7 +156,8 @@ def case_tasks_cpu(r, clock="cpu"):
     out, _ = r.run(os.path.join(PROGS, "tasks_cpu.py"), [side], clock=clock)
     prof = Profile(out)
     with open(side) as f:
-        measured = json.load(f)[clock]
+        both = json.load(f)
+    measured = both[clock]
     rel = 0.10 if clock == "cpu" else 0.15
     for fn in ("spin_a", "spin_b", "spin_c"):
         check(prof.nc(fn) == 10, "%s nc %d != 10" % (fn, prof.nc(fn)))
@@ -175,11 +176,17 @@ def case_tasks_cpu(r, clock="cpu"):
             near(t["ttot"], measured[mine], 0.25, "task %s ttot" % name)
     if clock == "cpu":
         # Rule 10: the own times add up to the CPU time profiled on the thread, minus
-        # the time outside any frame (Python's start-up before the main module).
+        # the time outside any frame (Python's start-up before the main module, its
+        # exit after): so at most the thread's CPU, and at least the CPU the main
+        # module took by the program's own clock (7% for the two clocks' disagreement
+        # under load). A fixed share for the start-up failed once: 81 ms of a 0.50 s
+        # thread at load, where 20 ms is usual.
         tt = sum(v[2] for v in prof.stats.values())
         threads = sum(t["ttot"] for t in prof.extras["threads"])
-        check(0.85 * threads <= tt <= 1.01 * threads,
-              "sum of tt %.4f against the thread table's CPU %.4f" % (tt, threads))
+        module = both["module_cpu"]
+        check(0.93 * module <= tt <= 1.01 * threads,
+              "sum of tt %.4f against the main module's CPU %.4f and the thread table's "
+              "CPU %.4f" % (tt, module, threads))
         # Rule 9: under cpu the driver is not charged for its tasks' work.
         check(prof.ct("main") < 0.2 * measured["spin_a"],
               "main ct %.4f includes its tasks' CPU" % prof.ct("main"))
