@@ -20,46 +20,33 @@ import argparse
 import glob
 import marshal
 import os
+import importlib.util
 import statistics
 import subprocess
 import sys
 import tempfile
 
-WORKER = r'''
-import asyncio, os, subprocess, sys, time
+
+def _load_workload():
+    spec = importlib.util.spec_from_file_location(
+        "sample_vs_pyspy", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                        "sample-vs-pyspy.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.WORKLOAD
+
+
+# sample-vs-pyspy.py's workload (heavy, light, task_a, task_b, main(steps)), then the
+# blocks.
+WORKER = _load_workload() + r'''
+import os, subprocess
 
 coprof, rounds, steps, idle = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
-def heavy(n):
-    x = 0
-    for i in range(n):
-        x += i * i
-    return x
-
-def light(n):
-    x = 0
-    for i in range(n):
-        x += i * i
-    return x
-
-def round_():
-    heavy(4000)
-    light(2000)
-
-async def task_a(steps):
-    for _ in range(steps):
-        for _ in range(3):
-            round_()
-        await asyncio.sleep(0)
-
-async def task_b(steps):
-    for _ in range(steps):
-        round_()
-        await asyncio.sleep(0)
 
 async def block():
-    await asyncio.gather(asyncio.create_task(task_a(steps), name="a"),
-                         asyncio.create_task(task_b(steps), name="b"))
+    await main(steps)
+
 
 def toggle():
     p = subprocess.run([coprof, "toggle", str(os.getpid())], capture_output=True, text=True)

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 
-PROG = r'''
+# The workload, shared with sample-cost.py: heavy:light 2:1, task a:task b 3:1.
+WORKLOAD = r'''
 import asyncio, sys, time
 
 def heavy(n):
@@ -59,6 +60,9 @@ async def main(steps):
     await asyncio.gather(asyncio.create_task(task_a(steps), name="a"),
                          asyncio.create_task(task_b(steps), name="b"))
 
+'''
+
+PROG = WORKLOAD + r'''
 steps = int(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 asyncio.run(main(steps))
