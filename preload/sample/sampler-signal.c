@@ -125,9 +125,7 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	int n = -1;
-	if (!pl_unw_busy(pc, (uintptr_t)uc->uc_mcontext.gregs[REG_RSP]))
-		n = pl_unw_backtrace(st->tls, rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	int n = pl_unw_backtrace(st->tls, uc, rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
 	if (n < 0) {
 		/* No walk may run (unwind.h): keep the pc alone. */
 		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
@@ -171,10 +169,8 @@ static int stack_unknown(const struct pl_sthread *st, uintptr_t sp, const struct
 static void capture_unknown(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t *uc,
 			    uintptr_t sp)
 {
-	uintptr_t base = 0;
-	int n = -1;
-	if (!pl_unw_busy((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], sp))
-		n = pl_unw_walk(st->tls, uc, rec->pcs, PL_SAMPLE_DEPTH, &base);
+	uintptr_t base;
+	int n = pl_unw_walk(st->tls, uc, rec->pcs, PL_SAMPLE_DEPTH, &base);
 	if (n < 0) {
 		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
 		rec->pcs[0] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];

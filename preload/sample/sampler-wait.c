@@ -86,7 +86,7 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 	struct pl_wait *w = free_slot(st);
 	if (!w)
 		return;
-	int depth = pl_unw_backtrace(st->tls, w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
+	int depth = pl_unw_backtrace(st->tls, NULL, w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
 	if (depth < 0) /* no walk may run (unwind.h) */
 		return;
 	int skip = 0;

@@ -352,7 +352,7 @@ static void thread_start(void)
 	if (clock)
 		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	uintptr_t warm[PL_SAMPLE_DEPTH];
-	pl_unw_backtrace(st->tls, warm, PL_SAMPLE_DEPTH);
+	pl_unw_backtrace(st->tls, NULL, warm, PL_SAMPLE_DEPTH);
 	if (pl_sconf.perf) {
 		st->perf_fd = open_task_clock(pl_sconf.perf_user);
 		if (pl_sconf.wall && st->perf_fd >= 0 && (st->wake_fd = open_wake_event()) < 0) {

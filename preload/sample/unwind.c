@@ -14,7 +14,7 @@
  * whoever it is working for. Where an interposer stands between libunwind and the
  * guard (AddressSanitizer's sigprocmask), the guard cannot tell libunwind's masks:
  * the tick handler then looks for libunwind on the interrupted stack itself
- * (pl_unw_busy) and keeps the pc alone of a tick that lands in it. */
+ * (busy) and keeps the pc alone of a tick that lands in it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sys/syscall.h>
@@ -29,7 +29,7 @@
 #define UNWIND_SONAME "libunwind.so.8"
 
 static int (*backtrace_fn)(void **pcs, int max);
-/* libunwind's text, while the signal guard may not see its masks (pl_unw_busy) */
+/* libunwind's text, while the signal guard may not see its masks (busy) */
 static uintptr_t unw_lo, unw_hi;
 
 #define BUSY_SCAN 32 /* stack words above sp looked at for a return into libunwind */
@@ -81,16 +81,34 @@ int pl_unw_load(void)
 	return 0;
 }
 
-int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max)
+/* Starts a walk for the shim: -1 when none may run (its pipe's numbers are the
+ * program's now); else marks the thread as walking (its masks pass the guard, its pipe
+ * is noted by fd.c), what end_walk undoes. */
+static int begin_walk(struct pl_tls *tls, sig_atomic_t *saved)
 {
-	if (!backtrace_fn || !pl_fd_unw_pipe_safe())
+	if (!pl_fd_unw_pipe_safe())
 		return -1;
-	sig_atomic_t raw = tls ? tls->raw_masks : 0;
+	*saved = tls ? tls->raw_masks : 0;
 	if (tls)
-		tls->raw_masks = 1; /* (its masks pass anyway; its pipe is noted by fd.c) */
+		tls->raw_masks = 1;
+	return 0;
+}
+
+static void end_walk(struct pl_tls *tls, sig_atomic_t saved)
+{
+	if (tls)
+		tls->raw_masks = saved;
+}
+
+static int busy(const ucontext_t *uc);
+
+int pl_unw_backtrace(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max)
+{
+	sig_atomic_t saved;
+	if (!backtrace_fn || (uc && busy(uc)) || begin_walk(tls, &saved) < 0)
+		return -1;
 	int n = backtrace_fn((void **)pcs, max);
-	if (tls)
-		tls->raw_masks = raw;
+	end_walk(tls, saved);
 	return n;
 }
 
@@ -103,17 +121,22 @@ static int readable(uintptr_t at)
 	return syscall(SYS_process_vm_readv, getpid(), &mine, 1ul, &there, 1ul, 0ul) == 1;
 }
 
-/* The words above sp are the interrupted code's live frames (not ASan-instrumented:
+/* async-signal-safe: nonzero when the code a signal interrupted (uc) may be inside
+ * libunwind while the guard may not see its masks: its pc in libunwind's text, or a
+ * return into it among the innermost stack words. Walking then could wait forever for
+ * a lock the interrupted code holds. The words above sp are the interrupted code's live
+ * frames (not ASan-instrumented:
  * its redzones lie among them). sp's page is mapped; the next one is read only once a
  * probe of it succeeds (a coroutine's stack may end right above its first frame). */
-__attribute__((no_sanitize("address"))) int pl_unw_busy(uintptr_t pc, uintptr_t sp)
+__attribute__((no_sanitize("address"))) static int busy(const ucontext_t *uc)
 {
 	uintptr_t lo = unw_lo, hi = unw_hi;
 	if (!hi)
 		return 0;
-	if (pc - lo < hi - lo)
+	if ((uintptr_t)uc->uc_mcontext.gregs[REG_RIP] - lo < hi - lo)
 		return 1;
-	const uintptr_t *w = (const uintptr_t *)(sp & ~(uintptr_t)7);
+	const uintptr_t *w =
+	    (const uintptr_t *)((uintptr_t)uc->uc_mcontext.gregs[REG_RSP] & ~(uintptr_t)7);
 	for (unsigned i = 0; w && i < BUSY_SCAN; i++) {
 		uintptr_t at = (uintptr_t)&w[i];
 		if (i && at % PAGE == 0 && !readable(at))
@@ -127,11 +150,9 @@ __attribute__((no_sanitize("address"))) int pl_unw_busy(uintptr_t pc, uintptr_t 
 int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max, uintptr_t *base)
 {
 	*base = 0;
-	if (!init2_fn || !step_fn || !get_reg_fn || !pl_fd_unw_pipe_safe())
+	sig_atomic_t saved;
+	if (!init2_fn || !step_fn || !get_reg_fn || busy(uc) || begin_walk(tls, &saved) < 0)
 		return -1;
-	sig_atomic_t raw = tls ? tls->raw_masks : 0;
-	if (tls)
-		tls->raw_masks = 1;
 	uint64_t cursor[UNW_CURSOR_WORDS];
 	int n = 0, rc = -1;
 	uintptr_t ip, sp, last = 0;
@@ -153,7 +174,6 @@ int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int ma
 	}
 	if (rc == 0)
 		*base = last;
-	if (tls)
-		tls->raw_masks = raw;
+	end_walk(tls, saved);
 	return n ? n : -1;
 }

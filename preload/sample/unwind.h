@@ -15,19 +15,16 @@ PL_HIDDEN int pl_unw_load(void);
 
 /* async-signal-safe: the calling thread's return addresses, innermost first (this
  * function's caller is pcs[0]), at most `max`. -1 when no walk may run: libunwind is not
- * loaded, or the numbers of its private pipe name the program's files now (fd.c). */
-PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, uintptr_t *pcs, int max);
-
-/* async-signal-safe: nonzero when the code a signal interrupted at (pc, sp) may be
- * inside libunwind (the pc in its text, or a return into it among the innermost stack
- * words): walking with it then could wait forever for a lock the interrupted code
- * holds. */
-PL_HIDDEN int pl_unw_busy(uintptr_t pc, uintptr_t sp);
+ * loaded, the numbers of its private pipe name the program's files now (fd.c), or, in a
+ * signal handler whose context is `uc` (NULL elsewhere), the interrupted code may be
+ * inside libunwind where the signal guard cannot see its masks (unwind.c). */
+PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max);
 
 /* async-signal-safe: the interrupted stack of a signal whose context is `uc`, innermost
  * first (its pc is pcs[0]), at most `max`, walked frame by frame. *base gets the stack
  * pointer of the outermost frame when the walk reached the end of the stack (a return
- * address of 0 or no caller), else 0. -1 when no walk may run. */
+ * address of 0 or no caller), else 0. -1 when no walk may run (as for
+ * pl_unw_backtrace). */
 PL_HIDDEN int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max,
 			  uintptr_t *base);
 
