@@ -9,8 +9,9 @@
  * Where scan() runs: on 3.12+, a pending call any thread that runs bytecode may run
  * (_PyEval_AddPendingCall, not main-thread-only); up to 3.11 pending calls run on the
  * main thread only, so a call the main thread has not run after STALL_FOLDS folds (it
- * is blocked in thread.join(), or sleeps) is done by the folding thread itself, which
- * takes the GIL for it (gil.c), outside the sampler's fork lock.
+ * is blocked in thread.join(), or sleeps), or one a tick of another thread asked for,
+ * is done by the folding thread itself, which takes the GIL for it (gil.c), outside
+ * the sampler's fork lock.
  * Contexts: pl_pys_task_ctx and pl_pys_tasks_tick run in the tick handler
  * (async-signal-safe); scan() and what it calls on whichever thread holds the GIL;
  * pl_pys_fold on the shim's folding thread, without the GIL, under the sampler's fork
@@ -111,6 +112,7 @@ static atomic_int want;	      /* a tick met a coroutine of no known task */
 static atomic_int pending;    /* a scan is queued: 1 being queued, 2 queued and not run */
 static atomic_uint queued_at; /* the fold it was queued at */
 static atomic_uint gil_what;  /* up to 3.11: what the folding thread is to scan itself */
+static atomic_int want_far;   /* up to 3.11: the tick that asked was not the main thread's */
 static atomic_int have_tasks;
 static atomic_uint folds;
 /* Roots no task owned at a scan, and the fold they were found at: not asked about
@@ -180,7 +182,6 @@ static int lookup(PyObject *coro, struct coprof_ctx **out)
 /* async-signal-safe */
 struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 {
-	(void)ts;
 	atomic_fetch_add(&readers, 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	struct coprof_ctx *ctx;
@@ -195,6 +196,12 @@ struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 			UNKNOWN_FOLDS)
 			return NULL;
 	atomic_store_explicit(&asked, (uintptr_t)coro, memory_order_relaxed);
+#if PY_VERSION_HEX < 0x030C0000
+	if (!is_main(ts))
+		atomic_store_explicit(&want_far, 1, memory_order_relaxed);
+#else
+	(void)ts;
+#endif
 	atomic_store_explicit(&want, 1, memory_order_release);
 	return NULL;
 }
@@ -763,6 +770,16 @@ void pl_pys_fold(void)
 		what |= SCAN_WAITS | (fold % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
 	if (!what)
 		return;
+#if PY_VERSION_HEX < 0x030C0000
+	/* A thread other than the main one met a new task: the main thread may run no
+	 * bytecode for long (join()), and these ticks would go to the thread's own stack
+	 * meanwhile; the folding thread scans at once. */
+	if (atomic_exchange(&want_far, 0) && (what & SCAN_FULL)) {
+		atomic_store(&want, 0);
+		atomic_fetch_or(&gil_what, what);
+		return;
+	}
+#endif
 	int idle = 0;
 	if (!atomic_compare_exchange_strong(&pending, &idle, 1)) {
 #if PY_VERSION_HEX < 0x030C0000
@@ -825,6 +842,7 @@ void pl_pys_tasks_after_fork_child(void)
 	atomic_store(&scanning, 0);
 	atomic_store(&readers, 0);
 	atomic_store(&gil_what, 0);
+	atomic_store(&want_far, 0);
 	atomic_store(&pending, 0);
 	atomic_store(&want, 0);
 	for (unsigned i = 0; i < NUNKNOWN; i++)
