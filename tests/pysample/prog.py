@@ -212,7 +212,8 @@ async def small_b(n):
 async def split_tasks(seconds, cpu_clock, suffix="", fns=(big, small)):
     """The 3:1 split between tasks three<suffix> and one<suffix> (each measures its own
     time on both clocks) for `seconds` on cpu_clock, beside sleeper<suffix>, which
-    mostly waits. Returns three's share on each clock."""
+    mostly waits. Returns three's share on each clock, and the line to print (the
+    caller prints it: two threads' prints may interleave)."""
     import asyncio
     spent = {"three": [0.0, 0.0], "one": [0.0, 0.0]}
     sleeper = asyncio.create_task(waiter(), name="sleeper" + suffix)
@@ -225,9 +226,9 @@ async def split_tasks(seconds, cpu_clock, suffix="", fns=(big, small)):
     a.cancel()
     b.cancel()
     await asyncio.gather(a, b, sleeper, return_exceptions=True)
-    print("tasks done", a.cancelled(), b.cancelled())
-    return {clock: spent["three"][i] / (spent["three"][i] + spent["one"][i])
-            for i, clock in enumerate(("wall", "cpu"))}
+    return ({clock: spent["three"][i] / (spent["three"][i] + spent["one"][i])
+             for i, clock in enumerate(("wall", "cpu"))},
+            "tasks%s done %s %s" % (suffix, a.cancelled(), b.cancelled()))
 
 
 def write_side(side, measured):
@@ -241,18 +242,21 @@ def tasks(seconds, side=None):
     """The 3:1 split between two tasks (each measures its own time on both clocks and
     writes its share to `side`, JSON), and a task that mostly waits."""
     import asyncio
-    write_side(side, asyncio.run(split_tasks(seconds, time.process_time)))
+    measured, line = asyncio.run(split_tasks(seconds, time.process_time))
+    print(line)
+    write_side(side, measured)
 
 
 def tthread(seconds, side=None):
     """tasks() in a loop of a thread of its own while the main thread waits in join()."""
     import asyncio
-    out = {}
-    t = threading.Thread(target=lambda: out.update(
+    out = []
+    t = threading.Thread(target=lambda: out.append(
         asyncio.run(split_tasks(seconds, time.thread_time))), name="loop")
     t.start()
     t.join()
-    write_side(side, out)
+    print(out[0][1])
+    write_side(side, out[0][0])
 
 
 def tthreads(seconds, side=None):
@@ -268,7 +272,8 @@ def tthreads(seconds, side=None):
         t.start()
     for t in ts:
         t.join()
-    write_side(side, out)
+    print(out[""][1], out["_b"][1])
+    write_side(side, {k: v[0] for k, v in out.items()})
 
 
 def atoggle():
