@@ -351,6 +351,18 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
     return ((i3, three), (i1, one), (isl, sleeper)), share, waited
 
 
+def run_tasks(r, clock, what):
+    """Runs prog.py's `what` (tasks, tthread, tthreads) for 1.5 s: its file's stats and
+    extras, and the split the tasks measured (prog.py's side file)."""
+    out = os.path.join(r.tmp, what + ".pstat")
+    side = os.path.join(r.tmp, "measured.json")
+    r.run([what, "1.5", side], clock, out)
+    with open(side) as f:
+        measured = json.load(f)
+    stats, ex = load(out)
+    return out, stats, ex, measured
+
+
 def case_tasks(r, clock):
     """Per task: each sample is charged to the asyncio task running, named by
     Task.get_name() (create_task(name=) and set_name); the 3:1 split between two tasks
@@ -358,12 +370,8 @@ def case_tasks(r, clock):
     stacks start at its root coroutine; under wall, a task that awaits fetch(), which
     awaits asyncio.sleep(0.5), has that wait at fetch's stack, ending in [waiting] in the
     collapsed export, and under cpu nothing is waiting."""
-    out = os.path.join(r.tmp, "tasks.pstat")
-    side = os.path.join(r.tmp, "measured.json")
-    r.run(["tasks", "1.5", side], clock, out)
-    with open(side) as f:
-        measured = json.load(f)[clock]
-    stats, ex = load(out)
+    out, stats, ex, measured = run_tasks(r, clock, "tasks")
+    measured = measured[clock]
     _, share, waited = check_tasks(r, clock, out, stats, ex, measured)
     print("three's share %.3f (measured %.3f), sleeper waited %.3f s" % (share, measured, waited))
 
@@ -386,12 +394,8 @@ def case_tthread(r, clock):
     the main thread is blocked in join(): the tasks are told apart as the main thread's
     are (case_tasks: names, the 3:1 split, waits under wall), listed under the loop's
     thread, not the main one."""
-    out = os.path.join(r.tmp, "tthread.pstat")
-    side = os.path.join(r.tmp, "measured.json")
-    r.run(["tthread", "1.5", side], clock, out)
-    with open(side) as f:
-        measured = json.load(f)[clock]
-    stats, ex = load(out)
+    out, stats, ex, measured = run_tasks(r, clock, "tthread")
+    measured = measured[clock]
     found, share, waited = check_tasks(r, clock, out, stats, ex, measured)
     tid = loop_thread(ex, found)
     print("loop thread %d: three's share %.3f (measured %.3f), sleeper waited %.3f s" %
@@ -401,12 +405,7 @@ def case_tthread(r, clock):
 def case_tthreads(r, clock):
     """Two event loops at once in two threads, the main thread in join(): each loop's
     tasks are told apart and listed under their own loop's thread."""
-    out = os.path.join(r.tmp, "tthreads.pstat")
-    side = os.path.join(r.tmp, "measured.json")
-    r.run(["tthreads", "1.5", side], clock, out)
-    with open(side) as f:
-        measured = json.load(f)
-    stats, ex = load(out)
+    out, stats, ex, measured = run_tasks(r, clock, "tthreads")
     tids = []
     for suffix, fns in (("", ("big", "small")), ("_b", ("big_b", "small_b"))):
         found, share, waited = check_tasks(r, clock, out, stats, ex, measured[suffix][clock],
