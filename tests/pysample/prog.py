@@ -17,6 +17,7 @@ tthreads  two such loops at once in two threads: the second's tasks are three_b,
 atoggle   phases as above, each run in an asyncio task named task_<phase>
 achurn    asyncio tasks made and finished for SECONDS, in batches of 40: task t<j> runs
           the exec'd coroutine function f<j> (coroutines reuse dead ones' addresses)
+tchurn    achurn in two loops at once, in two threads, the main thread in join()
 afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
@@ -314,7 +315,10 @@ def afork():
     print("afork done", status)
 
 
-def achurn(seconds):
+def achurn(seconds, threads=0):
+    """Tasks made and finished for `seconds`, in the main thread's loop, or with
+    `threads` set in as many loops in threads of their own at once (the main thread in
+    join())."""
     import asyncio
     src = ("async def f%d(n):\n    import asyncio\n    x = 0\n    for r in range(20):\n"
            "        for i in range(n):\n            x += i\n"
@@ -334,8 +338,18 @@ def achurn(seconds):
                                    for k in range(40)])
             i += 7
             batches += 1
-        print("achurn done", batches > 0)
-    asyncio.run(main())
+        return batches > 0
+    if not threads:
+        print("achurn done", asyncio.run(main()))
+        return
+    done = []
+    ts = [threading.Thread(target=lambda: done.append(asyncio.run(main())))
+          for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print("achurn done", len(done) == threads and all(done))
 
 
 def idle(n, side):
@@ -374,4 +388,5 @@ if __name__ == "__main__":
      "tthread": lambda: tthread(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "tthreads": lambda: tthreads(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg),
+     "tchurn": lambda: achurn(arg, 2),
      "idle": lambda: idle(int(arg), sys.argv[3])}[what]()

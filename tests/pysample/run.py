@@ -454,12 +454,12 @@ def case_afork(r, clock):
     check(seen == {"child", "parent"}, "files: %r" % seen)
 
 
-def case_achurn(r, clock):
-    """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
-    addresses of dead ones: every task's samples are its own coroutine's (task t<j>
-    holds f<j> only), so no context is ever given to another task's coroutine."""
-    out = os.path.join(r.tmp, "achurn.pstat")
-    r.run(["achurn", "2"], clock, out, COPROF_HZ="10000")
+def churned(r, clock, what):
+    """Runs prog.py's `what` (achurn, tchurn) for 2 s at 10 kHz: every task's samples
+    are its own coroutine's (task t<j> holds f<j> only), so no context is ever given to
+    another task's coroutine. Returns the file's extras."""
+    out = os.path.join(r.tmp, what + ".pstat")
+    r.run([what, "2"], clock, out, COPROF_HZ="10000")
     stats, ex = load(out)
     named = 0
     for t in ex["tasks"]:
@@ -470,6 +470,23 @@ def case_achurn(r, clock):
         named += bool(funcs)
     check(named >= 10, "%d tasks sampled with their function" % named)
     print("%d tasks, %d sampled in their own function" % (len(ex["tasks"]), named))
+    return ex
+
+
+def case_achurn(r, clock):
+    """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
+    addresses of dead ones (churned)."""
+    churned(r, clock, "achurn")
+
+
+def case_tchurn(r, clock):
+    """achurn in two loops in two threads at once: each thread's ticks read the task
+    table while a scan on another thread frees and refills its slots; every task is
+    listed under one of the two loop threads."""
+    ex = churned(r, clock, "tchurn")
+    tids = {t["thread"] for t in ex["tasks"] if t["name"].startswith("t")}
+    check(len(tids) == 2 and ex["pid"] not in tids, "the tasks are on threads %r (main %d)" %
+          (sorted(tids), ex["pid"]))
 
 
 def case_idle(r, clock):
