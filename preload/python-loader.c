@@ -148,6 +148,7 @@ int pl_python_init(void)
 	    .ctx_switch = py_ctx_switch,
 	    .ctx_finish = py_ctx_finish,
 	    .task_wait = pl_sampler_wait_record,
+	    .thread_of = pl_sampler_thread_of,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {
@@ -160,5 +161,6 @@ int pl_python_init(void)
 		pl_runtime_add(&python_runtime);
 	pl_sampler_python = adapter.sample;
 	pl_sampler_python_fold = adapter.fold;
+	pl_sampler_python_after_fold = adapter.after_fold;
 	return 0;
 }

@@ -10,9 +10,11 @@
 #ifndef PL_PY_ADAPTER_H
 #define PL_PY_ADAPTER_H
 
+#include <sys/types.h>
+
 #include "coprof.h"
 
-#define PL_PY_ABI 3
+#define PL_PY_ABI 4
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
@@ -49,9 +51,14 @@ struct pl_py_host {
 	 * (the sampler charges each tick to the context running). Used by greenlets. */
 	void (*ctx_switch)(struct coprof_ctx *from, struct coprof_ctx *to);
 	void (*ctx_finish)(struct coprof_ctx *c);
-	/* Sample mode under wall: asyncio task `c` waited `ns` suspended at the stack
-	 * `keys` (adapter keys, innermost first). Calling thread, outside any signal. */
-	void (*task_wait)(struct coprof_ctx *c, const uintptr_t *keys, unsigned n, uint64_t ns);
+	/* Sample mode under wall: asyncio task `c` of engine thread `t` waited `ns`
+	 * suspended at the stack `keys` (adapter keys, innermost first). Any thread,
+	 * outside any signal. */
+	void (*task_wait)(struct coprof_thread *t, struct coprof_ctx *c, const uintptr_t *keys,
+			  unsigned n, uint64_t ns);
+	/* Sample mode: the engine thread of the sampled thread whose kernel id is `tid`
+	 * (an asyncio loop's thread), NULL when none. Any thread, outside any signal. */
+	struct coprof_thread *(*thread_of)(pid_t tid);
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick
@@ -93,6 +100,9 @@ struct pl_py_adapter {
 	/* Sample mode: called by the shim's folding thread at each fold (no GIL, no
 	 * signal): the adapter may ask the main thread to look at its asyncio tasks. */
 	void (*fold)(void);
+	/* Sample mode: called by the folding thread after each fold, outside the
+	 * sampler's fork lock, so it may take the GIL (pl_py_gil_take). NULL: none. */
+	void (*after_fold)(void);
 };
 
 /* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */

@@ -79,7 +79,8 @@ static int audit(const char *event, PyObject *args, void *data)
 			pl_pys_tasks_closing(); /* Python finalizes: no pending call from now */
 		audit_unlink();
 	} else if (event[0] == 'c' && strncmp(event, "cpython.run_", 12) == 0) {
-		if (!main_started && pl_py_host->profile)
+		/* Sample mode takes the GIL from the folding thread up to 3.11 (tasks.c). */
+		if (!main_started && (pl_py_host->profile || PY_VERSION_HEX < 0x030C0000))
 			pl_py_gil_at_main();
 		main_started = 1;
 		pl_py_fork_register();
@@ -141,6 +142,7 @@ static void py_after_fork_child(void)
 	if (!pl_py_host->profile) {
 		ensure_resolver(); /* sample mode: the child's profiler names our keys */
 		pl_pys_tasks_after_fork_child();
+		pl_py_gil_after_fork_child(); /* the folding thread may have held its gate */
 		return;
 	}
 	pl_py_gil_after_fork_child();
@@ -171,6 +173,7 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 			out->after_fork_child = py_after_fork_child;
 			out->sample = pl_pys_sample;
 			out->fold = pl_pys_fold;
+			out->after_fold = pl_pys_after_fold;
 		}
 		return 0;
 	}

@@ -19,6 +19,7 @@
 
 pl_py_sample_fn pl_sampler_python;
 void (*pl_sampler_python_fold)(void);
+void (*pl_sampler_python_after_fold)(void);
 
 /* The interpreter's text (libpython, or the executable of a static build), and the eval
  * loop's function in it. Set once by pl_sampler_python_init. */

@@ -137,6 +137,9 @@ extern PL_HIDDEN _Atomic uint64_t pl_sampler_epoch; /* bumped by every start */
 /* The calling thread's state, NULL when it is not sampled. Initial-exec TLS, so the
  * handler may read it. */
 PL_HIDDEN struct pl_sthread *pl_sampler_self(void);
+/* The engine thread of the sampled thread whose kernel id is `tid`, NULL when no
+ * sampled thread has it (the shim's own threads). Any thread, outside any signal. */
+PL_HIDDEN struct coprof_thread *pl_sampler_thread_of(pid_t tid);
 
 /* sampler-signal.c: installs the tick handler on pl_sconf.signo. */
 PL_HIDDEN int pl_sampler_install_handler(void);
@@ -150,10 +153,11 @@ PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
 /* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited
  * since they were last charged. Folding thread only. */
 PL_HIDDEN void pl_sampler_charge_waits(struct pl_sthread *st);
-/* A Python task's wait of `ns` at `keys` (innermost first), on the calling thread,
- * outside any signal (python-loader.c). Under wall only. */
-PL_HIDDEN void pl_sampler_wait_record(struct coprof_ctx *ctx, const uintptr_t *keys, unsigned n,
-				      uint64_t ns);
+/* A Python task's wait of `ns` at `keys` (innermost first), charged to engine thread
+ * `t`, the task's; from any thread outside any signal (python-loader.c). Under wall
+ * only. */
+PL_HIDDEN void pl_sampler_wait_record(struct coprof_thread *t, struct coprof_ctx *ctx,
+				      const uintptr_t *keys, unsigned n, uint64_t ns);
 /* Frees the wait slot of `ctx` in `st`, from any thread: the coroutine runs elsewhere. */
 PL_HIDDEN void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx);
 
@@ -214,6 +218,9 @@ PL_HIDDEN struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx);
 extern PL_HIDDEN pl_py_sample_fn pl_sampler_python;
 /* The adapter's fold callback (asyncio tasks), called at each fold; NULL: none. */
 extern PL_HIDDEN void (*pl_sampler_python_fold)(void);
+/* The adapter's callback after each fold, outside the fork lock (it may take the GIL);
+ * NULL: none. */
+extern PL_HIDDEN void (*pl_sampler_python_after_fold)(void);
 /* Finds the interpreter's text and its eval loop (constructor). */
 PL_HIDDEN void pl_sampler_python_init(void);
 /* Reads the thread's Python frames into s: their number, 0 for none (sample the native

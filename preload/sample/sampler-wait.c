@@ -183,25 +183,27 @@ void pl_sampler_finish(struct coprof_ctx *ctx)
 		atomic_store_explicit(&w->word, 0, memory_order_release);
 }
 
-/* A Python task waited `ns` at the stack `keys` (innermost first), seen by the Python
- * adapter on the calling thread outside any signal: charged to the engine at once, in
+/* A Python task of engine thread `t` waited `ns` at the stack `keys` (innermost first),
+ * seen by the Python adapter on whichever thread scans its tasks (the task's own, the
+ * main thread, or the folding thread), outside any signal: charged to the engine at once, in
  * ticks, not through the thread's ring. A scan hands over the waits of hundreds of
  * tasks at a time (each about 25 ticks at 250 Hz): through the ring they overran its
  * 256 records (1,000 idle tasks lost some 1% of their waits) and cost a copy each.
  * The engine's store takes its own lock, so the folding thread may add beside it. */
-void pl_sampler_wait_record(struct coprof_ctx *ctx, const uintptr_t *keys, unsigned n, uint64_t ns)
+void pl_sampler_wait_record(struct coprof_thread *t, struct coprof_ctx *ctx, const uintptr_t *keys,
+			    unsigned n, uint64_t ns)
 {
-	struct pl_sthread *st = pl_sampler_self();
 	uint64_t ticks = (ns + pl_sconf.period / 2) / pl_sconf.period;
-	if (!st || !st->thread || !ctx || !n || !ticks || !pl_sconf.wall ||
+	if (!t || !ctx || !n || !ticks || !pl_sconf.wall ||
 	    !atomic_load_explicit(&pl_sampler_on, memory_order_relaxed))
 		return;
 	if (n > PL_SAMPLE_DEPTH) {
 		n = PL_SAMPLE_DEPTH;
-		atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
+		struct pl_sthread *st = pl_sampler_self();
+		if (st)
+			atomic_fetch_add_explicit(&st->truncated, 1, memory_order_relaxed);
 	}
-	coprof_sample_n(st->thread, ctx, keys, pl_stack_user_depth(keys, n), pl_sconf.period, ticks,
-			1);
+	coprof_sample_n(t, ctx, keys, pl_stack_user_depth(keys, n), pl_sconf.period, ticks, 1);
 }
 
 void pl_sampler_drop_wait(struct pl_sthread *st, const struct coprof_ctx *ctx)

@@ -57,6 +57,19 @@ struct pl_sthread *pl_sampler_self(void)
 	return self;
 }
 
+/* Engine threads outlive their sampler state (the engine frees them with the
+ * profiler), so the pointer stays good once the list's lock is let go. */
+struct coprof_thread *pl_sampler_thread_of(pid_t tid)
+{
+	struct coprof_thread *out = NULL;
+	pthread_mutex_lock(&lock);
+	for (struct pl_sthread *st = threads; st && !out; st = st->next)
+		if (st->tid == tid && !atomic_load(&st->dead))
+			out = st->thread;
+	pthread_mutex_unlock(&lock);
+	return out;
+}
+
 /* --- folding ----------------------------------------------------------------------- */
 
 /* Moves the records of one thread's ring into the engine. Called with `lock` held, so
@@ -190,7 +203,8 @@ static void *fold_loop(void *arg)
 				coprof_set_note(
 				    pl_prof, "sampling stopped: the program took the tick signal");
 		}
-		if (atomic_load_explicit(&pl_sampler_on, memory_order_relaxed)) {
+		int on = atomic_load_explicit(&pl_sampler_on, memory_order_relaxed);
+		if (on) {
 			fold_all(1);
 			if (pl_sampler_python_fold)
 				pl_sampler_python_fold();
@@ -198,6 +212,10 @@ static void *fold_loop(void *arg)
 				give_up_signal();
 		}
 		pthread_mutex_unlock(&fork_lock);
+		/* Outside the fork lock: this may wait for Python's GIL, which a thread
+		 * that forks (and takes the fork lock first) may hold. */
+		if (on && pl_sampler_python_after_fold)
+			pl_sampler_python_after_fold();
 	}
 	return NULL;
 }

@@ -9,9 +9,15 @@ stress    frame races: threads make and drop functions, lambdas, generators and 
 tasks     asyncio: tasks "three" (named by create_task) and "one" (named by set_name)
           share the CPU 3:1 for SECONDS of CPU; "sleeper" awaits fetch(), which awaits
           asyncio.sleep(0.5) after running for far less than a tick
+tthread   tasks' program (same task names) in an event loop of a thread of its own
+          (threading.Thread(target=asyncio.run)), the main thread blocked in join();
+          SECONDS of the loop thread's CPU
+tthreads  two such loops at once in two threads: the second's tasks are three_b, one_b
+          and sleeper_b, its functions big_b and small_b; writes both splits
 atoggle   phases as above, each run in an asyncio task named task_<phase>
 achurn    asyncio tasks made and finished for SECONDS, in batches of 40: task t<j> runs
           the exec'd coroutine function f<j> (coroutines reuse dead ones' addresses)
+tchurn    achurn in two loops at once, in two threads, the main thread in join()
 afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
@@ -196,30 +202,79 @@ async def waiter():
     await fetch()
 
 
+async def big_b(n):
+    return heavy(n)
+
+
+async def small_b(n):
+    return light(n)
+
+
+async def split_tasks(seconds, cpu_clock, suffix="", fns=(big, small)):
+    """The 3:1 split between tasks three<suffix> and one<suffix> (each measures its own
+    time on both clocks) for `seconds` on cpu_clock, beside sleeper<suffix>, which
+    mostly waits. Returns three's share on each clock, and the line to print (the
+    caller prints it: two threads' prints may interleave)."""
+    import asyncio
+    spent = {"three": [0.0, 0.0], "one": [0.0, 0.0]}
+    sleeper = asyncio.create_task(waiter(), name="sleeper" + suffix)
+    a = asyncio.create_task(worker(fns[0], 30000, spent["three"]), name="three" + suffix)
+    b = asyncio.create_task(worker(fns[1], 10000, spent["one"]))
+    b.set_name("one" + suffix)
+    end = cpu_clock() + seconds
+    while cpu_clock() < end:
+        await asyncio.sleep(0.02)
+    a.cancel()
+    b.cancel()
+    await asyncio.gather(a, b, sleeper, return_exceptions=True)
+    return ({clock: spent["three"][i] / (spent["three"][i] + spent["one"][i])
+             for i, clock in enumerate(("wall", "cpu"))},
+            "tasks%s done %s %s" % (suffix, a.cancelled(), b.cancelled()))
+
+
+def write_side(side, measured):
+    if side:
+        import json
+        with open(side, "w") as f:
+            json.dump(measured, f)
+
+
 def tasks(seconds, side=None):
     """The 3:1 split between two tasks (each measures its own time on both clocks and
     writes its share to `side`, JSON), and a task that mostly waits."""
     import asyncio
+    measured, line = asyncio.run(split_tasks(seconds, time.process_time))
+    print(line)
+    write_side(side, measured)
 
-    async def main():
-        spent = {"three": [0.0, 0.0], "one": [0.0, 0.0]}
-        sleeper = asyncio.create_task(waiter(), name="sleeper")
-        a = asyncio.create_task(worker(big, 30000, spent["three"]), name="three")
-        b = asyncio.create_task(worker(small, 10000, spent["one"]))
-        b.set_name("one")
-        end = time.process_time() + seconds
-        while time.process_time() < end:
-            await asyncio.sleep(0.02)
-        a.cancel()
-        b.cancel()
-        await asyncio.gather(a, b, sleeper, return_exceptions=True)
-        if side:
-            import json
-            with open(side, "w") as f:
-                json.dump({clock: spent["three"][i] / (spent["three"][i] + spent["one"][i])
-                           for i, clock in enumerate(("wall", "cpu"))}, f)
-        print("tasks done", a.cancelled(), b.cancelled())
-    asyncio.run(main())
+
+def tthread(seconds, side=None):
+    """tasks() in a loop of a thread of its own while the main thread waits in join()."""
+    import asyncio
+    out = []
+    t = threading.Thread(target=lambda: out.append(
+        asyncio.run(split_tasks(seconds, time.thread_time))), name="loop")
+    t.start()
+    t.join()
+    print(out[0][1])
+    write_side(side, out[0][0])
+
+
+def tthreads(seconds, side=None):
+    """Two loops at once, in two threads; the main thread waits in join()."""
+    import asyncio
+    out = {}
+
+    def run(suffix, fns):
+        out[suffix] = asyncio.run(split_tasks(seconds, time.thread_time, suffix, fns))
+    ts = [threading.Thread(target=run, args=("", (big, small)), name="loop_a"),
+          threading.Thread(target=run, args=("_b", (big_b, small_b)), name="loop_b")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print(out[""][1], out["_b"][1])
+    write_side(side, {k: v[0] for k, v in out.items()})
 
 
 def atoggle():
@@ -260,7 +315,10 @@ def afork():
     print("afork done", status)
 
 
-def achurn(seconds):
+def achurn(seconds, threads=0):
+    """Tasks made and finished for `seconds`, in the main thread's loop, or with
+    `threads` set in as many loops in threads of their own at once (the main thread in
+    join())."""
     import asyncio
     src = ("async def f%d(n):\n    import asyncio\n    x = 0\n    for r in range(20):\n"
            "        for i in range(n):\n            x += i\n"
@@ -280,8 +338,18 @@ def achurn(seconds):
                                    for k in range(40)])
             i += 7
             batches += 1
-        print("achurn done", batches > 0)
-    asyncio.run(main())
+        return batches > 0
+    if not threads:
+        print("achurn done", asyncio.run(main()))
+        return
+    done = []
+    ts = [threading.Thread(target=lambda: done.append(asyncio.run(main())))
+          for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    print("achurn done", len(done) == threads and all(done))
 
 
 def idle(n, side):
@@ -317,5 +385,8 @@ if __name__ == "__main__":
      "threads": threads, "phases": phases, "fork": fork,
      "stress": lambda: stress(arg),
      "tasks": lambda: tasks(arg, sys.argv[3] if len(sys.argv) > 3 else None),
+     "tthread": lambda: tthread(arg, sys.argv[3] if len(sys.argv) > 3 else None),
+     "tthreads": lambda: tthreads(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg),
+     "tchurn": lambda: achurn(arg, 2),
      "idle": lambda: idle(int(arg), sys.argv[3])}[what]()

@@ -296,6 +296,73 @@ def task_ct(task, name):
     return v[0][3] if v else 0.0
 
 
+def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "small")):
+    """The checks of one loop's split_tasks (prog.py) in file `out`: tasks three<suffix>,
+    one<suffix> and sleeper<suffix>, named by Task.get_name(), each once; three's share
+    of the two within 5 points of what the tasks measured on the same clock; each holds
+    its own function only, its stacks start at worker; under wall sleeper waits at
+    fetch;waiter, [waiting] in the collapsed export; under cpu nothing waits. Returns
+    the three tasks' (index, task) and three's share."""
+    tasks = task_table(ex)
+    names = [n + suffix for n in ("three", "one", "sleeper")]
+    for name in names:
+        check(len(tasks.get(name, [])) == 1, "task %s: %r (tasks %r)" % (
+            name, tasks.get(name), sorted(tasks)))
+    (i3, three), (i1, one), (isl, sleeper) = [tasks[n][0] for n in names]
+    big, small = fns
+    b, s = task_ct(three, big), task_ct(one, small)
+    check(b > 0 and s > 0, "%s %.3f s in %s, %s %.3f s in %s" % (big, b, names[0], small, s,
+                                                             names[1]))
+    check(task_ct(three, small) == 0 and task_ct(one, big) == 0,
+          "a task holds the other's function")
+    share = b / (b + s)
+    if clock == "cpu":
+        check(abs(measured - 0.75) <= 0.03, "the tasks measured %.3f, not 3/4" % measured)
+    check(abs(share - measured) <= 0.05, "%s's share %.3f, the tasks measured %.3f "
+          "(+- 0.05)" % (names[0], share, measured))
+    # the thread's own context holds the loop, not the tasks' functions: but for the
+    # ticks before a task's first scan (a few ms), all of big and small is in the tasks
+    top_b, top_s = ct(stats, big), ct(stats, small)
+    check(b >= 0.97 * top_b and s >= 0.97 * top_s,
+          "%s/%s in their tasks: %.3f/%.3f of %.3f/%.3f" % (big, small, b, s, top_b, top_s))
+    waited = 0.0
+    for st in ex["stacks"]:
+        task, frames, waiting = st[0], st[2], st[4]
+        fn = [f[2] for f in frames]
+        if task in (i3, i1) and not waiting:
+            check(fn[-1] == "worker", "task %s stack %r does not start at worker" %
+                  (ex["tasks"][task]["name"], fn))
+        if waiting:
+            check(clock == "wall", "a waiting stack under cpu: %r" % fn)
+        if task == isl and waiting:
+            check(fn[1:] == ["fetch", "waiter"], "%s waits at %r" % (names[2], fn))
+            waited += st[3] / 997.0  # ticks at COPROF_HZ
+    if clock == "wall":
+        check(0.35 <= waited <= 1.0, "%s waited %.3f s of its 0.5 s" % (names[2], waited))
+        check(task_ct(sleeper, "fetch") >= 0.35, "fetch's ct in %s %.3f s" %
+              (names[2], task_ct(sleeper, "fetch")))
+        c = subprocess.run([r.a.coprof, "export", out, "--format", "collapsed", "-o", "-"],
+                           capture_output=True, text=True, timeout=60)
+        check(c.returncode == 0, "coprof export: %s" % c.stderr)
+        lines = [l for l in c.stdout.splitlines()
+                 if " %s];waiter;fetch;" % names[2] in l
+                 and l.rsplit(" ", 1)[0].endswith(";[waiting]")]
+        check(lines, "no [task N %s];waiter;fetch;...;[waiting] line" % names[2])
+    return ((i3, three), (i1, one), (isl, sleeper)), share, waited
+
+
+def run_tasks(r, clock, what):
+    """Runs prog.py's `what` (tasks, tthread, tthreads) for 1.5 s: its file's stats and
+    extras, and the split the tasks measured (prog.py's side file)."""
+    out = os.path.join(r.tmp, what + ".pstat")
+    side = os.path.join(r.tmp, "measured.json")
+    r.run([what, "1.5", side], clock, out)
+    with open(side) as f:
+        measured = json.load(f)
+    stats, ex = load(out)
+    return out, stats, ex, measured
+
+
 def case_tasks(r, clock):
     """Per task: each sample is charged to the asyncio task running, named by
     Task.get_name() (create_task(name=) and set_name); the 3:1 split between two tasks
@@ -303,55 +370,50 @@ def case_tasks(r, clock):
     stacks start at its root coroutine; under wall, a task that awaits fetch(), which
     awaits asyncio.sleep(0.5), has that wait at fetch's stack, ending in [waiting] in the
     collapsed export, and under cpu nothing is waiting."""
-    out = os.path.join(r.tmp, "tasks.pstat")
-    side = os.path.join(r.tmp, "measured.json")
-    r.run(["tasks", "1.5", side], clock, out)
-    with open(side) as f:
-        measured = json.load(f)[clock]
-    stats, ex = load(out)
-    tasks = task_table(ex)
-    for name in ("three", "one", "sleeper"):
-        check(len(tasks.get(name, [])) == 1, "task %s: %r (tasks %r)" % (
-            name, tasks.get(name), sorted(tasks)))
-    (i3, three), (i1, one), (isl, sleeper) = tasks["three"][0], tasks["one"][0], tasks["sleeper"][0]
-    b, s = task_ct(three, "big"), task_ct(one, "small")
-    check(b > 0 and s > 0, "big %.3f s in three, small %.3f s in one" % (b, s))
-    check(task_ct(three, "small") == 0 and task_ct(one, "big") == 0,
-          "a task holds the other's function")
-    share = b / (b + s)
-    if clock == "cpu":
-        check(abs(measured - 0.75) <= 0.03, "the tasks measured %.3f, not 3/4" % measured)
-    check(abs(share - measured) <= 0.05, "three's share %.3f, the tasks measured %.3f "
-          "(+- 0.05)" % (share, measured))
-    # the thread's own context holds the loop, not the tasks' functions: but for the
-    # ticks before a task's first scan (a few ms), all of big and small is in the tasks
-    top_b, top_s = ct(stats, "big"), ct(stats, "small")
-    check(b >= 0.97 * top_b and s >= 0.97 * top_s,
-          "big/small in their tasks: %.3f/%.3f of %.3f/%.3f" % (b, s, top_b, top_s))
-    names = {i: t["name"] for i, t in enumerate(ex["tasks"])}
-    waited = 0.0
-    for st in ex["stacks"]:
-        task, frames, waiting = st[0], st[2], st[4]
-        fn = [f[2] for f in frames]
-        if task in (i3, i1) and not waiting:
-            check(fn[-1] == "worker", "task %s stack %r does not start at worker" %
-                  (names[task], fn))
-        if waiting:
-            check(clock == "wall", "a waiting stack under cpu: %r" % fn)
-        if task == isl and waiting:
-            check(fn[1:] == ["fetch", "waiter"], "sleeper waits at %r" % fn)
-            waited += st[3] / 997.0  # ticks at COPROF_HZ
-    if clock == "wall":
-        check(0.35 <= waited <= 1.0, "sleeper waited %.3f s of its 0.5 s" % waited)
-        check(task_ct(sleeper, "fetch") >= 0.35, "fetch's ct in sleeper %.3f s" %
-              task_ct(sleeper, "fetch"))
-        c = subprocess.run([r.a.coprof, "export", out, "--format", "collapsed", "-o", "-"],
-                           capture_output=True, text=True, timeout=60)
-        check(c.returncode == 0, "coprof export: %s" % c.stderr)
-        lines = [l for l in c.stdout.splitlines()
-                 if " sleeper];waiter;fetch;" in l and l.rsplit(" ", 1)[0].endswith(";[waiting]")]
-        check(lines, "no [task N sleeper];waiter;fetch;...;[waiting] line")
+    out, stats, ex, measured = run_tasks(r, clock, "tasks")
+    measured = measured[clock]
+    _, share, waited = check_tasks(r, clock, out, stats, ex, measured)
     print("three's share %.3f (measured %.3f), sleeper waited %.3f s" % (share, measured, waited))
+
+
+def loop_thread(ex, found):
+    """The thread the tasks `found` (check_tasks) are listed under: one thread, not the
+    main one, and the thread of every stack sampled in them."""
+    tids = {t["thread"] for _, t in found}
+    check(len(tids) == 1, "the tasks are on threads %r" % sorted(tids))
+    tid = tids.pop()
+    check(tid != ex["pid"], "the tasks are on the main thread %d" % tid)
+    idx = {i for i, _ in found}
+    other = {st[1] for st in ex["stacks"] if st[0] in idx} - {tid}
+    check(not other, "the tasks' stacks were sampled on threads %r too" % sorted(other))
+    return tid
+
+
+def case_tthread(r, clock):
+    """An event loop in a thread of its own (threading.Thread(target=asyncio.run)) while
+    the main thread is blocked in join(): the tasks are told apart as the main thread's
+    are (case_tasks: names, the 3:1 split, waits under wall), listed under the loop's
+    thread, not the main one."""
+    out, stats, ex, measured = run_tasks(r, clock, "tthread")
+    measured = measured[clock]
+    found, share, waited = check_tasks(r, clock, out, stats, ex, measured)
+    tid = loop_thread(ex, found)
+    print("loop thread %d: three's share %.3f (measured %.3f), sleeper waited %.3f s" %
+          (tid, share, measured, waited))
+
+
+def case_tthreads(r, clock):
+    """Two event loops at once in two threads, the main thread in join(): each loop's
+    tasks are told apart and listed under their own loop's thread."""
+    out, stats, ex, measured = run_tasks(r, clock, "tthreads")
+    tids = []
+    for suffix, fns in (("", ("big", "small")), ("_b", ("big_b", "small_b"))):
+        found, share, waited = check_tasks(r, clock, out, stats, ex, measured[suffix][clock],
+                                           suffix, fns)
+        tids.append(loop_thread(ex, found))
+        print("loop %r on %d: three's share %.3f (measured %.3f), sleeper waited %.3f s" %
+              (suffix, tids[-1], share, measured[suffix][clock], waited))
+    check(tids[0] != tids[1], "both loops' tasks on thread %d" % tids[0])
 
 
 def case_atoggle(r, clock):
@@ -392,12 +454,12 @@ def case_afork(r, clock):
     check(seen == {"child", "parent"}, "files: %r" % seen)
 
 
-def case_achurn(r, clock):
-    """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
-    addresses of dead ones: every task's samples are its own coroutine's (task t<j>
-    holds f<j> only), so no context is ever given to another task's coroutine."""
-    out = os.path.join(r.tmp, "achurn.pstat")
-    r.run(["achurn", "2"], clock, out, COPROF_HZ="10000")
+def churned(r, clock, what):
+    """Runs prog.py's `what` (achurn, tchurn) for 2 s at 10 kHz: every task's samples
+    are its own coroutine's (task t<j> holds f<j> only), so no context is ever given to
+    another task's coroutine. Returns the file's extras."""
+    out = os.path.join(r.tmp, what + ".pstat")
+    r.run([what, "2"], clock, out, COPROF_HZ="10000")
     stats, ex = load(out)
     named = 0
     for t in ex["tasks"]:
@@ -408,6 +470,23 @@ def case_achurn(r, clock):
         named += bool(funcs)
     check(named >= 10, "%d tasks sampled with their function" % named)
     print("%d tasks, %d sampled in their own function" % (len(ex["tasks"]), named))
+    return ex
+
+
+def case_achurn(r, clock):
+    """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
+    addresses of dead ones (churned)."""
+    churned(r, clock, "achurn")
+
+
+def case_tchurn(r, clock):
+    """achurn in two loops in two threads at once: each thread's ticks read the task
+    table while a scan on another thread frees and refills its slots; every task is
+    listed under one of the two loop threads."""
+    ex = churned(r, clock, "tchurn")
+    tids = {t["thread"] for t in ex["tasks"] if t["name"].startswith("t")}
+    check(len(tids) == 2 and ex["pid"] not in tids, "the tasks are on threads %r (main %d)" %
+          (sorted(tids), ex["pid"]))
 
 
 def case_idle(r, clock):

@@ -18,12 +18,16 @@ PL_PY_HIDDEN int pl_pys_sample(struct pl_py_sample *s);
  * 0 when `co` does not look like a live code object or the table is full. */
 PL_PY_HIDDEN uintptr_t pl_pys_key(PyCodeObject *co);
 /* tasks.c. The context of the asyncio task whose root coroutine `coro` runs on thread
- * state `ts` (tick handler, async-signal-safe); NULL: none known (the thread's own). */
+ * state `ts`, any thread's (tick handler, async-signal-safe); NULL: none known (the
+ * thread's own). */
 PL_PY_HIDDEN struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro);
 /* Each tick of a thread with Python frames (see tasks.c). */
 PL_PY_HIDDEN void pl_pys_tasks_tick(PyThreadState *ts);
 /* The adapter's fold callback (struct pl_py_adapter in adapter.h): folding thread. */
 PL_PY_HIDDEN void pl_pys_fold(void);
+/* The adapter's after_fold callback: folding thread, outside the sampler's fork lock,
+ * no GIL (it may take it). */
+PL_PY_HIDDEN void pl_pys_after_fold(void);
 /* Right after fork, in the child. */
 PL_PY_HIDDEN void pl_pys_tasks_after_fork_child(void);
 /* Python begins to finalize (its audit event, main thread): no scan is queued from

@@ -1,14 +1,31 @@
-/* tasks.c: asyncio tasks in sample mode. The tick handler (walk.c) finds the running
- * task's root coroutine in the interrupted thread's frame chain and asks this file for
- * its engine context (async-signal-safe: a table read, no GIL). The table is filled on
- * the main thread, with the GIL, by a pending call (Py_AddPendingCall) that the shim's
- * folding thread queues when a tick met a coroutine it did not know: it reads asyncio's
- * own task sets, makes a context per task (named by Task.get_name(), runtime
- * "asyncio"), renames tasks whose name changed and finishes those whose coroutine
- * finished or died; under wall it also reads where each suspended task waits.
+/* tasks.c: asyncio tasks in sample mode. The tick handler (walk.c) of any thread finds
+ * the running task's root coroutine in the interrupted thread's frame chain and asks
+ * this file for its engine context (async-signal-safe: a table read, no GIL). The table
+ * is filled by scan(), with the GIL, when a tick met a coroutine it did not know: it
+ * reads asyncio's own task sets (every loop's tasks, in every thread), makes a context
+ * per task for the engine thread that runs the task's loop (named by Task.get_name(),
+ * runtime "asyncio"), renames tasks whose name changed and finishes those whose
+ * coroutine finished or died; under wall it also reads where each suspended task waits.
+ * Where scan() runs: on 3.12+, a pending call any thread that runs bytecode may run
+ * (_PyEval_AddPendingCall, not main-thread-only); up to 3.11 pending calls run on the
+ * main thread only, so a call the main thread has not run after STALL_FOLDS folds (it
+ * is blocked in thread.join(), or sleeps), or one a tick of another thread asked for,
+ * is done by the folding thread itself, which takes the GIL for it (gil.c), outside
+ * the sampler's fork lock.
  * Contexts: pl_pys_task_ctx and pl_pys_tasks_tick run in the tick handler
- * (async-signal-safe); scan() and what it calls on the main thread with the GIL;
- * pl_pys_fold on the shim's folding thread, without the GIL.
+ * (async-signal-safe); scan() and what it calls on whichever thread holds the GIL;
+ * pl_pys_fold on the shim's folding thread, without the GIL, under the sampler's fork
+ * lock; pl_pys_after_fold on the folding thread, outside it.
+ *
+ * Readers and the writer: the handlers of every thread read the table while scan(),
+ * on another thread, may rewrite it. A sequence counter (odd while scan() changes a slot)
+ * tells a reader that its read may be torn: it then gives up (the tick goes to the
+ * thread's own context). A slot's weak reference, which a reader dereferences, is not
+ * let go when its slot is freed but at a later scan that sees no reader in the table
+ * (`readers`, counted by the handlers around their read): a reader that found the slot
+ * before it was freed is done by then, and one that came later cannot find it.
+ * Contexts are never freed by this file: the engine frees a finished one at its next
+ * clear, after the dump, and a tick's record that names one only serves as its key.
  *
  * Liveness: an entry holds a weak reference to its coroutine, made by PyWeakref_NewRef
  * with no callback, which CPython keeps at the head of the coroutine's weak reference
@@ -28,6 +45,11 @@
 #include <internal/pycore_interp.h>
 #endif
 #include <internal/pycore_runtime.h>
+#if PY_VERSION_HEX >= 0x030C0000
+#include <internal/pycore_ceval.h> /* _PyEval_AddPendingCall */
+#endif
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define NSLOTS 4096u /* tasks known at once; a power of two */
 #define PROBES 64u   /* slots a lookup tries */
@@ -36,6 +58,7 @@
 #define RESCAN_FOLDS 20u   /* folds (10 ms) between full scans while tasks exist */
 #define WALL_FULL_FOLDS 5u /* wall: folds between full scans (waits: every fold) */
 #define WAIT_MAX 64u	   /* frames of a wait stack */
+#define STALL_FOLDS 2u	   /* up to 3.11: folds a queued call may wait before the GIL is taken */
 
 /* Under wall: where a task was suspended at the last scan, and since when. Kept in the
  * slot, which the scan reads anyway: only the stack lies elsewhere. */
@@ -49,36 +72,47 @@ struct wait {
 };
 #define EMIT_SCANS 10u /* a wait under way goes to the sampler every so many scans */
 
-/* One task. Written only by the main thread in scan(), with the GIL. */
+/* One task. Written only by scan(), with the GIL; ref and ctx are read by handlers. */
 struct slot {
-	_Atomic uintptr_t coro; /* the task's coroutine; 0: never used; TOMB: freed */
-	PyObject *ref;		/* our weak reference to coro (strong on the weakref) */
-	PyObject *name;		/* the name its context has (strong) */
-	struct coprof_ctx *ctx;
-	unsigned forks;	  /* tforks when made: a fork child's profiler is a new one */
-	atomic_int ran;	  /* a tick found it running since the last scan */
-	int listed;	  /* its index is in `live` */
-	struct wait wait; /* wall only */
+	_Atomic uintptr_t coro;	     /* the task's coroutine; 0: never used; TOMB: freed */
+	PyObject *ref;		     /* our weak reference to coro (strong on the weakref) */
+	PyObject *name;		     /* the name its context has (strong) */
+	struct coprof_ctx *ctx;	     /* a sampled context (coprof_ctx_create_sampled) of owner */
+	struct coprof_thread *owner; /* the engine thread running the task's loop */
+	unsigned forks;		     /* tforks when made: a fork child's profiler is a new one */
+	atomic_int ran;		     /* a tick found it running since the last scan */
+	int listed;		     /* its index is in `live` */
+	struct wait wait;	     /* wall only */
 };
 
 static struct slot slots[NSLOTS];
 /* The slots in use (and some freed since), so that a scan reads those only: with
  * 1,000 idle tasks under wall, reading all 4,096 slots every 10 ms cost as much as
- * looking at the tasks. Main thread only. */
+ * looking at the tasks. scan() only. */
 static uint16_t live[NSLOTS];
 static unsigned nlive;
-/* Set by the main thread while it rewrites the table: its own handler keeps off. */
-static atomic_int writing;
-/* The main thread's state, where scan() runs; NULL until the first scan is asked. */
-static PyThreadState *_Atomic main_ts;
+/* Odd while scan() changes a slot: a reader that saw it odd, or changed across its
+ * read, gives up. */
+static atomic_uint seq;
+/* Handlers inside their read of the table, on every thread. */
+static atomic_int readers;
+/* Weak references of freed slots, let go once no reader is in the table (scan() only). */
+static PyObject *grave[NSLOTS];
+static unsigned ngrave;
+/* scan() under way: a second one (the folding thread's while a pending call's let the
+ * GIL go in a finalizer) does nothing. */
+static atomic_int scanning;
 static unsigned tforks;
 static atomic_uint windows; /* sampling starts: a wait seen before one is not counted */
 /* Python finalizes: the folding thread queues no call from then on (Py_FinalizeEx
  * frees the queue's lock at its end, maybe under a Py_AddPendingCall). `queuing` is
  * set by the folding thread around its check and call. */
 static atomic_int closing, queuing;
-static atomic_int want;	   /* a tick met a coroutine of no known task */
-static atomic_int pending; /* a scan is queued */
+static atomic_int want;	      /* a tick met a coroutine of no known task */
+static atomic_int pending;    /* a scan is queued: 1 being queued, 2 queued and not run */
+static atomic_uint queued_at; /* the fold it was queued at */
+static atomic_uint gil_what;  /* up to 3.11: what the folding thread is to scan itself */
+static atomic_int want_far;   /* up to 3.11: the tick that asked was not the main thread's */
 static atomic_int have_tasks;
 static atomic_uint folds;
 /* Roots no task owned at a scan, and the fold they were found at: not asked about
@@ -100,23 +134,26 @@ static int weak_head_is(PyObject *coro, PyObject *ref)
 	       ((PyWeakReference *)ref)->wr_object == coro;
 }
 
+#if PY_VERSION_HEX < 0x030C0000
 /* async-signal-safe. Nonzero when ts is the main thread's: pending calls run there only. */
 static int is_main(PyThreadState *ts)
 {
 	return ts->thread_id == _PyRuntime.main_thread;
 }
+#endif
 
-/* async-signal-safe */
-struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
+/* async-signal-safe. The table's answer for coro, read between two loads of seq: 1 and
+ * *out (maybe NULL: no task), or 0 when a scan rewrote the table meanwhile. `coro`
+ * runs on the calling thread, so it is alive; a slot's reference is alive while the
+ * reader is counted in `readers` (see the header). */
+static int lookup(PyObject *coro, struct coprof_ctx **out)
 {
-	PyThreadState *m = atomic_load_explicit(&main_ts, memory_order_acquire);
-	if (m ? ts != m : !is_main(ts))
-		return NULL; /* pending calls run on the main thread only */
-	if (atomic_load_explicit(&writing, memory_order_acquire))
-		return NULL; /* the scan under way sees it */
-	if (!m)
-		goto miss;
+	*out = NULL;
+	unsigned s1 = atomic_load_explicit(&seq, memory_order_acquire);
+	if (s1 & 1)
+		return 0;
 	unsigned h = hash((uintptr_t)coro);
+	struct slot *found = NULL;
 	for (unsigned i = 0; i < PROBES; i++) {
 		struct slot *sl = &slots[(h + i) & (NSLOTS - 1)];
 		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_acquire);
@@ -124,13 +161,34 @@ struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 			break;
 		if (c != (uintptr_t)coro)
 			continue;
-		if (sl->forks == tforks && sl->ref && weak_head_is(coro, sl->ref)) {
-			atomic_store_explicit(&sl->ran, 1, memory_order_relaxed);
-			return sl->ctx;
+		PyObject *ref = __atomic_load_n(&sl->ref, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&sl->forks, __ATOMIC_RELAXED) == tforks && ref &&
+		    weak_head_is(coro, ref)) {
+			*out = __atomic_load_n(&sl->ctx, __ATOMIC_RELAXED);
+			found = sl;
 		}
 		break;
 	}
-miss:
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&seq, memory_order_relaxed) != s1) {
+		*out = NULL;
+		return 0;
+	}
+	if (found)
+		atomic_store_explicit(&found->ran, 1, memory_order_relaxed);
+	return 1;
+}
+
+/* async-signal-safe */
+struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
+{
+	atomic_fetch_add(&readers, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	struct coprof_ctx *ctx;
+	int whole = lookup(coro, &ctx);
+	atomic_fetch_sub_explicit(&readers, 1, memory_order_release);
+	if (!whole || ctx)
+		return ctx; /* torn: the scan under way sees it */
 	for (unsigned i = 0; i < NUNKNOWN; i++)
 		if (atomic_load_explicit(&unknown[i], memory_order_relaxed) == (uintptr_t)coro &&
 		    atomic_load_explicit(&folds, memory_order_relaxed) -
@@ -138,19 +196,28 @@ miss:
 			UNKNOWN_FOLDS)
 			return NULL;
 	atomic_store_explicit(&asked, (uintptr_t)coro, memory_order_relaxed);
+#if PY_VERSION_HEX < 0x030C0000
+	if (!is_main(ts))
+		atomic_store_explicit(&want_far, 1, memory_order_relaxed);
+#else
+	(void)ts;
+#endif
 	atomic_store_explicit(&want, 1, memory_order_release);
 	return NULL;
 }
 
-/* async-signal-safe. A pending call queued by another thread sets the main thread's
- * eval breaker only when CPython recomputes it there (up to 3.12 the queuing thread
- * computes it, as if it were not the main thread): until a GIL switch, a CPU-bound
- * task would run on unseen. While a scan is queued each tick sets the breaker itself
- * (interpreter-wide up to 3.12); the main thread then runs the queued call, which
- * computes it anew. 3.13 sets the main thread's own breaker. */
+/* async-signal-safe. Up to 3.11 a pending call (main thread only) queued by another
+ * thread sets the main thread's eval breaker only when CPython recomputes it there
+ * (the queuing thread computes it, as if it were not the main thread): until a GIL
+ * switch, a CPU-bound task would run on unseen. While a scan is queued each tick of
+ * the main thread sets the breaker itself (interpreter-wide); the main thread then runs
+ * the queued call, which computes it anew. 3.12 and 3.13 queue a call any thread may
+ * run: 3.12's queuing sets the interpreter-wide breaker and the thread that runs the
+ * calls computes it anew; 3.13's sets the bit on the thread holding the GIL (or on the
+ * next to take it), and the thread that runs the calls clears its own. */
 void pl_pys_tasks_tick(PyThreadState *ts)
 {
-#if PY_VERSION_HEX < 0x030D0000
+#if PY_VERSION_HEX < 0x030C0000
 	/* Only the main thread runs the call and then computes the breaker anew: set by
 	 * another thread's tick, it would stay set, and that thread's eval loop would look
 	 * for pending work at every check while the main thread runs no Python. */
@@ -161,9 +228,9 @@ void pl_pys_tasks_tick(PyThreadState *ts)
 #endif
 }
 
-/* --- the scan: main thread, GIL held ---------------------------------------------- */
+/* --- the scan: any thread, GIL held ----------------------------------------------- */
 
-static PyObject *s_get_coro, *s_get_name;
+static PyObject *s_get_coro, *s_get_name, *s_get_loop, *s_thread_id, *s_native_id;
 
 /* Appends to `out` the tasks of one of asyncio's task sets: a WeakSet (its `data` set
  * of references) or a set. 0, or -1 with an exception set. */
@@ -282,19 +349,60 @@ static struct slot *free_slot(PyObject *coro)
 	return NULL;
 }
 
-/* Frees a slot; its context is finished when it is this process's profiler's. */
+/* Around each change of a slot that handlers read (scan() only): seq is odd meanwhile,
+ * and a handler whose read it overlapped gives up. Only the changes are covered, not
+ * the whole scan: while a scan on another thread holds the GIL, the threads waiting
+ * for it keep their ticks (under wall, 4% of a task's ticks were lost to scans of the
+ * ASan build every 10 ms). */
+static void write_begin(void)
+{
+	atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+}
+
+static void write_end(void)
+{
+	atomic_fetch_add_explicit(&seq, 1, memory_order_release);
+}
+
+/* Lets go of the weak references of freed slots once no handler reads the table: one
+ * that came in after the slots were freed cannot find them (seq_cst: the stores that
+ * freed them come before the load of `readers`). Else at the next scan. */
+static void bury(void)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!ngrave || atomic_load(&readers) != 0)
+		return;
+	for (unsigned i = 0; i < ngrave; i++)
+		Py_DECREF(grave[i]);
+	ngrave = 0;
+}
+
+/* Frees a slot (seq odd); its context is finished when it is this process's
+ * profiler's. Its weak reference goes to the grave (bury). */
 static void release(struct slot *sl)
 {
 	if (sl->forks == tforks && sl->ctx && sl->wait.n && sl->wait.pend)
-		pl_py_host->task_wait(sl->ctx, sl->wait.keys, sl->wait.n, sl->wait.pend);
+		pl_py_host->task_wait(sl->owner, sl->ctx, sl->wait.keys, sl->wait.n, sl->wait.pend);
 	if (sl->forks == tforks && sl->ctx)
-		pl_py_host->ctx_finish(sl->ctx);
-	Py_CLEAR(sl->ref);
+		coprof_ctx_finish_sampled(sl->ctx);
+	write_begin();
+	atomic_store(&sl->coro, TOMB);
+	PyObject *ref = sl->ref;
+	__atomic_store_n(&sl->ref, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->ctx, NULL, __ATOMIC_RELAXED);
+	write_end();
+	sl->owner = NULL;
+	if (ref && ngrave == NSLOTS) { /* handlers kept coming: wait for them (microseconds) */
+		while (atomic_load(&readers) != 0)
+			sched_yield();
+		bury();
+	}
+	if (ref)
+		grave[ngrave++] = ref;
 	Py_CLEAR(sl->name);
-	sl->ctx = NULL;
 	free(sl->wait.keys);
 	memset(&sl->wait, 0, sizeof(sl->wait));
-	atomic_store_explicit(&sl->coro, TOMB, memory_order_release);
 }
 
 static void set_name(struct slot *sl, PyObject *name)
@@ -430,13 +538,13 @@ static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
 		w->pend += now - w->last;
 		w->last = now;
 		if (emit && w->pend) {
-			pl_py_host->task_wait(sl->ctx, w->keys, w->n, w->pend);
+			pl_py_host->task_wait(sl->owner, sl->ctx, w->keys, w->n, w->pend);
 			w->pend = 0;
 		}
 		return;
 	}
 	if (w->pend && w->n)
-		pl_py_host->task_wait(sl->ctx, w->keys, w->n, w->pend);
+		pl_py_host->task_wait(sl->owner, sl->ctx, w->keys, w->n, w->pend);
 	w->pend = 0;
 	if (susp && !w->keys)
 		w->keys = malloc(WAIT_MAX * sizeof(w->keys[0]));
@@ -445,8 +553,82 @@ static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
 	w->last = now;
 }
 
+/* Kernel id of the calling thread. */
+static pid_t self_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* The loops met by one scan and their threads: a scan asks threading once per loop. */
+struct owners {
+	PyObject *loop[8]; /* borrowed: the scan's task list holds them */
+	struct coprof_thread *t[8];
+	unsigned n;
+};
+
+/* The kernel id of the Python thread whose threading.get_ident() is `ident`, from
+ * threading's own table (its Thread objects keep their native id): 0 when not found. */
+static pid_t native_id_of(PyObject *ident)
+{
+	if (PyLong_AsUnsignedLong(ident) == PyThread_get_thread_ident())
+		return self_tid();
+	PyErr_Clear();
+	static PyObject *s_threading;
+	if (!s_threading && !(s_threading = PyUnicode_InternFromString("threading"))) {
+		PyErr_Clear();
+		return 0;
+	}
+	PyObject *mod = PyImport_GetModule(s_threading); /* imported by asyncio */
+	PyObject *active = mod ? PyObject_GetAttrString(mod, "_active") : NULL;
+	Py_XDECREF(mod);
+	PyObject *th = active && PyDict_Check(active) ? PyDict_GetItemWithError(active, ident)
+						      : NULL; /* borrowed */
+	Py_XINCREF(th);
+	Py_XDECREF(active);
+	PyObject *nid = th ? PyObject_GetAttr(th, s_native_id) : NULL;
+	Py_XDECREF(th);
+	long v = nid && PyLong_Check(nid) ? PyLong_AsLong(nid) : 0;
+	Py_XDECREF(nid);
+	PyErr_Clear();
+	return v > 0 ? (pid_t)v : 0;
+}
+
+/* The engine thread that runs task's loop (loop._thread_id, set while the loop runs),
+ * NULL while it is not known: the loop does not run, or its thread is not sampled.
+ * A loop without _thread_id (not asyncio's own) is taken to run on the scanning
+ * thread. */
+static struct coprof_thread *owner_of(PyObject *task, struct owners *o)
+{
+	PyObject *loop = PyObject_CallMethodNoArgs(task, s_get_loop);
+	if (!loop) {
+		PyErr_Clear();
+		return NULL;
+	}
+	for (unsigned i = 0; i < o->n; i++)
+		if (o->loop[i] == loop) {
+			Py_DECREF(loop);
+			return o->t[i];
+		}
+	pid_t tid = 0;
+	PyObject *ident = PyObject_GetAttr(loop, s_thread_id);
+	if (!ident) {
+		PyErr_Clear();
+		tid = self_tid();
+	} else if (PyLong_Check(ident)) {
+		tid = native_id_of(ident);
+	}
+	Py_XDECREF(ident);
+	struct coprof_thread *t = tid ? pl_py_host->thread_of(tid) : NULL;
+	if (o->n < 8) {
+		o->loop[o->n] = loop; /* the task holds its loop for the scan */
+		o->t[o->n++] = t;
+	}
+	Py_DECREF(loop);
+	return t;
+}
+
 /* One task: its slot is made at first sight, renamed when its name changed. */
-static void see_task(struct coprof_thread *t, PyObject *task, int rename)
+static void see_task(struct owners *o, PyObject *task, int rename)
 {
 	PyObject *coro = PyObject_CallMethodNoArgs(task, s_get_coro);
 	if (!coro || !PyCoro_CheckExact(coro) || coro_finished(coro))
@@ -472,16 +654,20 @@ static void see_task(struct coprof_thread *t, PyObject *task, int rename)
 	/* Someone's basic reference is ours too (CPython shares it), at the head. */
 	const char *s = PyUnicode_AsUTF8(name);
 	struct coprof_ctx *ctx = NULL;
-	if (!s || !(sl = free_slot(coro)) ||
-	    coprof_ctx_create(t, (uint64_t)(uintptr_t)task, s, "asyncio", &ctx) != 0) {
+	struct coprof_thread *t = s ? owner_of(task, o) : NULL;
+	if (!t || !(sl = free_slot(coro)) ||
+	    coprof_ctx_create_sampled(t, (uint64_t)(uintptr_t)task, s, "asyncio", &ctx) != 0) {
 		Py_DECREF(ref);
 		goto out_name;
 	}
-	sl->ref = ref;
+	write_begin();
+	__atomic_store_n(&sl->ref, ref, __ATOMIC_RELAXED);
 	sl->name = Py_NewRef(name);
-	sl->ctx = ctx;
-	sl->forks = tforks;
+	__atomic_store_n(&sl->ctx, ctx, __ATOMIC_RELAXED);
+	sl->owner = t;
+	__atomic_store_n(&sl->forks, tforks, __ATOMIC_RELAXED);
 	atomic_store_explicit(&sl->coro, (uintptr_t)coro, memory_order_release);
+	write_end();
 	if (!sl->listed) {
 		sl->listed = 1;
 		live[nlive++] = (uint16_t)(sl - slots);
@@ -499,32 +685,32 @@ enum {
 	SCAN_WAITS = 4,	 /* (wall) where known tasks wait: done at every scan */
 };
 
-/* The pending call: looks at every task. Never fails (a failure would raise in the
- * program); Python's own exception is kept aside. */
-static int scan(void *arg)
+static int interned(PyObject **s, const char *text)
 {
-	unsigned what = (unsigned)(uintptr_t)arg;
-	atomic_store(&pending, 0);
-	if (!Py_IsInitialized() || pl_pys_finalizing()) /* Py_FinalizeEx runs what is queued */
-		return 0;
-	struct coprof_thread *t = pl_py_host->thread();
-	if (!t)
-		return 0;
+	if (!*s && !(*s = PyUnicode_InternFromString(text)))
+		PyErr_Clear();
+	return *s != NULL;
+}
+
+/* Looks at every task, with the GIL. Never fails (a failure would raise in the
+ * program); Python's own exception is kept aside. */
+static void scan_now(unsigned what)
+{
+	if (atomic_exchange(&scanning, 1))
+		return;
 	struct pl_py_exc e;
 	pl_py_exc_save(&e);
-	atomic_store(&main_ts, PyThreadState_Get());
-	if (!s_get_coro)
-		s_get_coro = PyUnicode_InternFromString("get_coro");
-	if (!s_get_name)
-		s_get_name = PyUnicode_InternFromString("get_name");
+	int names = interned(&s_get_coro, "get_coro") && interned(&s_get_name, "get_name") &&
+		    interned(&s_get_loop, "get_loop") && interned(&s_thread_id, "_thread_id") &&
+		    interned(&s_native_id, "_native_id");
 	uintptr_t ask = atomic_exchange(&asked, 0);
 	uint64_t now = mono_ns();
 	static unsigned scans;
 	scans++;
-	PyObject *tasks = s_get_coro && s_get_name && (what & SCAN_FULL) ? all_tasks() : NULL;
-	atomic_store(&writing, 1);
+	PyObject *tasks = names && (what & SCAN_FULL) ? all_tasks() : NULL;
+	struct owners o = {.n = 0};
 	for (Py_ssize_t i = 0; tasks && i < PyList_GET_SIZE(tasks); i++)
-		see_task(t, PyList_GET_ITEM(tasks, i), what & SCAN_RENAME);
+		see_task(&o, PyList_GET_ITEM(tasks, i), what & SCAN_RENAME);
 	int wall = pl_py_host->clock == COPROF_CLOCK_WALL;
 	int nlivetasks = 0;
 	unsigned kept = 0;
@@ -539,8 +725,8 @@ static int scan(void *arg)
 		live[kept++] = (uint16_t)i;
 		PyObject *coro = (PyObject *)c;
 		/* A cleared reference: the coroutine died (its memory may be another's). */
-		if (sl->forks != tforks || ((PyWeakReference *)sl->ref)->wr_object != coro ||
-		    coro_finished(coro)) {
+		if (sl->forks != tforks || !sl->ref ||
+		    ((PyWeakReference *)sl->ref)->wr_object != coro || coro_finished(coro)) {
 			release(sl);
 			continue;
 		}
@@ -554,12 +740,36 @@ static int scan(void *arg)
 		atomic_store(&unknown[next++ % NUNKNOWN], ask);
 	}
 	nlive = kept;
-	atomic_store(&writing, 0);
+	bury();
 	if (what & SCAN_FULL)
 		atomic_store(&have_tasks, nlivetasks > 0 || (tasks && PyList_GET_SIZE(tasks) > 0));
 	Py_XDECREF(tasks);
 	pl_py_exc_restore(&e);
+	atomic_store(&scanning, 0);
+}
+
+/* The pending call. Py_FinalizeEx runs what is queued: nothing is done then. */
+static int scan(void *arg)
+{
+	atomic_store(&pending, 0);
+	if (Py_IsInitialized() && !pl_pys_finalizing())
+		scan_now((unsigned)(uintptr_t)arg);
 	return 0;
+}
+
+/* Queues the pending call: on 3.12+ any thread that runs bytecode may run it (the
+ * thread of a loop in a worker while the main thread waits in join()); up to 3.11 only
+ * the main thread runs pending calls. 0 when queued. */
+static int queue_scan(unsigned what)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+	return _PyEval_AddPendingCall(PyInterpreterState_Main(), scan, (void *)(uintptr_t)what,
+				      0) == 0
+		   ? 0
+		   : -1;
+#else
+	return Py_AddPendingCall(scan, (void *)(uintptr_t)what);
+#endif
 }
 
 /* Folding thread, no GIL: queues a scan when a tick asked for one, or now and then
@@ -577,13 +787,35 @@ void pl_pys_fold(void)
 		what |= SCAN_WAITS | (fold % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
 	if (!what)
 		return;
+#if PY_VERSION_HEX < 0x030C0000
+	/* A thread other than the main one met a new task: the main thread may run no
+	 * bytecode for long (join()), and these ticks would go to the thread's own stack
+	 * meanwhile; the folding thread scans at once. */
+	if (atomic_exchange(&want_far, 0) && (what & SCAN_FULL)) {
+		atomic_store(&want, 0);
+		atomic_fetch_or(&gil_what, what);
+		return;
+	}
+#endif
 	int idle = 0;
-	if (!atomic_compare_exchange_strong(&pending, &idle, 1))
-		return; /* queued already */
+	if (!atomic_compare_exchange_strong(&pending, &idle, 1)) {
+#if PY_VERSION_HEX < 0x030C0000
+		/* Queued already. Not run for STALL_FOLDS folds: the main thread runs no
+		 * bytecode (blocked in join(), asleep), so the folding thread scans itself
+		 * after this fold (pl_pys_after_fold); the queued call stays, to run when
+		 * the main thread comes back. */
+		if (fold - atomic_load(&queued_at) >= STALL_FOLDS) {
+			atomic_store(&want, 0);
+			atomic_fetch_or(&gil_what, what);
+		}
+#endif
+		return;
+	}
 	atomic_store(&want, 0);
+	atomic_store(&queued_at, fold);
 	atomic_store(&queuing, 1); /* seq_cst: closing() sees it, or this sees closing */
 	if (atomic_load(&closing) || !Py_IsInitialized() || pl_pys_finalizing() ||
-	    Py_AddPendingCall(scan, (void *)(uintptr_t)what) != 0) {
+	    queue_scan(what) != 0) {
 		atomic_store(&queuing, 0);
 		atomic_store(&pending, 0);
 		return;
@@ -594,12 +826,40 @@ void pl_pys_fold(void)
 	atomic_compare_exchange_strong(&pending, &queued, 2);
 }
 
+/* Folding thread, outside the sampler's fork lock, no GIL: up to 3.11, the scan the
+ * main thread did not run. The GIL is taken as the control thread takes it (gil.c:
+ * never once Python finalizes, past the atexit callback that closes the gate), and
+ * not under the fork lock: a thread that forks holding the GIL (a C extension's
+ * fork()) takes that lock in its prepare handler. With the GIL the folding thread has
+ * a thread state of its own for the scan's time (PyGILState_Ensure makes and deletes
+ * it); it has no timer, so it is never sampled. */
+void pl_pys_after_fold(void)
+{
+#if PY_VERSION_HEX < 0x030C0000
+	unsigned what = atomic_exchange(&gil_what, 0);
+	if (!what || atomic_load(&closing))
+		return;
+	PyGILState_STATE st;
+	if (pl_py_gil_take(&st) != 0)
+		return;
+	if (!pl_pys_finalizing())
+		scan_now(what);
+	pl_py_gil_give(st);
+#endif
+}
+
 /* In a fork child (the forking thread alone, no GIL yet): the contexts of the table are
- * the parent's profiler's; the next scan frees their slots. */
+ * the parent's profiler's; the next scan frees their slots. A scan or a reader the fork
+ * caught on another thread is gone with it. */
 void pl_pys_tasks_after_fork_child(void)
 {
 	tforks++;
-	atomic_store(&main_ts, NULL); /* the forking thread is the child's main thread */
+	if (atomic_load(&seq) & 1)
+		atomic_fetch_add(&seq, 1);
+	atomic_store(&scanning, 0);
+	atomic_store(&readers, 0);
+	atomic_store(&gil_what, 0);
+	atomic_store(&want_far, 0);
 	atomic_store(&pending, 0);
 	atomic_store(&want, 0);
 	for (unsigned i = 0; i < NUNKNOWN; i++)
