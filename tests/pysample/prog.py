@@ -9,11 +9,10 @@ stress    frame races: threads make and drop functions, lambdas, generators and 
 tasks     asyncio: tasks "three" (named by create_task) and "one" (named by set_name)
           share the CPU 3:1 for SECONDS of CPU; "sleeper" awaits fetch(), which awaits
           asyncio.sleep(0.5) after running for far less than a tick
-tthread   tasks' program (same task names) in an event loop of a thread of its own
-          (threading.Thread(target=asyncio.run)), the main thread blocked in join();
-          SECONDS of the loop thread's CPU
-tthreads  two such loops at once in two threads: the second's tasks are three_b, one_b
-          and sleeper_b, its functions big_b and small_b; writes both splits
+tthreads  tasks' program in two event loops at once, each in a thread of its own
+          (threading.Thread(target=asyncio.run)), the main thread blocked in join():
+          SECONDS of each loop thread's CPU; the second's tasks are three_b, one_b and
+          sleeper_b, its functions big_b and small_b; writes both splits
 atoggle   phases as above, each run in an asyncio task named task_<phase>
 achurn    asyncio tasks made and finished for SECONDS, in batches of 40: task t<j> runs
           the exec'd coroutine function f<j> (coroutines reuse dead ones' addresses)
@@ -248,18 +247,6 @@ def tasks(seconds, side=None):
     write_side(side, measured)
 
 
-def tthread(seconds, side=None):
-    """tasks() in a loop of a thread of its own while the main thread waits in join()."""
-    import asyncio
-    out = []
-    t = threading.Thread(target=lambda: out.append(
-        asyncio.run(split_tasks(seconds, time.thread_time))), name="loop")
-    t.start()
-    t.join()
-    print(out[0][1])
-    write_side(side, out[0][0])
-
-
 def tthreads(seconds, side=None):
     """Two loops at once, in two threads; the main thread waits in join()."""
     import asyncio
@@ -385,7 +372,6 @@ if __name__ == "__main__":
      "threads": threads, "phases": phases, "fork": fork,
      "stress": lambda: stress(arg),
      "tasks": lambda: tasks(arg, sys.argv[3] if len(sys.argv) > 3 else None),
-     "tthread": lambda: tthread(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "tthreads": lambda: tthreads(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg),
      "tchurn": lambda: achurn(arg, 2),

@@ -352,7 +352,7 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
 
 
 def run_tasks(r, clock, what):
-    """Runs prog.py's `what` (tasks, tthread, tthreads) for 1.5 s: its file's stats and
+    """Runs prog.py's `what` (tasks, tthreads) for 1.5 s: its file's stats and
     extras, and the split the tasks measured (prog.py's side file)."""
     out = os.path.join(r.tmp, what + ".pstat")
     side = os.path.join(r.tmp, "measured.json")
@@ -389,22 +389,11 @@ def loop_thread(ex, found):
     return tid
 
 
-def case_tthread(r, clock):
-    """An event loop in a thread of its own (threading.Thread(target=asyncio.run)) while
-    the main thread is blocked in join(): the tasks are told apart as the main thread's
-    are (case_tasks: names, the 3:1 split, waits under wall), listed under the loop's
-    thread, not the main one."""
-    out, stats, ex, measured = run_tasks(r, clock, "tthread")
-    measured = measured[clock]
-    found, share, waited = check_tasks(r, clock, out, stats, ex, measured)
-    tid = loop_thread(ex, found)
-    print("loop thread %d: three's share %.3f (measured %.3f), sleeper waited %.3f s" %
-          (tid, share, measured, waited))
-
-
 def case_tthreads(r, clock):
-    """Two event loops at once in two threads, the main thread in join(): each loop's
-    tasks are told apart and listed under their own loop's thread."""
+    """Two event loops at once in two threads (threading.Thread(target=asyncio.run)),
+    the main thread blocked in join(): each loop's tasks are told apart as the main
+    thread's are (check_tasks: names, the 3:1 split, waits under wall), listed under
+    their own loop's thread, not the main one."""
     out, stats, ex, measured = run_tasks(r, clock, "tthreads")
     tids = []
     for suffix, fns in (("", ("big", "small")), ("_b", ("big_b", "small_b"))):
