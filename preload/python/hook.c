@@ -1,12 +1,13 @@
 /* hook.c: the hook: CPython's call and return events -> engine events, with one
  * engine context per coroutine chain resumed by a non-coroutine driver (an asyncio
  * task's root coroutine, DESIGN rules 3-6), kept across profiling windows until the
- * task ends. Events come from one of two backends: the C profile function on every
- * thread state (here), or sys.monitoring (monitor.c).
+ * task ends. Events come from one of three backends: the C profile function on every
+ * thread state (here), sys.monitoring (monitor.c), or a frame-evaluation function
+ * (evalframe.c).
  *
  * Events arrive in the thread that runs the code, with the GIL held. Under the profile
  * function each thread state carries its own struct pl_py_thread as the hook's
- * argument; under sys.monitoring each thread finds its own in thread-local storage.
+ * argument; under the other two each thread finds its own in thread-local storage.
  * The control thread puts the hook on and takes it off holding the GIL, so no event
  * runs meanwhile. */
 #include <errno.h>
@@ -843,6 +844,29 @@ void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 		coprof_leave(pt->t, (uintptr_t)fn);
 }
 
+/* --- the frame-evaluation backend's events (evalframe.c) ------------------------- */
+
+struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
+{
+	struct pl_py_thread *pt = pl_py_thread_current();
+	if (pl_py_unlikely(!pt || pt->busy))
+		return NULL;
+	*gen = pt->gen;
+	pt->busy = 1;
+	pl_py_on_call(pt, fr);
+	pt->busy = 0;
+	return pt;
+}
+
+void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr, PyObject *r)
+{
+	if (pl_py_unlikely(gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED)))
+		return;
+	pt->busy = 1;
+	pl_py_on_return(pt, fr, r);
+	pt->busy = 0;
+}
+
 /* --- the profile function backend ------------------------------------------------ */
 
 static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
@@ -1059,18 +1083,47 @@ static void profile_remove(void)
 /* --- choosing the backend --------------------------------------------------------- */
 
 static int monitoring; /* the sys.monitoring backend is the one on */
+static int evalframe;  /* the frame-evaluation backend (evalframe.c) is the one on */
 
-/* 0: the profile function; 1: sys.monitoring; -ENOTSUP: none (asked for
- * sys.monitoring before 3.12, said once). */
+enum { B_PROFILE, B_MONITORING, B_EVALFRAME };
+
+/* B_*, or -ENOTSUP: none (asked for sys.monitoring before 3.12, said once). auto on
+ * 3.10 and 3.11: the frame-evaluation function, unless builtins are keyed (it sees no C
+ * call). Chosen by measurement (bench/RESULTS.md, issue 16). */
 static int backend(void)
 {
 	enum pl_py_hook h = pl_py_host->hook;
 #if PY_VERSION_HEX >= 0x030C0000
-	return h == PL_PY_HOOK_MONITORING || (h == PL_PY_HOOK_AUTO && AUTO_MONITORING);
+	if (h == PL_PY_HOOK_EVALFRAME) {
+		static int said;
+		if (!said)
+			pl_py_host->say("COPROF_PY_HOOK=evalframe is for Python 3.10 and 3.11 "
+					"(this is %d.%d); profiling through %s instead",
+					PY_MAJOR_VERSION, PY_MINOR_VERSION,
+					AUTO_MONITORING ? "sys.monitoring"
+							: "the profile function");
+		said = 1;
+		h = PL_PY_HOOK_AUTO;
+	}
+	return h == PL_PY_HOOK_MONITORING || (h == PL_PY_HOOK_AUTO && AUTO_MONITORING)
+		   ? B_MONITORING
+		   : B_PROFILE;
 #else
 	static int said;
+	if (h == PL_PY_HOOK_AUTO)
+		return pl_py_host->builtins ? B_PROFILE : B_EVALFRAME;
+	if (h == PL_PY_HOOK_EVALFRAME) {
+		if (!pl_py_host->builtins)
+			return B_EVALFRAME;
+		if (!said)
+			pl_py_host->say("COPROF_PY_HOOK=evalframe does not see C builtins, which "
+					"COPROF_BUILTINS=1 asks for; profiling through the profile "
+					"function instead");
+		said = 1;
+		return B_PROFILE;
+	}
 	if (h != PL_PY_HOOK_MONITORING)
-		return 0;
+		return B_PROFILE;
 	if (!said)
 		pl_py_host->say("COPROF_PY_HOOK=monitoring needs Python 3.12 or later (this is "
 				"%d.%d); Python is not profiled",
@@ -1080,19 +1133,49 @@ static int backend(void)
 #endif
 }
 
+/* The backend in use, in the profile's notes (once per profiler: a forked child has
+ * its own). */
+static void note_backend(void)
+{
+	static struct coprof *noted;
+	struct coprof *p = *pl_py_host->prof;
+	if (!p || p == noted)
+		return;
+	noted = p;
+	(void)coprof_set_note(p, evalframe    ? "python hook: evalframe (PEP 523 frame evaluation)"
+				 : monitoring ? "python hook: monitoring (sys.monitoring)"
+					      : "python hook: profile (the profile function)");
+}
+
 void pl_py_install(PyThreadState *skip)
 {
 	int b = backend();
 	if (b < 0)
 		return;
 	monitoring = 0;
-	if (b == 1) {
+	evalframe = 0;
+	if (b != B_PROFILE)
 		(void)pthread_once(&tls_once, tls_init);
+	if (b == B_MONITORING) {
 		/* No tool id free: said once, and the profile function does the work. */
 		monitoring = tls_ok && pl_py_monitor_start() == 0;
+	} else if (b == B_EVALFRAME) {
+		/* Another frame-evaluation function is in the slot (a debugger's, a
+		 * JIT's): it stays, and the profile function does the work; said once
+		 * when COPROF_PY_HOOK=evalframe asked for this one. */
+		static int said;
+		evalframe = tls_ok && pl_py_evalframe_start() == 0;
+		if (!evalframe && pl_py_host->hook == PL_PY_HOOK_EVALFRAME && !said) {
+			said = 1;
+			pl_py_host->say("COPROF_PY_HOOK=evalframe: %s; profiling through the "
+					"profile function instead",
+					tls_ok ? "another frame-evaluation function is installed"
+					       : "no thread-local storage");
+		}
 	}
-	if (!monitoring)
+	if (!monitoring && !evalframe)
 		profile_install(skip);
+	note_backend();
 	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }
@@ -1153,6 +1236,8 @@ void pl_py_remove(void)
 	watch_all();
 	if (monitoring)
 		pl_py_monitor_stop();
+	else if (evalframe)
+		pl_py_evalframe_stop();
 	else
 		profile_remove();
 	pl_py_installed = 0;
@@ -1164,7 +1249,7 @@ struct pl_py_thread *pl_py_thread_self(void)
 {
 	if (!pl_py_installed)
 		return NULL;
-	if (monitoring)
+	if (monitoring || evalframe)
 		return pl_py_thread_current();
 	PyThreadState *ts = PyThreadState_Get();
 	if (ts->c_profilefunc != on_event || !ts->c_profileobj)
