@@ -10,6 +10,7 @@
  * argument; under the other two each thread finds its own in thread-local storage.
  * The control thread puts the hook on and takes it off holding the GIL, so no event
  * runs meanwhile. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,6 +34,8 @@ PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyO
 #define AUTO_MONITORING 1
 
 const struct pl_py_host *pl_py_host;
+/* The frame-evaluation backend (evalframe.c) is the one on. */
+static int evalframe;
 unsigned pl_py_gen;
 int pl_py_new_threads;
 int pl_py_installed;
@@ -80,6 +83,11 @@ struct pl_py_thread {
 	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
 	unsigned busy;
 	int dead;
+	/* The frame-evaluation backend: the thread's C stack [stack_base, stack_low) is
+	 * its last part, where the backend hands over to the profile function (0, 0:
+	 * not read yet; 1, 1: unknown). */
+	uintptr_t stack_base;
+	uintptr_t stack_low;
 };
 
 /* The names name_task looks up, interned on first use (a C string made a new str at
@@ -846,11 +854,41 @@ void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 
 /* --- the frame-evaluation backend's events (evalframe.c) ------------------------- */
 
+static void evalframe_hand_over(struct pl_py_thread *pt);
+
+/* The last quarter of the calling thread's C stack (at least 128 KiB), or 1, 1 when
+ * unknown. */
+static void stack_bounds(struct pl_py_thread *pt)
+{
+	pthread_attr_t a;
+	void *lo;
+	size_t size;
+	pt->stack_base = pt->stack_low = 1;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return;
+	if (pthread_attr_getstack(&a, &lo, &size) == 0 && lo && size) {
+		size_t margin = size / 4 > 128 * 1024 ? size / 4 : 128 * 1024;
+		pt->stack_base = (uintptr_t)lo;
+		pt->stack_low = (uintptr_t)lo + (margin < size ? margin : size);
+	}
+	pthread_attr_destroy(&a);
+}
+
 struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
 {
 	struct pl_py_thread *pt = pl_py_thread_current();
 	if (pl_py_unlikely(!pt || pt->busy))
 		return NULL;
+	/* Each frame run through the slot is a C call (3.11 runs Python-to-Python calls
+	 * in one C frame without it): a recursion that the C stack would not hold ends
+	 * with the profile function, which adds no C frame per Python call. */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (pl_py_unlikely(!pt->stack_low))
+		stack_bounds(pt);
+	if (pl_py_unlikely(sp < pt->stack_low) && sp >= pt->stack_base) {
+		evalframe_hand_over(pt);
+		return NULL;
+	}
 	*gen = pt->gen;
 	pt->busy = 1;
 	pl_py_on_call(pt, fr);
@@ -860,7 +898,7 @@ struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
 
 void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr, PyObject *r)
 {
-	if (pl_py_unlikely(gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED)))
+	if (pl_py_unlikely(gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) || !evalframe))
 		return;
 	pt->busy = 1;
 	pl_py_on_return(pt, fr, r);
@@ -1072,6 +1110,45 @@ static void profile_install(PyThreadState *skip)
 	}
 }
 
+/* The frame-evaluation backend's thread pt runs short of C stack (GIL held, in an
+ * event): the slot is emptied (3.11 inlines Python calls again) and the profile
+ * function goes on every thread for the rest of the window. It reports the returns
+ * of the frames whose calls the slot reported (pl_py_eval_return reports none from
+ * now on). The calling thread's task state moves to the profile function's state of
+ * its thread; other threads' start afresh (their running task is adopted at its next
+ * resume). Counted as dropped ("python evalframe stack"). */
+static void evalframe_hand_over(struct pl_py_thread *pt)
+{
+	pl_py_evalframe_stop();
+	evalframe = 0;
+	profile_install(NULL);
+	if (*pl_py_host->prof)
+		coprof_count_dropped(*pl_py_host->prof, "python evalframe stack", 1);
+	PyThreadState *ts = PyThreadState_Get();
+	if (ts->c_profilefunc != on_event || !ts->c_profileobj)
+		return;
+	struct pl_py_thread *np = capsule_pointer(ts->c_profileobj);
+	if (!np || np == pt)
+		return;
+	np->t = pt->t;
+	np->gen = pt->gen;
+	np->root = pt->root;
+	np->ctx = pt->ctx;
+	np->adopting = pt->adopting;
+	free(np->drivers);
+	np->drivers = pt->drivers;
+	np->ndrivers = pt->ndrivers;
+	np->cap = pt->cap;
+	np->lost = pt->lost;
+	pl_py_map_free(&np->agens);
+	np->agens = pt->agens;
+	memset(&pt->agens, 0, sizeof(pt->agens));
+	pt->drivers = NULL;
+	pt->ndrivers = pt->cap = pt->lost = 0;
+	pt->root = pt->adopting = NULL;
+	pt->ctx = NULL;
+}
+
 static void profile_remove(void)
 {
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
@@ -1083,7 +1160,6 @@ static void profile_remove(void)
 /* --- choosing the backend --------------------------------------------------------- */
 
 static int monitoring; /* the sys.monitoring backend is the one on */
-static int evalframe;  /* the frame-evaluation backend (evalframe.c) is the one on */
 
 enum { B_PROFILE, B_MONITORING, B_EVALFRAME };
 

@@ -1276,6 +1276,25 @@ def case_hook_backend(r):
         check(prof.nc("key") == 200, "key nc %d" % prof.nc("key"))
 
 
+def case_recursion(r):
+    """A recursion of 50000 calls (10000 on 3.10, which needs a C frame per call even
+    unprofiled) runs to its end and is counted whole. The frame-evaluation backend on
+    3.11 adds a C frame per call: it hands over to the profile function before the
+    C stack runs out (counted as dropped, 'python evalframe stack')."""
+    ver = py_version(r)
+    depth = 50000 if ver >= (3, 11) else 10000
+    out, p = r.run(os.path.join(PROGS, "recursion.py"), [str(depth)])
+    check(p.stdout.strip() == str(depth), "printed %r" % p.stdout[-200:])
+    prof = Profile(out)
+    check(prof.nc("down") == depth + 1, "down nc %d, not %d" % (prof.nc("down"), depth + 1))
+    handed = prof.extras.get("dropped", {}).get("python evalframe stack", 0)
+    if hook_note(prof) == "evalframe" and ver >= (3, 11):
+        check(handed == 1, "no hand-over to the profile function: %s" % prof.extras.get(
+            "dropped"))
+    else:
+        check(handed == 0, "a hand-over under %s" % hook_note(prof))
+
+
 def case_debug_alloc(r):
     """Under -X dev and PYTHONMALLOC=debug, Python checks that each block is freed
     through the allocator API that made it: the audit hook's entry, made in the shim's
