@@ -34,8 +34,10 @@ PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyO
 #define AUTO_MONITORING 1
 
 const struct pl_py_host *pl_py_host;
-/* The frame-evaluation backend (evalframe.c) is the one on. */
-static int evalframe;
+/* The frame-evaluation backend (evalframe.c) is the one on; it handed over to the
+ * profile function in this window (evalframe_hand_over): a new thread's install keeps
+ * the profile function. */
+static int evalframe, evalframe_handed;
 unsigned pl_py_gen;
 int pl_py_new_threads;
 int pl_py_installed;
@@ -1121,6 +1123,7 @@ static void evalframe_hand_over(struct pl_py_thread *pt)
 {
 	pl_py_evalframe_stop();
 	evalframe = 0;
+	evalframe_handed = 1;
 	profile_install(NULL);
 	if (*pl_py_host->prof)
 		coprof_count_dropped(*pl_py_host->prof, "python evalframe stack", 1);
@@ -1228,6 +1231,8 @@ void pl_py_install(PyThreadState *skip)
 	int b = backend();
 	if (b < 0)
 		return;
+	if (b == B_EVALFRAME && evalframe_handed)
+		b = B_PROFILE;
 	monitoring = 0;
 	evalframe = 0;
 	if (b != B_PROFILE)
@@ -1316,6 +1321,7 @@ void pl_py_remove(void)
 		pl_py_evalframe_stop();
 	else
 		profile_remove();
+	evalframe_handed = 0;
 	pl_py_installed = 0;
 }
 

@@ -1280,13 +1280,16 @@ def case_recursion(r):
     """A recursion of 50000 calls (10000 on 3.10, which needs a C frame per call even
     unprofiled) runs to its end and is counted whole. The frame-evaluation backend on
     3.11 adds a C frame per call: it hands over to the profile function before the
-    C stack runs out (counted as dropped, 'python evalframe stack')."""
+    C stack runs out (counted as dropped, 'python evalframe stack'), for the rest of
+    the window: a thread started after it is hooked once, and every call is counted
+    once."""
     ver = py_version(r)
     depth = 50000 if ver >= (3, 11) else 10000
     out, p = r.run(os.path.join(PROGS, "recursion.py"), [str(depth)])
     check(p.stdout.strip() == str(depth), "printed %r" % p.stdout[-200:])
     prof = Profile(out)
     check(prof.nc("down") == depth + 1, "down nc %d, not %d" % (prof.nc("down"), depth + 1))
+    check(prof.nc("leaf") == 200, "leaf nc %d, not 200" % prof.nc("leaf"))
     handed = prof.extras.get("dropped", {}).get("python evalframe stack", 0)
     if hook_note(prof) == "evalframe" and ver >= (3, 11):
         check(handed == 1, "no hand-over to the profile function: %s" % prof.extras.get(
