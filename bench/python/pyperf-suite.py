@@ -179,13 +179,16 @@ def main():
                 script = (os.path.join(HERE, "shapes.py") if folder is None else
                           os.path.join(bmdir, folder, "run_benchmark.py"))
                 _, loops = one(vpy, script, bargs, "none", shims, tmp, None, 1, 1, args.timer)
-                times = {c: [] for c in configs}
+                # floor-eval: the frame-evaluation slot's floor, 3.10 and 3.11 only.
+                here = [c for c in configs if c != "floor-eval" or
+                        tuple(int(x) for x in ver.split(".")[:2]) < (3, 12)]
+                times = {c: [] for c in here}
                 for _ in range(args.runs):
-                    for c in configs:
+                    for c in here:
                         times[c].append(one(vpy, script, bargs, c, shims, tmp, loops,
                                             args.values, args.warmups, args.timer)[0])
                 med = {c: statistics.median(t) for c, t in times.items()}
-                ratio = {c: med[c] / med["none"] for c in configs}
+                ratio = {c: med[c] / med["none"] for c in here}
                 tables.append((tag, bench, loops, ratio))
                 print("%s %s loops=%s %s" % (tag, bench, loops, " ".join(
                     "%s=%.3f" % (c, r) for c, r in ratio.items())), file=sys.stderr,
@@ -197,7 +200,7 @@ def main():
     print("| python | benchmark | " + " | ".join(shown) + " |")
     print("|---|---|" + "---|" * len(shown))
     for tag, bench, loops, ratio in tables:
-        print("| %s | %s | %s |" % (tag, bench, " | ".join(fmt(ratio[c]) for c in shown)))
+        print("| %s | %s | %s |" % (tag, bench, " | ".join(fmt(ratio.get(c)) for c in shown)))
     # Overheads: coprof's to cProfile's (the target: <= 0.75), and each to the floor's.
     coprofs = [c for c in configs if c.rpartition(" ")[0] in shims]
     vs_cp = [c for c in ("floor", "floor-eval") if c in configs] + coprofs
@@ -214,8 +217,8 @@ def main():
         print("|---|---|" + "---|" * len(head))
         for tag, bench, loops, ratio in tables:
             over = {c: ratio[c] - 1 for c in ratio}
-            cells = ["%.2f" % (over[c] / over["cprofile"]) if over["cprofile"] > 0 else "-"
-                     for c in vs_cp]
+            cells = ["%.2f" % (over[c] / over["cprofile"]) if over["cprofile"] > 0 and c in over
+                     else "-" for c in vs_cp]
             if "floor" in configs:
                 fl = over["floor"]
                 rel = [c for c in coprofs + ["cprofile", "yappi-cpu", "yappi-wall"]

@@ -32,6 +32,8 @@ def _wrap():
         yappi.start()
     elif how == "floor-eval":
         import coprof_noop
+        if not hasattr(coprof_noop, "evalframe"):
+            raise SystemExit("COPROF_BENCH_WRAP=floor-eval: Python 3.10 and 3.11 only")
         coprof_noop.evalframe()
     elif how == "floor":
         import coprof_noop
