@@ -209,8 +209,11 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 			cfg->py_hook = PL_PY_HOOK_PROFILE;
 		else if (!strcmp(v, "monitoring"))
 			cfg->py_hook = PL_PY_HOOK_MONITORING;
+		else if (!strcmp(v, "evalframe"))
+			cfg->py_hook = PL_PY_HOOK_EVALFRAME;
 		else
-			return bad(err, errlen, "COPROF_PY_HOOK", v, "auto, profile or monitoring");
+			return bad(err, errlen, "COPROF_PY_HOOK", v,
+				   "auto, profile, monitoring or evalframe");
 	}
 	if ((v = get("COPROF_INTERVAL")) != NULL && parse_interval(v, &cfg->interval_ns))
 		return bad(err, errlen, "COPROF_INTERVAL", v,

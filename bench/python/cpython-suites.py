@@ -7,8 +7,9 @@ usage: cpython-suites.py --shim build/preload/libcoprof-preload.so --python EXE 
            [--tests test_coroutines test_asyncio ...] [--configs cpu wall ...]
            [--timeout 1800] [--check] [--json FILE]
 
-Configs: `cpu` and `wall` (COPROF_CLOCK, the version's default backend), `profile` and
-`monitoring` (COPROF_PY_HOOK, 3.12+ only, cpu clock), `toggle` (COPROF_START=0, a
+Configs: `cpu` and `wall` (COPROF_CLOCK, the version's default backend), `profile`,
+`monitoring` (3.12+ only) and `evalframe` (3.10 and 3.11 only) (COPROF_PY_HOOK, cpu
+clock), `toggle` (COPROF_START=0, a
 SIGUSR2 to the test process every 100 ms, so windows open and close all along),
 `sample` (COPROF_MODE=sample, cpu clock, the default rate).
 Tests run in one process (`python -m test`, no -j: the toggle signal must reach the
@@ -67,7 +68,7 @@ def config_env(config, shim, tmp):
         env["ASAN_OPTIONS"] = "detect_leaks=0"
     env["COPROF_OUT"] = os.path.join(tmp, "prof.%p.%n.pstat")
     env["COPROF_CLOCK"] = "wall" if config == "wall" else "cpu"
-    if config in ("profile", "monitoring"):
+    if config in ("profile", "monitoring", "evalframe"):
         env["COPROF_PY_HOOK"] = config
     if config == "toggle":
         env["COPROF_START"] = "0"
@@ -237,7 +238,7 @@ def main():
     ap.add_argument("--python", action="append", required=True)
     ap.add_argument("--tests", nargs="+", default=DEFAULT_TESTS)
     ap.add_argument("--configs", nargs="+",
-                    default=["cpu", "wall", "profile", "monitoring", "toggle"])
+                    default=["cpu", "wall", "profile", "monitoring", "evalframe", "toggle"])
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json")
@@ -297,7 +298,8 @@ def main():
             bad += 1
             continue
         for config in args.configs:
-            if config in ("profile", "monitoring") and ver < (3, 12):
+            if (config == "monitoring" and ver < (3, 12)) or (
+                    config == "evalframe" and ver >= (3, 12)):
                 continue
             r = judge(python, tests, config, shim, args.timeout, base_res)
             r["python"] = python

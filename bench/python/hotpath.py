@@ -4,8 +4,9 @@ cProfile and one or more coprof builds, interleaved, median of --runs: the quick
 of a hot-path change (bench/RESULTS.md). CPU time (time.process_time), so that a
 loaded machine's waits do not count.
 
-usage: hotpath.py --python VENV_PYTHON --shim LABEL=PATH [--shim ...] [--runs 7]
+usage: hotpath.py --python VENV_PYTHON --shim LABEL=PATH[,HOOK] [--shim ...] [--runs 7]
                   WORKLOAD...
+  HOOK: the column's COPROF_PY_HOOK (default: unset, auto's choice)
   VENV_PYTHON: a venv made by pyperf-suite.py (it has pyperformance and the floor)
   WORKLOAD: calls (1M calls and fib(25)), coro (fib(25) awaited recursively, x3),
             await (500,000 awaits of a coroutine), task (20,000 awaits of
@@ -103,7 +104,9 @@ def main():
     ap.add_argument("workloads", nargs="+")
     args = ap.parse_args()
     shims = [s.partition("=")[::2] for s in args.shim]
-    cols = ["none", "floor", "cprofile"] + [label for label, _ in shims]
+    hooks = {label: path.partition(",")[2] for label, path in shims}
+    shims = [(label, path.partition(",")[0]) for label, path in shims]
+    cols = ["none", "floor", "floor-eval", "cprofile"] + [label for label, _ in shims]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
     print("load average: %.1f %.1f %.1f" % os.getloadavg())
     tmp = tempfile.mkdtemp(prefix="coprof-hotpath-")
@@ -113,12 +116,14 @@ def main():
             for c in cols:
                 env = dict(base, PYTHONPATH=os.path.join(HERE, "pyperf-wrap"))
                 argv = [args.python, os.path.abspath(__file__), "--child", w]
-                if c in ("floor", "cprofile"):
+                if c in ("floor", "floor-eval", "cprofile"):
                     env["COPROF_BENCH_WRAP"] = c
                     argv.append("--worker")  # the wrapper profiles workers only
                 elif c != "none":
                     env.update(LD_PRELOAD=os.path.abspath(dict(shims)[c]),
                                COPROF_OUT=os.path.join(tmp, "%p.pstat"))
+                    if hooks[c]:
+                        env["COPROF_PY_HOOK"] = hooks[c]
                 out = subprocess.run(argv, env=env, capture_output=True, text=True,
                                      check=True).stdout
                 times[c].append(float(out.split()[-1]))

@@ -1,9 +1,11 @@
 /* noop-hook.c: the floor of the CPython trace benchmark (bench/python/pyperf.py): a
  * C hook on the same backend coprof uses that does nothing. `profile()` puts a no-op
  * profile function on the calling thread (3.10/3.11: what coprof's adapter uses);
- * `nothing` is a no-op METH_FASTCALL callable to register as a sys.monitoring callback
- * (3.12+). Built per interpreter by the bench script; imported by its wrapper, in the
- * benchmark's worker process, with the GIL held. */
+ * `evalframe()` puts a PEP 523 frame-evaluation function on the interpreter that only
+ * calls the default one (3.10/3.11: COPROF_PY_HOOK=evalframe); `nothing` is a no-op
+ * METH_FASTCALL callable to register as a sys.monitoring callback (3.12+). Built per interpreter by
+ * the bench script; imported by its wrapper, in the benchmark's worker process, with the GIL held.
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -24,6 +26,27 @@ static PyObject *noop_profile(PyObject *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
+#if PY_VERSION_HEX < 0x030C0000
+#if PY_VERSION_HEX >= 0x030B0000
+#define NOOP_FRAME struct _PyInterpreterFrame
+#else
+#define NOOP_FRAME PyFrameObject
+#endif
+
+static PyObject *noop_eval(PyThreadState *ts, NOOP_FRAME *frame, int throwflag)
+{
+	return _PyEval_EvalFrameDefault(ts, frame, throwflag);
+}
+
+static PyObject *noop_evalframe(PyObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	_PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), noop_eval);
+	Py_RETURN_NONE;
+}
+#endif
+
 static PyObject *noop_nothing(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
 	(void)self;
@@ -34,6 +57,10 @@ static PyObject *noop_nothing(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 static PyMethodDef noop_methods[] = {
     {"profile", noop_profile, METH_NOARGS, "Set a no-op C profile function on this thread."},
+#if PY_VERSION_HEX < 0x030C0000
+    {"evalframe", noop_evalframe, METH_NOARGS,
+     "Set a no-op frame-evaluation function on this interpreter."},
+#endif
     {"nothing", (PyCFunction)(void (*)(void))noop_nothing, METH_FASTCALL,
      "A no-op callback for sys.monitoring."},
     {NULL, NULL, 0, NULL},

@@ -11,7 +11,7 @@ usage: pyperf-suite.py [--shim LABEL=PATH ...] [--python EXE ...] [--runs 3]
 For each interpreter it makes (once) a virtual environment under build/ with
 pyperformance, pyperf and yappi 1.7 from PyPI, and builds the floor there
 (bench/python/noop-hook.c: a no-op C hook on coprof's backend). Configurations:
-none (unprofiled), floor, cprofile, yappi-cpu, yappi-wall, and per shim `LABEL wall`
+none (unprofiled), floor, floor-eval (3.10/3.11: a no-op frame-evaluation function), cprofile, yappi-cpu, yappi-wall, and per shim `LABEL wall`
 and `LABEL cpu` (COPROF_CLOCK; default shim: build/preload/libcoprof-preload.so as
 `coprof`). Loops are calibrated once, unprofiled, and fixed for every configuration;
 each run is one worker (-p 1) with --warmups warm-ups and --values values; a figure is the
@@ -53,7 +53,7 @@ BENCHES = {
     "shape_sleep0": (None, ["--shape", "sleep0"]),
     "shape_gather": (None, ["--shape", "gather"]),
 }
-BASE_CONFIGS = ["none", "floor", "cprofile", "yappi-cpu", "yappi-wall"]
+BASE_CONFIGS = ["none", "floor", "floor-eval", "cprofile", "yappi-cpu", "yappi-wall"]
 
 
 def run(cmd, **kw):
@@ -179,13 +179,16 @@ def main():
                 script = (os.path.join(HERE, "shapes.py") if folder is None else
                           os.path.join(bmdir, folder, "run_benchmark.py"))
                 _, loops = one(vpy, script, bargs, "none", shims, tmp, None, 1, 1, args.timer)
-                times = {c: [] for c in configs}
+                # floor-eval: the frame-evaluation slot's floor, 3.10 and 3.11 only.
+                here = [c for c in configs if c != "floor-eval" or
+                        tuple(int(x) for x in ver.split(".")[:2]) < (3, 12)]
+                times = {c: [] for c in here}
                 for _ in range(args.runs):
-                    for c in configs:
+                    for c in here:
                         times[c].append(one(vpy, script, bargs, c, shims, tmp, loops,
                                             args.values, args.warmups, args.timer)[0])
                 med = {c: statistics.median(t) for c, t in times.items()}
-                ratio = {c: med[c] / med["none"] for c in configs}
+                ratio = {c: med[c] / med["none"] for c in here}
                 tables.append((tag, bench, loops, ratio))
                 print("%s %s loops=%s %s" % (tag, bench, loops, " ".join(
                     "%s=%.3f" % (c, r) for c, r in ratio.items())), file=sys.stderr,
@@ -197,15 +200,16 @@ def main():
     print("| python | benchmark | " + " | ".join(shown) + " |")
     print("|---|---|" + "---|" * len(shown))
     for tag, bench, loops, ratio in tables:
-        print("| %s | %s | %s |" % (tag, bench, " | ".join(fmt(ratio[c]) for c in shown)))
+        print("| %s | %s | %s |" % (tag, bench, " | ".join(fmt(ratio.get(c)) for c in shown)))
     # Overheads: coprof's to cProfile's (the target: <= 0.75), and each to the floor's.
     coprofs = [c for c in configs if c.rpartition(" ")[0] in shims]
-    if "cprofile" in configs and coprofs:
+    vs_cp = [c for c in ("floor", "floor-eval") if c in configs] + coprofs
+    if "cprofile" in configs and vs_cp:
         print()
-        print("Overhead (ratio - 1) of each coprof column over cProfile's, and over the "
-              "floor's:")
+        print("Overhead (ratio - 1) of each floor and coprof column over cProfile's, and "
+              "over the floor's:")
         print()
-        head = ["%s / cProfile" % c for c in coprofs]
+        head = ["%s / cProfile" % c for c in vs_cp]
         if "floor" in configs:
             head += ["%s / floor" % c for c in coprofs] + ["cProfile / floor"]
             head += ["%s / floor" % c for c in ("yappi-cpu", "yappi-wall") if c in configs]
@@ -213,8 +217,8 @@ def main():
         print("|---|---|" + "---|" * len(head))
         for tag, bench, loops, ratio in tables:
             over = {c: ratio[c] - 1 for c in ratio}
-            cells = ["%.2f" % (over[c] / over["cprofile"]) if over["cprofile"] > 0 else "-"
-                     for c in coprofs]
+            cells = ["%.2f" % (over[c] / over["cprofile"]) if over["cprofile"] > 0 and c in over
+                     else "-" for c in vs_cp]
             if "floor" in configs:
                 fl = over["floor"]
                 rel = [c for c in coprofs + ["cprofile", "yappi-cpu", "yappi-wall"]

@@ -19,12 +19,14 @@
 
 /* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
  * every thread state (every version); `monitoring`: sys.monitoring callbacks under a
- * tool id of coprof's own (3.12+); `auto`: the cheaper of the two for the version
+ * tool id of coprof's own (3.12+); `evalframe`: a PEP 523 frame-evaluation function
+ * (3.10, 3.11; no C builtins); `auto`: the cheapest for the version and settings
  * (bench/RESULTS.md). */
 enum pl_py_hook {
 	PL_PY_HOOK_AUTO,
 	PL_PY_HOOK_PROFILE,
 	PL_PY_HOOK_MONITORING,
+	PL_PY_HOOK_EVALFRAME,
 };
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */

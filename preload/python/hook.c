@@ -1,14 +1,16 @@
 /* hook.c: the hook: CPython's call and return events -> engine events, with one
  * engine context per coroutine chain resumed by a non-coroutine driver (an asyncio
  * task's root coroutine, DESIGN rules 3-6), kept across profiling windows until the
- * task ends. Events come from one of two backends: the C profile function on every
- * thread state (here), or sys.monitoring (monitor.c).
+ * task ends. Events come from one of three backends: the C profile function on every
+ * thread state (here), sys.monitoring (monitor.c), or a frame-evaluation function
+ * (evalframe.c).
  *
  * Events arrive in the thread that runs the code, with the GIL held. Under the profile
  * function each thread state carries its own struct pl_py_thread as the hook's
- * argument; under sys.monitoring each thread finds its own in thread-local storage.
+ * argument; under the other two each thread finds its own in thread-local storage.
  * The control thread puts the hook on and takes it off holding the GIL, so no event
  * runs meanwhile. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +34,10 @@ PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyO
 #define AUTO_MONITORING 1
 
 const struct pl_py_host *pl_py_host;
+/* The frame-evaluation backend (evalframe.c) is the one on; it handed over to the
+ * profile function in this window (evalframe_hand_over): a new thread's install keeps
+ * the profile function. */
+static int evalframe, evalframe_handed;
 unsigned pl_py_gen;
 int pl_py_new_threads;
 int pl_py_installed;
@@ -79,6 +85,11 @@ struct pl_py_thread {
 	 * meanwhile, so the event's end frees this state. Touched with the GIL held. */
 	unsigned busy;
 	int dead;
+	/* The frame-evaluation backend: the thread's C stack [stack_base, stack_low) is
+	 * its last part, where the backend hands over to the profile function (0, 0:
+	 * not read yet; 1, 1: unknown). */
+	uintptr_t stack_base;
+	uintptr_t stack_low;
 };
 
 /* The names name_task looks up, interned on first use (a C string made a new str at
@@ -843,6 +854,59 @@ void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 		coprof_leave(pt->t, (uintptr_t)fn);
 }
 
+/* --- the frame-evaluation backend's events (evalframe.c) ------------------------- */
+
+static void evalframe_hand_over(struct pl_py_thread *pt);
+
+/* The last quarter of the calling thread's C stack (at least 128 KiB), or 1, 1 when
+ * unknown. */
+static void stack_bounds(struct pl_py_thread *pt)
+{
+	pthread_attr_t a;
+	void *lo;
+	size_t size;
+	pt->stack_base = pt->stack_low = 1;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return;
+	if (pthread_attr_getstack(&a, &lo, &size) == 0 && lo && size) {
+		size_t margin = size / 4 > 128 * 1024 ? size / 4 : 128 * 1024;
+		pt->stack_base = (uintptr_t)lo;
+		pt->stack_low = (uintptr_t)lo + (margin < size ? margin : size);
+	}
+	pthread_attr_destroy(&a);
+}
+
+struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
+{
+	struct pl_py_thread *pt = pl_py_thread_current();
+	if (pl_py_unlikely(!pt || pt->busy))
+		return NULL;
+	/* Each frame run through the slot is a C call (3.11 runs Python-to-Python calls
+	 * in one C frame without it): a recursion that the C stack would not hold ends
+	 * with the profile function, which adds no C frame per Python call. */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (pl_py_unlikely(!pt->stack_low))
+		stack_bounds(pt);
+	if (pl_py_unlikely(sp < pt->stack_low) && sp >= pt->stack_base) {
+		evalframe_hand_over(pt);
+		return NULL;
+	}
+	*gen = pt->gen;
+	pt->busy = 1;
+	pl_py_on_call(pt, fr);
+	pt->busy = 0;
+	return pt;
+}
+
+void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr, PyObject *r)
+{
+	if (pl_py_unlikely(gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) || !evalframe))
+		return;
+	pt->busy = 1;
+	pl_py_on_return(pt, fr, r);
+	pt->busy = 0;
+}
+
 /* --- the profile function backend ------------------------------------------------ */
 
 static void on_c_event(struct pl_py_thread *pt, int what, PyObject *callable)
@@ -1048,6 +1112,46 @@ static void profile_install(PyThreadState *skip)
 	}
 }
 
+/* The frame-evaluation backend's thread pt runs short of C stack (GIL held, in an
+ * event): the slot is emptied (3.11 inlines Python calls again) and the profile
+ * function goes on every thread for the rest of the window. It reports the returns
+ * of the frames whose calls the slot reported (pl_py_eval_return reports none from
+ * now on). The calling thread's task state moves to the profile function's state of
+ * its thread; other threads' start afresh (their running task is adopted at its next
+ * resume). Counted as dropped ("python evalframe stack"). */
+static void evalframe_hand_over(struct pl_py_thread *pt)
+{
+	pl_py_evalframe_stop();
+	evalframe = 0;
+	evalframe_handed = 1;
+	profile_install(NULL);
+	if (*pl_py_host->prof)
+		coprof_count_dropped(*pl_py_host->prof, "python evalframe stack", 1);
+	PyThreadState *ts = PyThreadState_Get();
+	if (ts->c_profilefunc != on_event || !ts->c_profileobj)
+		return;
+	struct pl_py_thread *np = capsule_pointer(ts->c_profileobj);
+	if (!np || np == pt)
+		return;
+	np->t = pt->t;
+	np->gen = pt->gen;
+	np->root = pt->root;
+	np->ctx = pt->ctx;
+	np->adopting = pt->adopting;
+	free(np->drivers);
+	np->drivers = pt->drivers;
+	np->ndrivers = pt->ndrivers;
+	np->cap = pt->cap;
+	np->lost = pt->lost;
+	pl_py_map_free(&np->agens);
+	np->agens = pt->agens;
+	memset(&pt->agens, 0, sizeof(pt->agens));
+	pt->drivers = NULL;
+	pt->ndrivers = pt->cap = pt->lost = 0;
+	pt->root = pt->adopting = NULL;
+	pt->ctx = NULL;
+}
+
 static void profile_remove(void)
 {
 	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
@@ -1060,17 +1164,45 @@ static void profile_remove(void)
 
 static int monitoring; /* the sys.monitoring backend is the one on */
 
-/* 0: the profile function; 1: sys.monitoring; -ENOTSUP: none (asked for
- * sys.monitoring before 3.12, said once). */
+enum { B_PROFILE, B_MONITORING, B_EVALFRAME };
+
+/* B_*, or -ENOTSUP: none (asked for sys.monitoring before 3.12, said once). auto on
+ * 3.10 and 3.11: the frame-evaluation function, unless builtins are keyed (it sees no C
+ * call). Chosen by measurement (bench/RESULTS.md, issue 16). */
 static int backend(void)
 {
 	enum pl_py_hook h = pl_py_host->hook;
 #if PY_VERSION_HEX >= 0x030C0000
-	return h == PL_PY_HOOK_MONITORING || (h == PL_PY_HOOK_AUTO && AUTO_MONITORING);
+	if (h == PL_PY_HOOK_EVALFRAME) {
+		static int said;
+		if (!said)
+			pl_py_host->say("COPROF_PY_HOOK=evalframe is for Python 3.10 and 3.11 "
+					"(this is %d.%d); profiling through %s instead",
+					PY_MAJOR_VERSION, PY_MINOR_VERSION,
+					AUTO_MONITORING ? "sys.monitoring"
+							: "the profile function");
+		said = 1;
+		h = PL_PY_HOOK_AUTO;
+	}
+	return h == PL_PY_HOOK_MONITORING || (h == PL_PY_HOOK_AUTO && AUTO_MONITORING)
+		   ? B_MONITORING
+		   : B_PROFILE;
 #else
 	static int said;
+	if (h == PL_PY_HOOK_AUTO)
+		return pl_py_host->builtins ? B_PROFILE : B_EVALFRAME;
+	if (h == PL_PY_HOOK_EVALFRAME) {
+		if (!pl_py_host->builtins)
+			return B_EVALFRAME;
+		if (!said)
+			pl_py_host->say("COPROF_PY_HOOK=evalframe does not see C builtins, which "
+					"COPROF_BUILTINS=1 asks for; profiling through the profile "
+					"function instead");
+		said = 1;
+		return B_PROFILE;
+	}
 	if (h != PL_PY_HOOK_MONITORING)
-		return 0;
+		return B_PROFILE;
 	if (!said)
 		pl_py_host->say("COPROF_PY_HOOK=monitoring needs Python 3.12 or later (this is "
 				"%d.%d); Python is not profiled",
@@ -1080,19 +1212,51 @@ static int backend(void)
 #endif
 }
 
+/* The backend in use, in the profile's notes (once per profiler: a forked child has
+ * its own). */
+static void note_backend(void)
+{
+	static struct coprof *noted;
+	struct coprof *p = *pl_py_host->prof;
+	if (!p || p == noted)
+		return;
+	noted = p;
+	(void)coprof_set_note(p, evalframe    ? "python hook: evalframe (PEP 523 frame evaluation)"
+				 : monitoring ? "python hook: monitoring (sys.monitoring)"
+					      : "python hook: profile (the profile function)");
+}
+
 void pl_py_install(PyThreadState *skip)
 {
 	int b = backend();
 	if (b < 0)
 		return;
+	if (b == B_EVALFRAME && evalframe_handed)
+		b = B_PROFILE;
 	monitoring = 0;
-	if (b == 1) {
+	evalframe = 0;
+	if (b != B_PROFILE)
 		(void)pthread_once(&tls_once, tls_init);
+	if (b == B_MONITORING) {
 		/* No tool id free: said once, and the profile function does the work. */
 		monitoring = tls_ok && pl_py_monitor_start() == 0;
+	} else if (b == B_EVALFRAME) {
+		/* Another frame-evaluation function is in the slot (a debugger's, a
+		 * JIT's): it stays, and the profile function does the work; said once
+		 * when COPROF_PY_HOOK=evalframe asked for this one. */
+		static int said;
+		evalframe = tls_ok && pl_py_evalframe_start() == 0;
+		if (!evalframe && pl_py_host->hook == PL_PY_HOOK_EVALFRAME && !said) {
+			said = 1;
+			pl_py_host->say("COPROF_PY_HOOK=evalframe: %s; profiling through the "
+					"profile function instead",
+					tls_ok ? "another frame-evaluation function is installed"
+					       : "no thread-local storage");
+		}
 	}
-	if (!monitoring)
+	if (!monitoring && !evalframe)
 		profile_install(skip);
+	note_backend();
 	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }
@@ -1153,8 +1317,11 @@ void pl_py_remove(void)
 	watch_all();
 	if (monitoring)
 		pl_py_monitor_stop();
+	else if (evalframe)
+		pl_py_evalframe_stop();
 	else
 		profile_remove();
+	evalframe_handed = 0;
 	pl_py_installed = 0;
 }
 
@@ -1164,7 +1331,7 @@ struct pl_py_thread *pl_py_thread_self(void)
 {
 	if (!pl_py_installed)
 		return NULL;
-	if (monitoring)
+	if (monitoring || evalframe)
 		return pl_py_thread_current();
 	PyThreadState *ts = PyThreadState_Get();
 	if (ts->c_profilefunc != on_event || !ts->c_profileobj)

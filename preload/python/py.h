@@ -390,6 +390,24 @@ PL_PY_HIDDEN int pl_py_monitor_start(void);
 /* Turns the events off, unregisters the callbacks and frees the tool id (GIL held). */
 PL_PY_HIDDEN void pl_py_monitor_stop(void);
 
+/* --- the frame-evaluation backend (evalframe.c) ------------------------------------ */
+
+/* Puts coprof's function in the interpreter's frame-evaluation slot (3.10, 3.11; GIL
+ * held). 0; -EBUSY: another one is there (left alone); -ENOTSUP: 3.12+. */
+PL_PY_HIDDEN int pl_py_evalframe_start(void);
+/* Empties the slot again, if coprof's function is still the one in it (GIL held). */
+PL_PY_HIDDEN void pl_py_evalframe_stop(void);
+/* A frame starts a run through the slot (hook.c): its 'call' is reported, and the
+ * calling thread's state returned, with the generation its 'return' must still be in
+ * (*gen); NULL: this run is not reported (nothing is recorded for the thread, or it
+ * runs inside another event's own call into Python, which no backend reports). */
+PL_PY_HIDDEN struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen);
+/* The run pl_py_eval_call reported ended with `r` (the value returned or yielded;
+ * NULL: an exception): its 'return', unless profiling stopped, restarted or the
+ * process forked since. */
+PL_PY_HIDDEN void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr,
+				    PyObject *r);
+
 /* Python's own exception, kept aside while the adapter calls into Python. */
 struct pl_py_exc {
 #if PY_VERSION_HEX >= 0x030C0000

@@ -74,6 +74,15 @@ Test(config, every_variable)
 	cr_expect_eq(cfg.py_hook, PL_PY_HOOK_MONITORING);
 }
 
+Test(config, py_hook_evalframe)
+{
+	struct pl_config cfg;
+	char err[256];
+	const char *v[] = {"COPROF_PY_HOOK", "evalframe", NULL};
+	cr_assert_eq(parse(&cfg, err, v), 0, "%s", err);
+	cr_expect_eq(cfg.py_hook, PL_PY_HOOK_EVALFRAME);
+}
+
 Test(config, signal_spellings)
 {
 	cr_expect_eq(pl_parse_signal("USR2"), SIGUSR2);
@@ -161,22 +170,18 @@ Test(toggle_state, round_trip_and_rejects)
 Test(config, bad_values_say_which_variable)
 {
 	static const char *const bad[][2] = {
-	    {"COPROF_CLOCK", "cycles"}, {"COPROF_MODE", "trac"},  {"COPROF_SIGNAL", "KILL"},
-	    {"COPROF_START", "maybe"},	{"COPROF_HZ", "0"},	  {"COPROF_HZ", "12x"},
-	    {"COPROF_HZ", "-5"},	{"COPROF_OUT", "a%qb"},	  {"COPROF_OUT", ""},
-	    {"COPROF_OUT", "/tmp/"},	{"COPROF_BUILTINS", "2"}, {"COPROF_PY_HOOK", "setprofile"},
-	    {"COPROF_INTERVAL", "0"},
-	    {"COPROF_INTERVAL", "0.001"},
-	    {"COPROF_INTERVAL", "-1"},
-	    {"COPROF_INTERVAL", "1e3"},
-	    {"COPROF_INTERVAL", "nan"},
-	    {"COPROF_INTERVAL", ""},
-	    {"COPROF_INTERVAL", "."},
-	    {"COPROF_INTERVAL", "1s"},
-	    {"COPROF_INTERVAL", "86401"},
-	    {"COPROF_INTERVAL", "1,5"},
-	    {"COPROF_KEEP", "0"},
-	    {"COPROF_KEEP", "-2"},
+	    {"COPROF_CLOCK", "cycles"},	  {"COPROF_MODE", "trac"},
+	    {"COPROF_SIGNAL", "KILL"},	  {"COPROF_START", "maybe"},
+	    {"COPROF_HZ", "0"},		  {"COPROF_HZ", "12x"},
+	    {"COPROF_HZ", "-5"},	  {"COPROF_OUT", "a%qb"},
+	    {"COPROF_OUT", ""},		  {"COPROF_OUT", "/tmp/"},
+	    {"COPROF_BUILTINS", "2"},	  {"COPROF_PY_HOOK", "setprofile"},
+	    {"COPROF_INTERVAL", "0"},	  {"COPROF_INTERVAL", "0.001"},
+	    {"COPROF_INTERVAL", "-1"},	  {"COPROF_INTERVAL", "1e3"},
+	    {"COPROF_INTERVAL", "nan"},	  {"COPROF_INTERVAL", ""},
+	    {"COPROF_INTERVAL", "."},	  {"COPROF_INTERVAL", "1s"},
+	    {"COPROF_INTERVAL", "86401"}, {"COPROF_INTERVAL", "1,5"},
+	    {"COPROF_KEEP", "0"},	  {"COPROF_KEEP", "-2"},
 	    {"COPROF_KEEP", "3 "},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """run.py: runs one Python program under the coprof shim and checks its profile.
 
-usage: run.py --python EXE --shim LIB [--asan LIB] [--hook auto|profile|monitoring] CASE
+usage: run.py --python EXE --shim LIB [--asan LIB] [--hook auto|profile|monitoring|evalframe]
+              CASE
 
 Each CASE runs a program of progs/ (or samples/python/) on the interpreter EXE with
 LD_PRELOAD=LIB, reads the .pstat files it wrote with pstats and marshal, and asserts
-on calls, times, tasks and threads. --hook sets COPROF_PY_HOOK (the backend on 3.12+).
+on calls, times, tasks and threads. --hook sets COPROF_PY_HOOK (the backend).
 Exit status 0: passed; 1: failed (with a reason).
 """
 import argparse
@@ -1187,6 +1188,116 @@ def case_hook_rejected(r):
     check(not os.path.exists(out), "a profile was written")
 
 
+def py_version(r):
+    out = subprocess.run([r.python, "-c", "import sys; print(*sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=60).stdout.split()
+    return tuple(int(x) for x in out)
+
+
+def hook_note(prof):
+    notes = [n for n in prof.extras.get("notes", []) if n.startswith("python hook: ")]
+    check(len(notes) == 1, "one note names the backend: %s" % prof.extras.get("notes"))
+    return notes[0].split()[2]
+
+
+def build_noop(r):
+    """bench/python/noop-hook.c built for r.python into r.tmp (a module with a no-op
+    frame-evaluation function, evalframe()); the folder to put on PYTHONPATH."""
+    code = ("import sysconfig; print(sysconfig.get_paths()['include']); "
+            "print(sysconfig.get_config_var('EXT_SUFFIX'))")
+    inc, ext = subprocess.run([r.python, "-c", code], capture_output=True, text=True,
+                              timeout=60).stdout.split("\n")[:2]
+    d = os.path.join(r.tmp, "noop")
+    os.makedirs(d, exist_ok=True)
+    src = os.path.join(HERE, "..", "..", "bench", "python", "noop-hook.c")
+    cc = os.environ.get("CC", "cc")
+    p = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-I", inc, src, "-o",
+                        os.path.join(d, "coprof_noop" + ext)], capture_output=True, text=True)
+    check(p.returncode == 0, "%s could not build noop-hook.c: %s" % (cc, p.stderr[-2000:]))
+    with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+        f.write("import coprof_noop\ncoprof_noop.evalframe()\n")
+    return d
+
+
+def run_said(r, prog, out, **kw):
+    """Runs prog under the shim with env kw; (its lines 'coprof: ...' on stderr)."""
+    p = subprocess.run([r.python, prog], env=r.env(COPROF_OUT=out, **kw),
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+    return [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+
+
+def case_hook_backend(r):
+    """The backend in use is the one COPROF_PY_HOOK and COPROF_BUILTINS pick, named in
+    the profile's notes: auto is the frame-evaluation function on 3.10 and 3.11 (the
+    profile function with builtins on, which it cannot see, or when another
+    frame-evaluation function is installed, left in place), sys.monitoring on 3.12+.
+    COPROF_PY_HOOK=evalframe where it cannot be had says so in one line on stderr, and
+    the program is profiled all the same, with the same call counts."""
+    ver = py_version(r)
+    prog = os.path.join(PROGS, "builtins.py")
+    out = os.path.join(r.tmp, "b.pstat")
+    hook = r.hook or "auto"
+    said = run_said(r, prog, out, COPROF_BUILTINS=0)
+    check(not said, "the shim complained: %s" % said)
+    want = {"auto": "evalframe" if ver < (3, 12) else "monitoring"}.get(hook, hook)
+    prof = Profile(out)
+    check(hook_note(prof) == want, "COPROF_PY_HOOK=%s: the notes name %s, not %s" % (
+        hook, hook_note(prof), want))
+    check(prof.nc("key") == 200 and prof.nc("use_sorted") == 1, "key %d, use_sorted %d" % (
+        prof.nc("key"), prof.nc("use_sorted")))
+    # Builtins on: never the frame-evaluation function.
+    said = run_said(r, prog, out, COPROF_BUILTINS=1)
+    check(not said, "the shim complained: %s" % said)
+    prof = Profile(out)
+    check(hook_note(prof) != "evalframe", "builtins on, under %s" % hook_note(prof))
+    check(any(k[2] == "<built-in method builtins.sorted>" for k in prof.stats),
+          "sorted is not in the profile")
+    # Asked for by name where it cannot be had: one line, another backend, same counts.
+    cases = [({"COPROF_BUILTINS": 1}, "does not see C builtins", "profile")]
+    if ver >= (3, 12):
+        cases = [({}, "is for Python 3.10 and 3.11", "monitoring")]
+    else:
+        cases.append(({"PYTHONPATH": build_noop(r)}, "another frame-evaluation function",
+                      "profile"))
+    for env, words, backend in cases:
+        said = run_said(r, prog, out, COPROF_PY_HOOK="evalframe", **env)
+        check(len(said) == 1 and "COPROF_PY_HOOK=evalframe" in said[0] and words in said[0],
+              "%s: expected one line saying '%s': %s" % (env, words, said))
+        prof = Profile(out)
+        check(hook_note(prof) == backend, "%s: under %s" % (env, hook_note(prof)))
+        check(prof.nc("key") == 200, "%s: key nc %d" % (env, prof.nc("key")))
+    if ver < (3, 12) and hook == "auto":
+        # auto leaves another frame-evaluation function alone, without a word.
+        said = run_said(r, prog, out, PYTHONPATH=build_noop(r))
+        check(not said, "auto complained: %s" % said)
+        prof = Profile(out)
+        check(hook_note(prof) == "profile", "auto took %s" % hook_note(prof))
+        check(prof.nc("key") == 200, "key nc %d" % prof.nc("key"))
+
+
+def case_recursion(r):
+    """A recursion of 50000 calls (10000 on 3.10, which needs a C frame per call even
+    unprofiled) runs to its end and is counted whole. The frame-evaluation backend on
+    3.11 adds a C frame per call: it hands over to the profile function before the
+    C stack runs out (counted as dropped, 'python evalframe stack'), for the rest of
+    the window: a thread started after it is hooked once, and every call is counted
+    once."""
+    ver = py_version(r)
+    depth = 50000 if ver >= (3, 11) else 10000
+    out, p = r.run(os.path.join(PROGS, "recursion.py"), [str(depth)])
+    check(p.stdout.strip() == str(depth), "printed %r" % p.stdout[-200:])
+    prof = Profile(out)
+    check(prof.nc("down") == depth + 1, "down nc %d, not %d" % (prof.nc("down"), depth + 1))
+    check(prof.nc("leaf") == 200, "leaf nc %d, not 200" % prof.nc("leaf"))
+    handed = prof.extras.get("dropped", {}).get("python evalframe stack", 0)
+    if hook_note(prof) == "evalframe" and ver >= (3, 11):
+        check(handed == 1, "no hand-over to the profile function: %s" % prof.extras.get(
+            "dropped"))
+    else:
+        check(handed == 0, "a hand-over under %s" % hook_note(prof))
+
+
 def case_debug_alloc(r):
     """Under -X dev and PYTHONMALLOC=debug, Python checks that each block is freed
     through the allocator API that made it: the audit hook's entry, made in the shim's
@@ -1558,7 +1669,7 @@ def main():
     ap.add_argument("--python", required=True)
     ap.add_argument("--shim", required=True)
     ap.add_argument("--asan", default="")
-    ap.add_argument("--hook", choices=("auto", "profile", "monitoring"))
+    ap.add_argument("--hook", choices=("auto", "profile", "monitoring", "evalframe"))
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
     hook = " (COPROF_PY_HOOK=%s)" % args.hook if args.hook else ""

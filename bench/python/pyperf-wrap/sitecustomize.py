@@ -1,8 +1,8 @@
 """sitecustomize.py of bench/python/pyperf-suite.py: wraps a profiler around each pyperf
 worker process (imported at start-up through PYTHONPATH, which pyperf passes to its
 workers). COPROF_BENCH_WRAP picks it: cprofile, yappi-cpu, yappi-wall, floor (a no-op C
-hook on coprof's backend: the profile function before 3.12, sys.monitoring after), or
-nothing. In pyperf's manager process (no --worker argument), COPROF_BENCH_PRELOAD
+hook on coprof's backend: the profile function before 3.12, sys.monitoring after),
+floor-eval (3.10/3.11: a no-op PEP 523 frame-evaluation function), or nothing. In pyperf's manager process (no --worker argument), COPROF_BENCH_PRELOAD
 becomes LD_PRELOAD, so coprof is preloaded into the workers only. COPROF_BENCH_TIMER=cpu
 makes time.perf_counter the process's CPU time in the workers (before pyperf or the
 benchmark import it), so that a loaded machine's waits do not count."""
@@ -30,6 +30,11 @@ def _wrap():
         import yappi
         yappi.set_clock_type(how[6:])
         yappi.start()
+    elif how == "floor-eval":
+        import coprof_noop
+        if not hasattr(coprof_noop, "evalframe"):
+            raise SystemExit("COPROF_BENCH_WRAP=floor-eval: Python 3.10 and 3.11 only")
+        coprof_noop.evalframe()
     elif how == "floor":
         import coprof_noop
         mon = getattr(sys, "monitoring", None)

@@ -1,0 +1,95 @@
+/* evalframe.c: the frame-evaluation backend (CPython 3.10 and 3.11, PEP 523): a
+ * function of coprof's own in the interpreter's eval_frame slot, through which every
+ * Python frame's evaluation passes (a call, and each run of a generator, coroutine or
+ * async generator: gen_send_ex calls _PyEval_EvalFrame too). It reports the frame's
+ * 'call', runs CPython's own _PyEval_EvalFrameDefault, then reports its 'return' with
+ * the profile hook's arg: the value returned or yielded, NULL on an exception. Unlike
+ * the profile function, it leaves the interpreter untraced (no per-instruction check
+ * of use_tracing, no frame object made on 3.11, no C events): C builtins are not seen,
+ * so COPROF_BUILTINS=1 keeps the profile function (hook.c, backend()).
+ *
+ * The slot is interpreter-wide: threads started later need nothing. Installing and
+ * removing run with the GIL held (the audit hook, or the shim's control thread). A
+ * frame entered through the hook returns through it even after the hook was taken off
+ * (it stays on the C stack): its return is reported only when no start, stop or fork
+ * happened since its call was (hook.c, pl_py_eval_return). Per-thread state lives in
+ * thread-local storage, as with sys.monitoring. */
+#include <errno.h>
+
+#include "py.h"
+
+#if PY_VERSION_HEX < 0x030C0000
+
+#include <internal/pycore_interp.h>
+
+#define GEN_FLAGS (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+
+/* Not instrumented by AddressSanitizer: this frame stays on the C stack while the
+ * frame runs, and greenlet copies stack slices in and out with memcpy as it switches,
+ * which ASan takes for an overflow of this frame's redzones. */
+__attribute__((no_sanitize("address"))) static PyObject *eval(PyThreadState *ts, PL_PY_FRAME *fr,
+							      int throwflag)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	/* 3.11 calls a generator function by running its frame up to
+	 * RETURN_GENERATOR, which copies it into the new generator: not a run of the
+	 * generator (the profile function sees none), which starts at its first send. */
+	if (pl_py_unlikely(fr->f_code->co_flags & GEN_FLAGS) &&
+	    fr->owner != FRAME_OWNED_BY_GENERATOR)
+		return _PyEval_EvalFrameDefault(ts, fr, throwflag);
+	/* _PyEval_EvalFrameDefault links the frame to its caller as it starts; the
+	 * 'call' reads the chain below it first. The same value. */
+	fr->previous = ts->cframe->current_frame;
+#endif
+	unsigned gen;
+	struct pl_py_thread *pt = pl_py_eval_call(fr, &gen);
+	PyObject *r = _PyEval_EvalFrameDefault(ts, fr, throwflag);
+	if (pt)
+		pl_py_eval_return(pt, gen, fr, r);
+	return r;
+}
+
+static int on; /* coprof's function is in the slot */
+
+int pl_py_evalframe_start(void)
+{
+	if (on)
+		return 0;
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	/* Someone else's (a debugger's, a JIT's): never replaced. */
+	if (in->eval_frame && in->eval_frame != _PyEval_EvalFrameDefault)
+		return -EBUSY;
+	_PyInterpreterState_SetEvalFrameFunc(in, eval);
+	on = in->eval_frame == eval;
+	return on ? 0 : -EBUSY;
+}
+
+void pl_py_evalframe_stop(void)
+{
+	if (!on)
+		return;
+	PyInterpreterState *in = PyThreadState_GetInterpreter(PyThreadState_Get());
+	if (in->eval_frame == eval) {
+		_PyInterpreterState_SetEvalFrameFunc(in, _PyEval_EvalFrameDefault);
+#if PY_VERSION_HEX >= 0x030B0000
+		/* Empty, as it was: 3.11 inlines Python-to-Python calls only when the
+		 * slot is NULL (3.10 calls through it, and starts with the default). */
+		if (in->eval_frame == _PyEval_EvalFrameDefault)
+			in->eval_frame = NULL;
+#endif
+	}
+	on = 0;
+}
+
+#else /* 3.12+: sys.monitoring instead */
+
+int pl_py_evalframe_start(void)
+{
+	return -ENOTSUP;
+}
+
+void pl_py_evalframe_stop(void)
+{
+}
+
+#endif
