@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -32,6 +33,20 @@ static uint64_t cputime_ns(void)
 static uint64_t mono_ns(void)
 {
 	return cp_clock_gettime_ns(CLOCK_MONOTONIC);
+}
+
+/* ns the hypervisor reports it took from every CPU of the machine (the steal column
+ * of /proc/stat), in units of USER_HZ; 0 when unreadable. */
+static uint64_t steal_ns(void)
+{
+	unsigned long long f[8] = {0};
+	FILE *fp = fopen("/proc/stat", "r");
+	if (!fp)
+		return 0;
+	int n = fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2],
+		       &f[3], &f[4], &f[5], &f[6], &f[7]);
+	fclose(fp);
+	return n == 8 ? f[7] * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK)) : 0;
 }
 
 static volatile uint64_t sink;
@@ -56,6 +71,7 @@ struct span {
 	uint64_t reads;		   /* cp_clock_now calls in burn() */
 	uint64_t drift;		   /* ns: sum over checkpoints of |clock step - kernel step| */
 	uint64_t worst;		   /* ns: the largest of those steps */
+	uint64_t steal;		   /* ns the hypervisor reported stolen meanwhile (steal_ns) */
 	uint64_t at_clock, at_cpu; /* the last checkpoint */
 };
 
@@ -64,6 +80,7 @@ static void span_begin(struct span *s, struct cp_clock *c)
 	memset(s, 0, sizeof(*s));
 	s->wall = mono_ns();
 	s->resyncs = c->resyncs;
+	s->steal = steal_ns();
 	s->at_clock = s->clock = cp_clock_now(c);
 	s->at_cpu = s->cpu = cputime_ns();
 }
@@ -87,6 +104,7 @@ static void span_end(struct span *s, struct cp_clock *c)
 	s->cpu = s->at_cpu - s->cpu;
 	s->wall = mono_ns() - s->wall;
 	s->resyncs = c->resyncs - s->resyncs;
+	s->steal = steal_ns() - s->steal;
 }
 
 /* Burns `ns` of this thread's CPU time, reading `c` about every microsecond as an
@@ -110,12 +128,20 @@ static void burn(struct span *s, struct cp_clock *c, uint64_t ns)
  * drifting, which shows as many small disagreements adding up. Those add up to 0.1-0.4%
  * of the span here; a host loaded far beyond its cores made them 2.3% once (worst step
  * 1.7 ms, end ratio 1.0000), so their bound is twice the end ratio's: a clock that runs
- * a few percent wrong between resyncs still fails it. */
+ * a few percent wrong between resyncs still fails it. Time the hypervisor steals runs
+ * on the TSC but not on the thread's CPU clock until the next resync (clock.c says so):
+ * the steal it reported during the span (all CPUs', in USER_HZ units, so one unit more)
+ * is allowed on top, and only then (CI once: 20 ms between checkpoints in 250 ms, in
+ * three tests in a row, end ratios 1.0000). */
 static int span_ok(const struct span *s, double tolerance)
 {
 	double ratio = (double)s->clock / (double)s->cpu;
 	double drift = (double)(s->drift - s->worst) / (double)s->cpu;
-	return ratio > 1 - tolerance && ratio < 1 + tolerance && drift < 2 * tolerance &&
+	double stolen = s->steal
+			    ? (double)(s->steal + 1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK)) /
+				  (double)s->cpu
+			    : 0;
+	return ratio > 1 - tolerance && ratio < 1 + tolerance && drift < 2 * tolerance + stolen &&
 	       s->worst < 10 * MS;
 }
 
@@ -123,16 +149,17 @@ static void assert_span(const struct span *s, double tolerance, const char *what
 {
 	double ratio = (double)s->clock / (double)s->cpu;
 	double drift = (double)s->drift / (double)s->cpu;
-	cr_log_info("%s: ratio %.5f, drift %.5f (worst step %.3f ms), %llu resyncs, %llu reads",
+	cr_log_info("%s: ratio %.5f, drift %.5f (worst step %.3f ms), %llu resyncs, %llu reads, "
+		    "%.3f ms stolen",
 		    what, ratio, drift, (double)s->worst / MS, (unsigned long long)s->resyncs,
-		    (unsigned long long)s->reads);
+		    (unsigned long long)s->reads, (double)s->steal / MS);
 	cr_assert(span_ok(s, tolerance),
 		  "%s: clock %.3f ms, kernel %.3f ms (ratio %.4f, allowed 1 +- %.3f), "
 		  "disagreeing by %.3f ms between checkpoints (worst step %.3f ms; allowed "
-		  "%.3f ms besides it, and 10 ms for it)",
+		  "%.3f ms besides it, and 10 ms for it; %.3f ms stolen meanwhile)",
 		  what, (double)s->clock / MS, (double)s->cpu / MS, ratio, tolerance,
-		  (double)s->drift / MS, (double)s->worst / MS,
-		  2 * tolerance * (double)s->cpu / MS);
+		  (double)s->drift / MS, (double)s->worst / MS, 2 * tolerance * (double)s->cpu / MS,
+		  (double)s->steal / MS);
 }
 
 static void assert_within(uint64_t got, uint64_t want, double tolerance, const char *what)
