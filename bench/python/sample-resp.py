@@ -20,7 +20,6 @@ timer interrupts alone cost a thread sampled at that rate on its CPU time
 (rate x --floor-us, the interrupt's cost measured by build/bench/sample/timer-floor).
 py-spy and Austin come from PyPI into --venv (sample-vs-pyspy.py's venv_tools).
 """
-import argparse
 import importlib.util
 import os
 import re
@@ -131,20 +130,16 @@ def run_one(args, tools, tmp, kind, rate):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shim", required=True)
-    ap.add_argument("--python", default="/usr/bin/python3")
-    ap.add_argument("--rates", default="100,250,997")
-    ap.add_argument("--runs", type=int, default=5)
+    pyspy = load_bench("python/sample-vs-pyspy.py")
+    ap = pyspy.common_args(5)
     ap.add_argument("--requests", type=int, default=60000)
-    ap.add_argument("--venv", default=os.path.join("build", "venv-pyspy"))
     ap.add_argument("--floor-us", type=float, default=43.7)
     ap.add_argument("--perf", action="store_true",
                     help="also perf record -F 1999 each coprof server: coprof's share of its samples")
     ap.add_argument("--kinds", default="coprof,py-spy,py-spy-nb,austin",
                     help="which profilers, beside the unprofiled runs")
     args = ap.parse_args()
-    tools = load_bench("python/sample-vs-pyspy.py").venv_tools(args.venv, sys.executable)
+    tools = pyspy.venv_tools(args.venv, sys.executable)
     kinds = [k for k in args.kinds.split(",") if k == "coprof" or tools.get(k.replace("-nb", ""))]
     tmp = tempfile.mkdtemp(prefix="pysample-resp-")
     load0 = os.getloadavg()

@@ -145,14 +145,20 @@ def shares_austin(path):
     return shares_from_stacks(rows)
 
 
-def main():
+def common_args(runs):
+    """The options this script shares with sample-resp.py."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True)
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--rates", default="100,250,997")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--runs", type=int, default=runs)
     ap.add_argument("--venv", default=os.path.join("build", "venv-pyspy"))
+    return ap
+
+
+def main():
+    ap = common_args(3)
+    ap.add_argument("--steps", type=int, default=1500)
     args = ap.parse_args()
     tools = venv_tools(args.venv, sys.executable)
     rates = [int(r) for r in args.rates.split(",")]
