@@ -3,8 +3,7 @@
  * ("~", 0, "<built-in method ...>"), each named once, at first sight, in the thread that
  * met it (GIL held). Names are copied, so the engine resolves keys from its dumping
  * thread without the GIL, even after Python finalized. No code object is kept alive:
- * each carries a code-extra slot whose free function, run as the code object dies (in
- * whatever thread drops it, GIL held), takes it out of the cache. */
+ * each carries its function in a code-extra slot of coprof's own, which dies with it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +20,12 @@ struct slab {
 	struct pl_py_func f[SLAB_FUNCS];
 };
 
-struct pl_py_map pl_py_codes;	  /* live code object -> function */
 static struct pl_py_map by_hash;  /* hash of a function's names -> function (chained) */
 static struct pl_py_map builtins; /* PyMethodDef -> function */
 static struct slab *slabs;	  /* newest first; read by the resolver (any thread) */
-/* The code-extra index whose free function tells a code object died; -1: not yet
- * asked for; -2: refused (code objects are then not cached, only named again). */
-static Py_ssize_t extra_index = -1;
+/* The code-extra index that holds a code object's function; -1: not yet asked for;
+ * -2: refused (code objects are then not cached, only named again). */
+Py_ssize_t pl_py_extra = -1;
 
 static struct pl_py_func *func_new(void)
 {
@@ -79,18 +77,9 @@ static char *utf8_copy(PyObject *s)
 	return out;
 }
 
-/* A code object died (the free function of our code-extra slot, GIL held): its
- * address may now be another code object's, so it leaves the cache. Its function
- * stays, for the keys the engine holds. `extra` is the code object's address, or NULL
- * for a code object that carries some other tool's slot but not ours. */
-static void code_died(void *extra)
-{
-	if (extra)
-		pl_py_map_del(&pl_py_codes, (uintptr_t)extra);
-}
-
-/* Marks `co` so that its death calls code_died: 0, or -1 (then it is not cached). */
-static int watch(PyCodeObject *co)
+/* Keeps `f` in `co`'s slot (functions are never freed, so the slot needs no free
+ * function). Else `co` is named again at its next event. */
+static void cache(PyCodeObject *co, struct pl_py_func *f)
 {
 #if PY_VERSION_HEX >= 0x030C0000
 #define REQUEST_EXTRA PyUnstable_Eval_RequestCodeExtraIndex
@@ -99,16 +88,13 @@ static int watch(PyCodeObject *co)
 #define REQUEST_EXTRA _PyEval_RequestCodeExtraIndex
 #define SET_EXTRA _PyCode_SetExtra
 #endif
-	if (extra_index == -1) {
-		extra_index = REQUEST_EXTRA(code_died);
-		if (extra_index < 0)
-			extra_index = -2;
+	if (pl_py_extra == -1) {
+		pl_py_extra = REQUEST_EXTRA(NULL);
+		if (pl_py_extra < 0)
+			pl_py_extra = -2;
 	}
-	if (extra_index < 0 || SET_EXTRA((PyObject *)co, extra_index, co) < 0) {
+	if (pl_py_extra < 0 || SET_EXTRA((PyObject *)co, pl_py_extra, f) < 0)
 		PyErr_Clear();
-		return -1;
-	}
-	return 0;
 }
 
 static uintptr_t names_hash(const char *file, const char *name, unsigned line, unsigned flags)
@@ -129,7 +115,7 @@ static int same_str(const char *a, const char *b)
 }
 
 /* The function for `co`'s names, made on first sight of those names, then cached
- * under `co` until it dies. */
+ * in `co` (pl_py_func_of). */
 struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 {
 	char *file = utf8_copy(co->co_filename);
@@ -170,9 +156,7 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 		if (pl_py_map_put(&by_hash, h, f) != 0)
 			f->same = NULL;
 	}
-	/* Uncached (no slot, or out of memory): named again at its next event. */
-	if (watch(co) == 0)
-		pl_py_map_put(&pl_py_codes, (uintptr_t)co, f);
+	cache(co, f);
 	return f;
 }
 

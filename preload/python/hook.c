@@ -69,7 +69,7 @@ struct pl_py_thread {
 	 * from` or an await (it resumes the frame it delegates to next, with nothing
 	 * between), and the frame a yield went to (it passes the value up next, if it
 	 * delegates). The event that follows so shares the clock reading (resume_run,
-	 * pl_py_on_return). Any other event clears them. */
+	 * on_return). Any other event clears them. */
 	PL_PY_FRAME *pushed;
 	PL_PY_FRAME *yielded_to;
 	/* When the thread's last event was a plain generator frame's resume or yield:
@@ -294,9 +294,14 @@ static inline int thread_stale(const struct pl_py_thread *pt)
 static pthread_key_t tls_key; /* -> struct pl_py_thread, freed when its thread exits */
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static int tls_ok;
+/* The same pointer, read by every event: the key's value is a call into libc, this a
+ * load from the thread pointer (the adapter is loaded at start-up, where glibc keeps
+ * room for a module's initial-exec TLS). */
+static __thread struct pl_py_thread *tls_pt __attribute__((tls_model("initial-exec")));
 
 static void tls_free(void *p)
 {
+	tls_pt = NULL;
 	thread_free(p);
 }
 
@@ -317,14 +322,20 @@ static struct pl_py_thread *tls_new(void)
 		free(pt);
 		return NULL;
 	}
+	tls_pt = pt;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) - 1;
 	return pt;
 }
 
+static inline struct pl_py_thread *thread_current(void)
+{
+	struct pl_py_thread *pt = tls_pt;
+	return thread_ready(pl_py_likely(pt) ? pt : tls_new());
+}
+
 struct pl_py_thread *pl_py_thread_current(void)
 {
-	struct pl_py_thread *pt = pthread_getspecific(tls_key);
-	return thread_ready(pl_py_likely(pt) ? pt : tls_new());
+	return thread_current();
 }
 
 /* --- tasks -------------------------------------------------------------------- */
@@ -584,60 +595,67 @@ static int is_gen_frame(PL_PY_FRAME *fr)
  * never the root. A frame that called something that resumed fr (a Task constructor
  * starting it eagerly, send() from a coroutine, a collection closing it) ends the
  * chain: fr is driven, a task of its own. */
-static PL_PY_FRAME *chain_root(PL_PY_FRAME *fr)
+static PL_PY_FRAME *chain_root(PL_PY_FRAME *fr, PL_PY_FRAME *back /* fr's caller */)
 {
 	PL_PY_FRAME *root = is_coro_frame(fr) ? fr : NULL;
-	for (PL_PY_FRAME *b = pl_py_frame_back(fr); is_gen_frame(b) && pl_py_frame_delegating(b);
+	for (PL_PY_FRAME *b = back; is_gen_frame(b) && pl_py_frame_delegating(b);
 	     b = pl_py_frame_back(b))
 		if (is_coro_frame(b))
 			root = b;
 	return root;
 }
 
-/* Nonzero when the coroutine frame fr is the root of its chain (chain_root(fr) == fr):
- * no coroutine frame awaits it, directly or through generators that delegate. Stops
+/* Nonzero when the coroutine frame whose caller is `back` (pl_py_frame_back) is the root
+ * of its chain (chain_root gives that frame): no coroutine frame awaits it, directly or
+ * through generators that delegate. The callers below take `back` once per event. Stops
  * at the first one, where chain_root walks the whole chain (a recursion of awaits
  * made every fresh coroutine cost its depth). */
-static int chain_is_root(PL_PY_FRAME *fr)
+static int chain_is_root(PL_PY_FRAME *back)
 {
-	for (PL_PY_FRAME *b = pl_py_frame_back(fr); is_gen_frame(b) && pl_py_frame_delegating(b);
+	for (PL_PY_FRAME *b = back; is_gen_frame(b) && pl_py_frame_delegating(b);
 	     b = pl_py_frame_back(b))
 		if (is_coro_frame(b))
 			return 0;
 	return 1;
 }
 
-/* chain_is_root for a plain generator frame fr that resumes (`resumed`) or yields,
- * taken from the thread's last event when that event was a resume or yield of a
- * generator frame of the same chain (`last`, `back`, `last_resumed`, `yes`: what the
- * fields root_* held) and nothing that could change the frames below fr ran since:
- * - fr is resumed by `last`, resumed by the last event (so still running: alive),
- *   which delegates to it: fr's walk is last's, one frame longer, and that frame is
- *   a plain generator (never a coroutine frame);
- * - fr yields after its own resume: the frames below a running frame cannot change;
+/* chain_is_root for a plain generator frame fr (whose caller is `fr_back`) that starts
+ * or resumes (`resumed`) or yields, taken from the thread's last event when that event
+ * was a start, resume or yield of a generator frame of the same chain (`last`, `back`,
+ * `last_resumed`, `yes`: what the fields root_* held) and nothing that could change the
+ * frames below fr ran since:
+ * - fr is started or resumed by `last`, started or resumed by the last event (so still
+ *   running: alive), which delegates to it: fr's walk is last's, one frame longer, and
+ *   that frame is a plain generator (never a coroutine frame);
+ * - fr yields after its own start or resume: the frames below a running frame cannot
+ *   change;
  * - fr passes up the yield of `last`, whose caller fr was (`back`, read while last
  *   was alive) and is delegating: last's walk went through fr and on as fr's does.
+ *   `fr_passes` is nonzero when fr is known to be at the yield of a `yield from`,
+ *   which delegates (the check is not made twice).
  * Else walked. The answer is kept for the next event. A generator tree of depth d
  * walked d frames at each of its 2d events per value (11% of pyperformance's
- * generators under perf on 3.10 and 3.11); it now walks the first one's only. */
-static inline int gen_is_root(struct pl_py_thread *pt, PL_PY_FRAME *fr, int resumed,
-			      PL_PY_FRAME *last, PL_PY_FRAME *back, int last_resumed, int yes)
+ * generators under perf on 3.10 and 3.11); it now walks at the first start of a
+ * chain only (a new subtree's generators start one inside the other). */
+static inline int gen_is_root(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *fr_back,
+			      int resumed, int fr_passes, PL_PY_FRAME *last, PL_PY_FRAME *back,
+			      int last_resumed, int yes)
 {
 	int r;
 	if (!last)
-		r = chain_is_root(fr);
+		r = chain_is_root(fr_back);
 	else if (resumed)
-		r = last_resumed && pl_py_frame_back(fr) == last && pl_py_frame_delegating(last)
+		r = last_resumed && fr_back == last && pl_py_frame_delegating(last)
 			? yes
-			: chain_is_root(fr);
+			: chain_is_root(fr_back);
 	else if (last == fr && last_resumed)
 		r = yes;
-	else if (!last_resumed && back == fr && pl_py_frame_delegating(fr))
+	else if (!last_resumed && back == fr && (fr_passes || pl_py_frame_delegating(fr)))
 		r = yes;
 	else
-		r = chain_is_root(fr);
+		r = chain_is_root(fr_back);
 	pt->root_fr = fr;
-	pt->root_back = pl_py_frame_back(fr);
+	pt->root_back = fr_back;
 	pt->root_resumed = resumed;
 	pt->root_yes = r;
 	return r;
@@ -654,20 +672,19 @@ static inline int gen_is_root(struct pl_py_thread *pt, PL_PY_FRAME *fr, int resu
  * When fr is resumed by that frame, which awaits it, both have one root: the one
  * found for it, so a chain of depth d costs d steps per resume, not d * d / 2. Frames
  * below a running one cannot change or die meanwhile. */
-static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro, PL_PY_FRAME *hint)
+static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *back, int is_coro,
+			PL_PY_FRAME *hint)
 {
 	PL_PY_FRAME *root = NULL;
 	if (is_coro) {
-		PL_PY_FRAME *b = hint ? pl_py_frame_back(fr) : NULL;
-		if (b && b == hint && pl_py_frame_delegating(b))
+		if (hint && back == hint && pl_py_frame_delegating(back))
 			root = pt->hint_root;
 		else
-			root = chain_root(fr);
+			root = chain_root(fr, back);
 		pt->hint_fr = fr;
 		pt->hint_root = root;
 	} else {
-		for (PL_PY_FRAME *f = pl_py_frame_back(fr); is_coro_frame(f);
-		     f = pl_py_frame_back(f))
+		for (PL_PY_FRAME *f = back; is_coro_frame(f); f = pl_py_frame_back(f))
 			root = f;
 	}
 	if (!root)
@@ -688,17 +705,19 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, int is_coro, P
 /* A generator-like frame's run resumes (rule 6). When the thread's last event resumed
  * the frame that delegates to fr, nothing of the program's ran between the two (RESUME,
  * the jump back and SEND): fr's run starts at that event's instant, read once. */
-static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, uintptr_t key,
-			      PL_PY_FRAME *pushed)
+static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *back,
+			      uintptr_t key, PL_PY_FRAME *pushed)
 {
-	if (pushed && pl_py_frame_back(fr) == pushed)
+	if (pushed && back == pushed)
 		coprof_resume_again(pt->t, key);
 	else
 		coprof_resume(pt->t, key);
 	pt->pushed = pl_py_frame_in_yield_from(fr) ? fr : NULL;
 }
 
-void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
+/* The profile hook's 'call': fr starts, resumes or is thrown into. Inlined into each
+ * backend's entry point (the hot path of every event). */
+static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
 	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
@@ -717,39 +736,47 @@ void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 	}
 	int fresh = pl_py_frame_fresh(fr, co);
 	if (fn->flags & PL_PY_GEN) {
-		/* Rule 6: each run of a generator is timed, one call per generator. */
+		/* Rule 6: each run of a generator is timed, one call per generator. A
+		 * fresh frame's answer is only kept for the events that follow: its
+		 * first yield, a generator it starts or resumes in turn. */
+		PL_PY_FRAME *back = pl_py_frame_back(fr);
+		int root = gen_is_root(pt, fr, back, 1, 0, last, last_back, pt->root_resumed,
+				       pt->root_yes);
 		if (fresh) {
 			coprof_enter(pt->t, key);
-		} else if (pl_py_unlikely(!gen_is_root(pt, fr, 1, last, last_back, pt->root_resumed,
-						       pt->root_yes))) {
+			return;
+		}
+		if (pl_py_unlikely(!root)) {
 			/* A link of a coroutine chain (a generator __await__): its yields
 			 * are the task's suspensions, so rule 3, as for a coroutine frame
-			 * (pl_py_on_return keeps it on the stack). */
-			if (chain_resume(pt, fr, 1, hint) < 0)
+			 * (on_return keeps it on the stack). */
+			if (chain_resume(pt, fr, back, 1, hint) < 0)
 				return;
 			if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
 				coprof_resume(pt->t, key);
-		} else if (chain_resume(pt, fr, 0, NULL) == 0) {
-			resume_run(pt, fr, key, pushed);
+		} else if (!is_coro_frame(back) || chain_resume(pt, fr, back, 0, NULL) == 0) {
+			/* (No coroutine frame below: no chain to resume.) */
+			resume_run(pt, fr, back, key, pushed);
 		}
 		return;
 	}
 	PyObject *gen = pl_py_frame_gen(fr);
+	PL_PY_FRAME *back = pl_py_frame_back(fr);
 	if (fresh) {
 		/* An async generator's address may be a dead one's that was finalized
 		 * between a value yield and a resume, with no event (3.13). */
 		if (fn->flags & PL_PY_ASYNC_GEN)
 			pl_py_map_del(&pt->agens, (uintptr_t)gen);
-		if (gen && chain_is_root(fr) && task_enter(pt, gen, fn, 1) < 0)
+		if (gen && chain_is_root(back) && task_enter(pt, gen, fn, 1) < 0)
 			return;
 		coprof_enter(pt->t, key);
 		return;
 	}
 	/* Rule 3: a resumption is not a call; its frames are still on the task's stack. */
-	if (chain_resume(pt, fr, 1, hint) < 0)
+	if (chain_resume(pt, fr, back, 1, hint) < 0)
 		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
-		resume_run(pt, fr, key, pushed); /* after a value yield, a new run (rule 6) */
+		resume_run(pt, fr, back, key, pushed); /* after a value yield, a new run (rule 6) */
 	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
 		coprof_resume(pt->t, key);
 }
@@ -768,20 +795,21 @@ static int is_wrapped_value(PyObject *v)
 }
 
 /* A generator's run ends at a yield (rule 6). When the thread's last event was the
- * yield of the frame fr delegates to and fr passes that value up (a `yield from`),
- * nothing of the program's ran between the two (SEND, YIELD_VALUE): fr's run ends at
- * that event's instant, read once. */
-static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, uintptr_t key,
-			     PL_PY_FRAME *yielded_to)
+ * yield of the frame fr delegates to and fr passes that value up (a `yield from`:
+ * `passes`), nothing of the program's ran between the two (SEND, YIELD_VALUE): fr's
+ * run ends at that event's instant, read once. `back` is fr's caller. */
+static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *back, uintptr_t key, int passes)
 {
-	if (yielded_to == fr && pl_py_frame_in_yield_from(fr))
+	if (passes)
 		coprof_leave_again(pt->t, key);
 	else
 		coprof_leave(pt->t, key);
-	pt->yielded_to = pl_py_frame_back(fr);
+	pt->yielded_to = back;
 }
 
-void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
+/* The profile hook's 'return': fr returns, yields `arg` or unwinds (arg NULL). */
+static inline __attribute__((always_inline)) void on_return(struct pl_py_thread *pt,
+							    PL_PY_FRAME *fr, PyObject *arg)
 {
 	PL_PY_FRAME *yielded_to = pt->yielded_to;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
@@ -802,18 +830,21 @@ void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg)
 	}
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
+		PL_PY_FRAME *back = pl_py_frame_back(fr);
 		if ((fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr)) {
-			/* A generator __await__ (a link: see pl_py_on_call) suspends the
+			/* A generator __await__ (a link: see on_call) suspends the
 			 * task with its yield: its frame stays on the task's stack, as does
-			 * the coroutine it awaits (rule 3). */
-			if (pl_py_unlikely(!gen_is_root(pt, fr, 0, last, last_back,
+			 * the coroutine it awaits (rule 3). A frame at the yield of a `yield
+			 * from` delegates. */
+			int passes = yielded_to == fr && pl_py_frame_in_yield_from(fr);
+			if (pl_py_unlikely(!gen_is_root(pt, fr, back, 0, passes, last, last_back,
 							pt->root_resumed, pt->root_yes)))
 				return;
-			yield_run(pt, fr, key, yielded_to);
+			yield_run(pt, back, key, passes);
 		} else {
 			coprof_leave(pt->t, key);
 		}
-		if (pl_py_unlikely(!pl_py_frame_back(fr)))
+		if (pl_py_unlikely(!back))
 			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */
 		return;
 	}
@@ -854,6 +885,38 @@ void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 		coprof_leave(pt->t, (uintptr_t)fn);
 }
 
+/* --- the sys.monitoring backend's events (monitor.c) ------------------------------ */
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* The frame running now, when it runs `code` (a callback always comes from the frame
+ * of its code; the check keeps a surprise from reaching the engine). */
+static inline PL_PY_FRAME *running(PyObject *code)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	PL_PY_FRAME *fr = PyThreadState_GetUnchecked()->current_frame;
+#else
+	PL_PY_FRAME *fr = _PyThreadState_UncheckedGet()->cframe->current_frame;
+#endif
+	return pl_py_likely(fr) && (PyObject *)pl_py_frame_code(fr) == code ? fr : NULL;
+}
+
+void pl_py_mon_call(PyObject *code)
+{
+	struct pl_py_thread *pt = thread_current();
+	PL_PY_FRAME *fr = pt ? running(code) : NULL;
+	if (fr)
+		on_call(pt, fr);
+}
+
+void pl_py_mon_return(PyObject *code, PyObject *arg)
+{
+	struct pl_py_thread *pt = thread_current();
+	PL_PY_FRAME *fr = pt ? running(code) : NULL;
+	if (fr)
+		on_return(pt, fr, arg);
+}
+#endif
+
 /* --- the frame-evaluation backend's events (evalframe.c) ------------------------- */
 
 static void evalframe_hand_over(struct pl_py_thread *pt);
@@ -878,7 +941,7 @@ static void stack_bounds(struct pl_py_thread *pt)
 
 struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
 {
-	struct pl_py_thread *pt = pl_py_thread_current();
+	struct pl_py_thread *pt = thread_current();
 	if (pl_py_unlikely(!pt || pt->busy))
 		return NULL;
 	/* Each frame run through the slot is a C call (3.11 runs Python-to-Python calls
@@ -893,7 +956,7 @@ struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
 	}
 	*gen = pt->gen;
 	pt->busy = 1;
-	pl_py_on_call(pt, fr);
+	on_call(pt, fr);
 	pt->busy = 0;
 	return pt;
 }
@@ -903,7 +966,7 @@ void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr, P
 	if (pl_py_unlikely(gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) || !evalframe))
 		return;
 	pt->busy = 1;
-	pl_py_on_return(pt, fr, r);
+	on_return(pt, fr, r);
 	pt->busy = 0;
 }
 
@@ -954,10 +1017,10 @@ static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 	}
 	switch (what) {
 	case PyTrace_CALL:
-		pl_py_on_call(pt, pl_py_frame(frame));
+		on_call(pt, pl_py_frame(frame));
 		break;
 	case PyTrace_RETURN:
-		pl_py_on_return(pt, pl_py_frame(frame), arg);
+		on_return(pt, pl_py_frame(frame), arg);
 		break;
 	case PyTrace_C_RETURN:
 		if (pl_py_unlikely(PyCFunction_Check(arg) &&

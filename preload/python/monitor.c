@@ -17,38 +17,13 @@ static const int tool_ids[] = {3, 4};
 
 static int tool = -1; /* the id coprof holds; -1: none */
 
-/* The frame running now, when it runs `code` (a callback always comes from the frame
- * of its code; the check keeps a surprise from reaching the engine). */
-static inline PL_PY_FRAME *running(PyObject *code)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-	PL_PY_FRAME *fr = PyThreadState_GetUnchecked()->current_frame;
-#else
-	PL_PY_FRAME *fr = _PyThreadState_UncheckedGet()->cframe->current_frame;
-#endif
-	return pl_py_likely(fr) && (PyObject *)pl_py_frame_code(fr) == code ? fr : NULL;
-}
-
-/* One Python event for hook.c: a 'call', or a 'return' with the profile hook's arg.
- * args: code, instruction offset, then the event's own. */
-static inline void py_event(PyObject *const *args, Py_ssize_t n, int call, PyObject *arg)
-{
-	struct pl_py_thread *pt = n >= 2 ? pl_py_thread_current() : NULL;
-	PL_PY_FRAME *fr = pt ? running(args[0]) : NULL;
-	if (!fr)
-		return;
-	if (call)
-		pl_py_on_call(pt, fr);
-	else
-		pl_py_on_return(pt, fr, arg);
-}
-
 /* Callbacks never fail: an error in a profiler is not the program's, and NULL here
- * would raise in the program. */
+ * would raise in the program. args: code, instruction offset, then the event's own. */
 static PyObject *on_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
 	(void)self;
-	py_event(args, n, 1, NULL);
+	if (pl_py_likely(n >= 2))
+		pl_py_mon_call(args[0]);
 	Py_RETURN_NONE;
 }
 
@@ -56,7 +31,8 @@ static PyObject *on_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
 static PyObject *on_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
 	(void)self;
-	py_event(args, n, 0, n >= 3 ? args[2] : NULL);
+	if (pl_py_likely(n >= 2))
+		pl_py_mon_return(args[0], n >= 3 ? args[2] : NULL);
 	Py_RETURN_NONE;
 }
 
@@ -64,7 +40,8 @@ static PyObject *on_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 static PyObject *on_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
 	(void)self;
-	py_event(args, n, 0, NULL);
+	if (pl_py_likely(n >= 2))
+		pl_py_mon_return(args[0], NULL);
 	Py_RETURN_NONE;
 }
 

@@ -51,16 +51,30 @@ struct pl_py_func {
 	void *def_meth;
 };
 
-/* The function for code object `co`: cached while `co` lives (no reference is taken:
- * its death takes it out of the cache); found or made at first sight. NULL only when
- * out of memory. */
+/* The function for code object `co`: kept in a code-extra slot of coprof's own (so
+ * it lives and dies with `co`), found or made at first sight. NULL only when out of
+ * memory. */
 PL_PY_HIDDEN struct pl_py_func *pl_py_func_slow(PyCodeObject *co);
-extern PL_PY_HIDDEN struct pl_py_map pl_py_codes;
+/* The slot's index; negative: none. */
+extern PL_PY_HIDDEN Py_ssize_t pl_py_extra;
+
+/* What co_extra points to: the layout CPython 3.6 to 3.13 keeps private
+ * (Objects/codeobject.c), slots that no tool set being NULL. */
+struct pl_py_code_extra {
+	Py_ssize_t size;
+	void *extras[1];
+};
 
 static inline struct pl_py_func *pl_py_func_of(PyCodeObject *co)
 {
-	struct pl_py_func *f = pl_py_map_get(&pl_py_codes, (uintptr_t)co);
-	return f ? f : pl_py_func_slow(co);
+	const struct pl_py_code_extra *x = co->co_extra;
+	/* Unsigned: a negative index (no slot) is never below the size. */
+	if (pl_py_likely(x && (size_t)pl_py_extra < (size_t)x->size)) {
+		struct pl_py_func *f = x->extras[pl_py_extra];
+		if (pl_py_likely(f))
+			return f;
+	}
+	return pl_py_func_slow(co);
 }
 
 /* The function for a C builtin called from Python: a PyCFunction, or a method
@@ -341,10 +355,11 @@ struct pl_py_thread;
 /* The calling thread's state, kept in thread-local storage (the sys.monitoring
  * backend), made at its first event. NULL: record nothing for this thread. */
 PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_current(void);
-/* The profile hook's 'call': fr starts, resumes or is thrown into. */
-PL_PY_HIDDEN void pl_py_on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr);
-/* The profile hook's 'return': fr returns, yields `arg` or unwinds (arg NULL). */
-PL_PY_HIDDEN void pl_py_on_return(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *arg);
+/* The sys.monitoring backend's events (monitor.c), on the thread that runs `code`'s
+ * frame: the profile hook's 'call' (the frame starts, resumes or is thrown into), or
+ * its 'return' (it returns, yields `arg` or unwinds: arg NULL). */
+PL_PY_HIDDEN void pl_py_mon_call(PyObject *code);
+PL_PY_HIDDEN void pl_py_mon_return(PyObject *code, PyObject *arg);
 /* A C builtin is entered (enter nonzero) or left. */
 PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn);
 
