@@ -661,6 +661,25 @@ static inline int gen_is_root(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FR
 	return r;
 }
 
+/* A plain generator frame ended (returned or raised) after its own start or resume with
+ * no event between, so its chain_is_root answer `yes` still holds: the frame it
+ * delegated from (`back`), when a plain generator still delegating, has the same one
+ * (its walk is fr's, one frame shorter, and that frame is no coroutine frame). It is
+ * kept for that frame's next event (its yield or end, or a generator it starts or
+ * resumes), as gen_is_root keeps a resumed frame's: a generator tree's subtree ending
+ * does not make its parent's next yield walk the chain. */
+static inline void gen_returned(struct pl_py_thread *pt, PL_PY_FRAME *back, int yes)
+{
+	PyCodeObject *co = back ? pl_py_frame_code(back) : NULL;
+	if (co && (co->co_flags & CO_GENERATOR) && !(co->co_flags & CORO_FLAGS) &&
+	    pl_py_frame_delegating(back)) {
+		pt->root_fr = back;
+		pt->root_back = NULL;
+		pt->root_resumed = 1;
+		pt->root_yes = yes;
+	}
+}
+
 /* A generator-like frame resumes: makes sure the task whose chain it belongs to is
  * the running context. A throw() resumes the innermost frame first, so any frame of
  * the chain may be the first one seen. A plain generator's chain is that of the
@@ -843,6 +862,8 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 			yield_run(pt, back, key, passes);
 		} else {
 			coprof_leave(pt->t, key);
+			if ((fn->flags & PL_PY_GEN) && last == fr && pt->root_resumed)
+				gen_returned(pt, back, pt->root_yes);
 		}
 		if (pl_py_unlikely(!back))
 			sweep_ended(pt); /* the thread's outermost frame: its tasks are over */

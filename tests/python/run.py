@@ -10,6 +10,7 @@ on calls, times, tasks and threads. --hook sets COPROF_PY_HOOK (the backend).
 Exit status 0: passed; 1: failed (with a reason).
 """
 import argparse
+import collections
 import glob
 import json
 import marshal
@@ -345,6 +346,46 @@ def case_shapes(r):
         elif mode == "agen":
             check(prof.nc("work") == 200 and callers("work") == {"awaits_first"},
                   "agen: work nc %d, callers %s" % (prof.nc("work"), callers("work")))
+
+
+def case_generators(r):
+    """Generator shapes (progs/gens.py), under both clocks, against the counts the
+    program kept itself. Rule 6: one call per plain generator, however many runs; each
+    run timed inside it (a burn() in a run is inside the generator's ct). Rule 3: a
+    generator __await__ and the plain generator it delegates to are links of their
+    task's chain, listed in that task. The hook takes whether a generator is a link from
+    the events before it when it can (a subtree's end, a start inside a delegating
+    frame, a yield passed up): a wrong answer moves calls and time between contexts."""
+    for clock in ("cpu", "wall"):
+        out, p = r.run(os.path.join(PROGS, "gens.py"), clock=clock)
+        prof = Profile(out)
+        counts = json.loads(p.stdout)
+        for fn, n in counts["made"].items():
+            check(prof.nc(fn) == n, "%s: %s nc %d, the program started %d" % (
+                clock, fn, prof.nc(fn), n))
+        burn = prof.one("burn")
+        by = collections.Counter()
+        for k, e in burn[4].items():
+            by[k[2].split(".")[-1]] += e[1]
+        check(by == collections.Counter(counts["burns"]), "%s: burn's callers %s, the "
+              "program counted %s" % (clock, dict(by), counts["burns"]))
+
+        def callers(fn):
+            return {k[2].split(".")[-1] for k in prof.one(fn)[4]}
+        check(callers("inner_wait") == {"__await__"} and callers("__await__") == {"task_body"},
+              "%s: link callers %s, %s" % (clock, callers("inner_wait"), callers("__await__")))
+        check(callers("__iter__") <= {"__iter__", "plain", "task_body"},
+              "%s: __iter__ called from %s" % (clock, callers("__iter__")))
+        bodies = [t for t in prof.tasks() if any(k[2] == "task_body" for k in t["stats"])]
+        check(len(bodies) == 6 and all(
+            {"__await__", "inner_wait", "burn"} <= {k[2].split(".")[-1] for k in t["stats"]}
+            for t in bodies), "%s: tasks %s" % (clock, [(t["name"], sorted(
+                k[2] for k in t["stats"])) for t in bodies]))
+        # A run's burn() is timed inside the run (its edge's ct within the generator's).
+        for fn in ("leafy", "__iter__", "inner_wait"):
+            inner = sum(e[3] for k, e in burn[4].items() if k[2].split(".")[-1] == fn)
+            check(inner > 0 and prof.ct(fn) >= inner, "%s: %s ct %.6f, its burn() calls' ct "
+                  "%.6f" % (clock, fn, prof.ct(fn), inner))
 
 
 def case_orphans(r):
