@@ -6,14 +6,17 @@ pyperf's own runner, each profiler wrapped around the worker processes
 
 usage: pyperf-suite.py [--shim LABEL=PATH ...] [--python EXE ...] [--runs 3]
                        [--values 3] [--warmups 1] [--timer wall|cpu] [--bench NAME ...]
-                       [--config NAME ...]
+                       [--config NAME ...] [--loops N]
 
 For each interpreter it makes (once) a virtual environment under build/ with
 pyperformance, pyperf and yappi 1.7 from PyPI, and builds the floor there
 (bench/python/noop-hook.c: a no-op C hook on coprof's backend). Configurations:
 none (unprofiled), floor, floor-eval (3.10/3.11: a no-op frame-evaluation function), cprofile, yappi-cpu, yappi-wall, and per shim `LABEL wall`
 and `LABEL cpu` (COPROF_CLOCK; default shim: build/preload/libcoprof-preload.so as
-`coprof`). Loops are calibrated once, unprofiled, and fixed for every configuration;
+`coprof`). Loops are calibrated once, unprofiled, and fixed for every configuration
+(--loops N fixes them instead: with --timer cpu, the sleeping benchmarks, async_tree's
+io, memoization and cpu_io_mixed and asyncio_tcp, would calibrate for minutes, as pyperf
+raises the loops until a value holds 0.1 s of CPU time);
 each run is one worker (-p 1) with --warmups warm-ups and --values values; a figure is the
 median over --runs rounds of each run's median, as a ratio to unprofiled. --timer cpu
 makes the workers time with their CPU time (time.process_time) instead of the wall
@@ -153,6 +156,7 @@ def main():
                     help="cpu: the workers time with the process's CPU time")
     ap.add_argument("--bench", action="append", choices=sorted(BENCHES))
     ap.add_argument("--config", action="append")
+    ap.add_argument("--loops", type=int, help="loops per value, not calibrated")
     args = ap.parse_args()
     shims = {}
     for s in args.shim or ["coprof=" + os.path.join(ROOT, "build/preload/libcoprof-preload.so")]:
@@ -178,7 +182,8 @@ def main():
                 folder, bargs = BENCHES[bench]
                 script = (os.path.join(HERE, "shapes.py") if folder is None else
                           os.path.join(bmdir, folder, "run_benchmark.py"))
-                _, loops = one(vpy, script, bargs, "none", shims, tmp, None, 1, 1, args.timer)
+                loops = args.loops or one(vpy, script, bargs, "none", shims, tmp, None, 1, 1,
+                                          args.timer)[1]
                 # floor-eval: the frame-evaluation slot's floor, 3.10 and 3.11 only.
                 here = [c for c in configs if c != "floor-eval" or
                         tuple(int(x) for x in ver.split(".")[:2]) < (3, 12)]

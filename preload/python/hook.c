@@ -359,19 +359,31 @@ static PyObject *call_c_method(PyObject *obj, int name)
 	return r;
 }
 
-/* asyncio's C Task type (_asyncio.Task), once seen. */
+/* asyncio's C Task type (_asyncio.Task), once seen, and its C methods, by name, looked
+ * up once (strong references, kept for the process's life). */
 static PyTypeObject *c_task_type;
+static PyObject *c_task_methods[S_COUNT];
 
-/* task.name() for a task of exactly asyncio's C Task type, whose methods are C: called
- * unbound (no bound method made), as call_c_method would otherwise. */
+/* task.name() for a task of exactly asyncio's C Task type, whose methods are C: the
+ * method descriptor called with the task (no lookup through the type's MRO, no bound
+ * method made), as call_c_method would otherwise. */
 static PyObject *call_task_method(PyObject *task, int name)
 {
 	if (!c_task_type && strcmp(Py_TYPE(task)->tp_name, "_asyncio.Task") == 0)
 		c_task_type = Py_TYPE(task);
 	if (Py_TYPE(task) != c_task_type || !str(name))
 		return call_c_method(task, name);
+	PyObject *m = c_task_methods[name];
+	if (!m) {
+		m = PyObject_GetAttr((PyObject *)c_task_type, strs[name]);
+		if (!m || !Py_IS_TYPE(m, &PyMethodDescr_Type)) {
+			Py_XDECREF(m);
+			return call_c_method(task, name);
+		}
+		c_task_methods[name] = m;
+	}
 	PyObject *args[1] = {task};
-	return PyObject_VectorcallMethod(strs[name], args, 1, NULL);
+	return PyObject_Vectorcall(m, args, 1, NULL);
 }
 
 /* What current_task uses, looked up once their module is imported and kept for the
