@@ -42,7 +42,7 @@ __attribute__((no_sanitize("address"))) static PyObject *eval(PyThreadState *ts,
 	fr->previous = ts->cframe->current_frame;
 #endif
 	unsigned gen;
-	struct pl_py_thread *pt = pl_py_eval_call(fr, &gen);
+	struct pl_py_thread *pt = pl_py_eval_call(fr, throwflag, &gen);
 	PyObject *r = _PyEval_EvalFrameDefault(ts, fr, throwflag);
 	if (pt)
 		pl_py_eval_return(pt, gen, fr, r);

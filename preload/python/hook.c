@@ -72,6 +72,10 @@ struct pl_py_thread {
 	 * on_return). Any other event clears them. */
 	PL_PY_FRAME *pushed;
 	PL_PY_FRAME *yielded_to;
+	/* The resume that set `pushed` was a send, not a throw(): the frame goes on with
+	 * nothing of the program's before the SEND that resumes the frame it delegates to
+	 * (a throw() may run its handler first, and then call anything). */
+	int pushed_sent;
 	/* When the thread's last event was a plain generator frame's resume or yield:
 	 * that frame, the frame below it then (read while it was alive), whether it was
 	 * a resume, and chain_is_root's answer for it. The next event of a frame of the
@@ -643,26 +647,28 @@ static int chain_is_root(PL_PY_FRAME *back)
  *   change;
  * - fr passes up the yield of `last`, whose caller fr was (`back`, read while last
  *   was alive) and is delegating: last's walk went through fr and on as fr's does.
- *   `fr_passes` is nonzero when fr is known to be at the yield of a `yield from`,
- *   which delegates (the check is not made twice).
+ * `known` says the delegating frame's check is already answered: for a resume, `last`
+ * was sent into (no throw()) at the yield of a `yield from` (its `pushed`), so it went
+ * on to its SEND, which resumes fr, with nothing between; for a yield, fr is at the
+ * yield of a `yield from`.
  * Else walked. The answer is kept for the next event. A generator tree of depth d
  * walked d frames at each of its 2d events per value (11% of pyperformance's
  * generators under perf on 3.10 and 3.11); it now walks at the first start of a
  * chain only (a new subtree's generators start one inside the other). */
 static inline int gen_is_root(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *fr_back,
-			      int resumed, int fr_passes, PL_PY_FRAME *last, PL_PY_FRAME *back,
+			      int resumed, int known, PL_PY_FRAME *last, PL_PY_FRAME *back,
 			      int last_resumed, int yes)
 {
 	int r;
 	if (!last)
 		r = chain_is_root(fr_back);
 	else if (resumed)
-		r = last_resumed && fr_back == last && pl_py_frame_delegating(last)
+		r = last_resumed && fr_back == last && (known || pl_py_frame_delegating(last))
 			? yes
 			: chain_is_root(fr_back);
 	else if (last == fr && last_resumed)
 		r = yes;
-	else if (!last_resumed && back == fr && (fr_passes || pl_py_frame_delegating(fr)))
+	else if (!last_resumed && back == fr && (known || pl_py_frame_delegating(fr)))
 		r = yes;
 	else
 		r = chain_is_root(fr_back);
@@ -737,20 +743,24 @@ static int chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *b
  * the frame that delegates to fr, nothing of the program's ran between the two (RESUME,
  * the jump back and SEND): fr's run starts at that event's instant, read once. */
 static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *back,
-			      uintptr_t key, PL_PY_FRAME *pushed)
+			      uintptr_t key, PL_PY_FRAME *pushed, int thrown)
 {
 	if (pushed && back == pushed)
 		coprof_resume_again(pt->t, key);
 	else
 		coprof_resume(pt->t, key);
 	pt->pushed = pl_py_frame_in_yield_from(fr) ? fr : NULL;
+	pt->pushed_sent = !thrown;
 }
 
-/* The profile hook's 'call': fr starts, resumes or is thrown into. Inlined into each
- * backend's entry point (the hot path of every event). */
-static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr)
+/* The profile hook's 'call': fr starts, resumes or is thrown into (`thrown`: a throw(),
+ * or a backend that cannot tell). Inlined into each backend's entry point (the hot path
+ * of every event). */
+static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr,
+							  int thrown)
 {
 	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
+	int sent = pt->pushed_sent;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
 	pt->hint_fr = NULL;
 	pt->pushed = NULL;
@@ -771,8 +781,8 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 		 * fresh frame's answer is only kept for the events that follow: its
 		 * first yield, a generator it starts or resumes in turn. */
 		PL_PY_FRAME *back = pl_py_frame_back(fr);
-		int root = gen_is_root(pt, fr, back, 1, 0, last, last_back, pt->root_resumed,
-				       pt->root_yes);
+		int root = gen_is_root(pt, fr, back, 1, pushed == last && sent, last, last_back,
+				       pt->root_resumed, pt->root_yes);
 		if (fresh) {
 			coprof_enter(pt->t, key);
 			return;
@@ -787,7 +797,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 				coprof_resume(pt->t, key);
 		} else if (!is_coro_frame(back) || chain_resume(pt, fr, back, 0, NULL) == 0) {
 			/* (No coroutine frame below: no chain to resume.) */
-			resume_run(pt, fr, back, key, pushed);
+			resume_run(pt, fr, back, key, pushed, thrown);
 		}
 		return;
 	}
@@ -807,7 +817,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 	if (chain_resume(pt, fr, back, 1, hint) < 0)
 		return;
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
-		resume_run(pt, fr, back, key, pushed); /* after a value yield, a new run (rule 6) */
+		resume_run(pt, fr, back, key, pushed, thrown); /* a new run after a value yield */
 	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
 		coprof_resume(pt->t, key);
 }
@@ -938,7 +948,15 @@ void pl_py_mon_call(PyObject *code)
 	struct pl_py_thread *pt = thread_current();
 	PL_PY_FRAME *fr = pt ? running(code) : NULL;
 	if (fr)
-		on_call(pt, fr);
+		on_call(pt, fr, 0);
+}
+
+void pl_py_mon_throw(PyObject *code)
+{
+	struct pl_py_thread *pt = thread_current();
+	PL_PY_FRAME *fr = pt ? running(code) : NULL;
+	if (fr)
+		on_call(pt, fr, 1);
 }
 
 void pl_py_mon_return(PyObject *code, PyObject *arg)
@@ -972,7 +990,7 @@ static void stack_bounds(struct pl_py_thread *pt)
 	pthread_attr_destroy(&a);
 }
 
-struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
+struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, int thrown, unsigned *gen)
 {
 	struct pl_py_thread *pt = thread_current();
 	if (pl_py_unlikely(!pt || pt->busy))
@@ -989,7 +1007,7 @@ struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen)
 	}
 	*gen = pt->gen;
 	pt->busy = 1;
-	on_call(pt, fr);
+	on_call(pt, fr, thrown);
 	pt->busy = 0;
 	return pt;
 }
@@ -1050,7 +1068,7 @@ static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 	}
 	switch (what) {
 	case PyTrace_CALL:
-		on_call(pt, pl_py_frame(frame));
+		on_call(pt, pl_py_frame(frame), 1); /* a 'call' may be a throw() */
 		break;
 	case PyTrace_RETURN:
 		on_return(pt, pl_py_frame(frame), arg);

@@ -27,6 +27,14 @@ static PyObject *on_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
 	Py_RETURN_NONE;
 }
 
+static PyObject *on_throw(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	if (pl_py_likely(n >= 2))
+		pl_py_mon_throw(args[0]);
+	Py_RETURN_NONE;
+}
+
 /* PY_RETURN and PY_YIELD pass the value (the profile hook's arg). */
 static PyObject *on_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
@@ -76,6 +84,7 @@ static PyMethodDef defs[] = {
     {"coprof_unwind", (PyCFunction)(void (*)(void))on_unwind, METH_FASTCALL, NULL},
     {"coprof_c_call", (PyCFunction)(void (*)(void))on_c_call, METH_FASTCALL, NULL},
     {"coprof_c_return", (PyCFunction)(void (*)(void))on_c_return, METH_FASTCALL, NULL},
+    {"coprof_throw", (PyCFunction)(void (*)(void))on_throw, METH_FASTCALL, NULL},
 };
 
 /* Each event, by its name in sys.monitoring.events, and its callback in defs. */
@@ -84,7 +93,7 @@ static const struct {
 	int def;
 	int builtins; /* only with COPROF_BUILTINS=1 */
 } events[] = {
-    {"PY_START", 0, 0},	 {"PY_RESUME", 0, 0}, {"PY_THROW", 0, 0},
+    {"PY_START", 0, 0},	 {"PY_RESUME", 0, 0}, {"PY_THROW", 5, 0},
     {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0},  {"PY_UNWIND", 2, 0},
     {"CALL", 3, 1},	 {"C_RETURN", 4, 1},  {"C_RAISE", 4, 1},
 };

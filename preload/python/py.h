@@ -359,6 +359,8 @@ PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_current(void);
  * frame: the profile hook's 'call' (the frame starts, resumes or is thrown into), or
  * its 'return' (it returns, yields `arg` or unwinds: arg NULL). */
 PL_PY_HIDDEN void pl_py_mon_call(PyObject *code);
+/* The same for a throw() into the frame (PY_THROW). */
+PL_PY_HIDDEN void pl_py_mon_throw(PyObject *code);
 PL_PY_HIDDEN void pl_py_mon_return(PyObject *code, PyObject *arg);
 /* A C builtin is entered (enter nonzero) or left. */
 PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn);
@@ -416,7 +418,7 @@ PL_PY_HIDDEN void pl_py_evalframe_stop(void);
  * calling thread's state returned, with the generation its 'return' must still be in
  * (*gen); NULL: this run is not reported (nothing is recorded for the thread, or it
  * runs inside another event's own call into Python, which no backend reports). */
-PL_PY_HIDDEN struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, unsigned *gen);
+PL_PY_HIDDEN struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, int thrown, unsigned *gen);
 /* The run pl_py_eval_call reported ended with `r` (the value returned or yielded;
  * NULL: an exception): its 'return', unless profiling stopped, restarted or the
  * process forked since. */
