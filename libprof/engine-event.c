@@ -173,10 +173,8 @@ found:
 	return 1;
 }
 
-/* Pushes a frame of `key` on c at thread clock `now`. A call (rule 1) counts nc, and
- * cc when the function (or the edge) is not already active in this context; a resumed
- * segment (rule 6) counts neither but still raises the recursion levels, so that each
- * segment's ct adds up when it leaves. */
+/* Pushes a frame of `key` on c at thread clock `now` (cp_push_rec), a call or a resumed
+ * segment, finding its records and making room first. */
 static inline __attribute__((always_inline)) void push(struct coprof_ctx *c, uintptr_t key,
 						       uint64_t now, int call)
 {
@@ -198,42 +196,7 @@ static inline __attribute__((always_inline)) void push(struct coprof_ctx *c, uin
 		c->lost++;
 		return;
 	}
-	c->depth++;
-	f->rec = r;
-	f->edge = e;
-	f->start = now - c->offset;
-	f->children = 0;
-	if (call) {
-		r->nc++;
-		r->cc += r->level == 0;
-		if (e) {
-			e->nc++;
-			e->cc += e->level == 0;
-		}
-	}
-	r->level++;
-	if (e)
-		e->level++;
-}
-
-/* Pops the top frame of c at virtual time v (rule 2). */
-static inline __attribute__((always_inline)) void pop(struct coprof_ctx *c, uint64_t v)
-{
-	struct cp_frame *f = &c->frames[--c->depth];
-	uint64_t el = v > f->start ? v - f->start : 0;
-	uint64_t own = el > f->children ? el - f->children : 0;
-	struct cp_rec *r = f->rec;
-	r->tt += own;
-	if (--r->level == 0)
-		r->ct += el;
-	struct cp_erec *e = f->edge;
-	if (e) {
-		e->tt += own;
-		if (--e->level == 0)
-			e->ct += el;
-	}
-	if (c->depth)
-		f[-1].children += el;
+	cp_push_rec(c, r, e, now, call);
 }
 
 uint64_t cp_ctx_vnow(const struct coprof_ctx *c, uint64_t now)
@@ -255,7 +218,7 @@ void cp_ctx_close_all(struct coprof_ctx *c, uint64_t now)
 		c->frames[c->depth - 1].children += now - c->away;
 	uint64_t v = cp_ctx_vnow(c, now);
 	while (c->depth)
-		pop(c, v);
+		cp_pop(c, v);
 }
 
 void cp_thread_end(struct coprof_thread *t, uint64_t now)
@@ -294,11 +257,12 @@ static inline uint64_t event_now(struct coprof_thread *t, int again)
 	return again ? t->last : cp_now(t);
 }
 
-/* An event that pushes: a call (enter) or a resumed segment (resume). */
+/* An event that pushes: a call (enter) or a resumed segment (resume). The common case
+ * is taken inline first (cp_push_fast); this is the whole of it. */
 static inline __attribute__((always_inline)) void event_push(struct coprof_thread *t, uintptr_t key,
 							     int call, int again)
 {
-	if (!t)
+	if (!t || cp_push_fast(t, key, call, again))
 		return;
 	uint32_t st = cp_section_open(t);
 	if (__builtin_expect(st == t->seen, 1) || cp_thread_begin(t, st))
@@ -326,7 +290,7 @@ void coprof_resume_again(struct coprof_thread *t, uintptr_t key)
 static inline __attribute__((always_inline)) void event_leave(struct coprof_thread *t,
 							      uintptr_t key, int again)
 {
-	if (!t)
+	if (!t || cp_leave_fast(t, key, again))
 		return;
 	uint32_t st = cp_section_open(t);
 	if (__builtin_expect(st != t->seen, 0) && !cp_thread_begin(t, st))
@@ -343,7 +307,7 @@ static inline __attribute__((always_inline)) void event_leave(struct coprof_thre
 		goto out;
 	uint64_t v = event_now(t, again) - c->offset;
 	while (c->depth >= i)
-		pop(c, v);
+		cp_pop(c, v);
 out:
 	cp_section_close(t);
 }

@@ -1,5 +1,7 @@
-/* engine-inline.h: the inline pieces every engine event uses: the clock read and the
- * event section that makes a dump consistent. Owner thread only.
+/* engine-inline.h: the inline pieces every engine event uses: the clock read, the
+ * event section that makes a dump consistent, a frame's push and pop, and the common
+ * case of an event whole (cp_push_fast, cp_leave_fast), which the CPython adapter
+ * inlines too: each of its events is one of them. Owner thread only.
  *
  * An event section: the thread makes its sequence counter odd, then reads the
  * profiler's state word. The dumper sets CP_PAUSED, forces a barrier on every thread
@@ -39,6 +41,133 @@ static inline void cp_section_close(struct coprof_thread *t)
 {
 	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
 	atomic_store_explicit(&t->seq, s + 1, memory_order_release);
+}
+
+/* Pushes a frame of record r (edge e: NULL for a frame with no caller in c) on c at
+ * thread clock `now`, with room for it. A call (rule 1) counts nc, and cc when the
+ * function (or the edge) is not already active in this context; a resumed segment
+ * (rule 6) counts neither but still raises the recursion levels, so that each
+ * segment's ct adds up when it leaves. */
+static inline __attribute__((always_inline)) void
+cp_push_rec(struct coprof_ctx *c, struct cp_rec *r, struct cp_erec *e, uint64_t now, int call)
+{
+	struct cp_frame *f = &c->frames[c->depth++];
+	f->rec = r;
+	f->edge = e;
+	f->start = now - c->offset;
+	f->children = 0;
+	if (call) {
+		r->nc++;
+		r->cc += r->level == 0;
+		if (e) {
+			e->nc++;
+			e->cc += e->level == 0;
+		}
+	}
+	r->level++;
+	if (e)
+		e->level++;
+}
+
+/* Pops the top frame of c at virtual time v (rule 2). */
+static inline __attribute__((always_inline)) void cp_pop(struct coprof_ctx *c, uint64_t v)
+{
+	struct cp_frame *f = &c->frames[--c->depth];
+	uint64_t el = v > f->start ? v - f->start : 0;
+	uint64_t own = el > f->children ? el - f->children : 0;
+	struct cp_rec *r = f->rec;
+	r->tt += own;
+	if (--r->level == 0)
+		r->ct += el;
+	struct cp_erec *e = f->edge;
+	if (e) {
+		e->tt += own;
+		if (--e->level == 0)
+			e->ct += el;
+	}
+	if (c->depth)
+		f[-1].children += el;
+}
+
+/* Opens an event section for the fast path: 1, or 0 (nothing opened) when the dumper
+ * pauses threads or this thread's recording state changed (the full path then waits,
+ * or begins a window). */
+static inline int cp_section_open_fast(struct coprof_thread *t)
+{
+	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
+	atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
+	if (t->fence)
+		atomic_thread_fence(memory_order_seq_cst);
+	else
+		atomic_signal_fence(memory_order_seq_cst);
+	uint32_t st = atomic_load_explicit(&t->p->state, memory_order_acquire);
+	if (__builtin_expect(st == t->seen, 1))
+		return 1;
+	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+	return 0;
+}
+
+/* The clock for the fast path: the thread's last reading (again), or the TSC between
+ * reschedules; 0 when only the full path can read it (a fake clock, a resync due, a
+ * clock read through the kernel). */
+static inline uint64_t cp_now_fast(struct coprof_thread *t, int again)
+{
+	if (again)
+		return t->last;
+#if CP_CLOCK_HAVE_TSC
+	struct cp_clock *c = &t->clock;
+	if (t->fake || c->impl > CP_CLOCK_TSC_WALL)
+		return 0;
+	uint64_t d = cp_rdtsc() - c->tsc0;
+	if (*c->seq_word != c->seq || d >= c->span)
+		return 0;
+	uint64_t ns = c->ns0 + ((d * c->mult) >> CP_CLOCK_SHIFT);
+	if (ns < c->last)
+		ns = c->last;
+	c->last = ns;
+	t->last = ns;
+	return ns;
+#else
+	return 0;
+#endif
+}
+
+/* The common case of coprof_enter, coprof_resume and their _again forms (call,
+ * again): recording as the thread last saw it, no frame lost, room on the stack, and
+ * the callee the caller's last one (its records at hand). 1 when done, 0 when the
+ * full path must take the event (nothing was changed; a section opened and closed).
+ * Every read of the context is inside the section, as the full path's. */
+static inline __attribute__((always_inline)) int cp_push_fast(struct coprof_thread *t,
+							      uintptr_t key, int call, int again)
+{
+	if (!cp_section_open_fast(t))
+		return 0;
+	struct coprof_ctx *c = t->cur;
+	struct cp_rec *parent = c->depth ? c->frames[c->depth - 1].rec : NULL;
+	uint64_t now = 0;
+	if (__builtin_expect(!c->lost && c->depth < c->cap && parent && parent->last_key == key &&
+				 parent->last_rec,
+			     1) &&
+	    (now = cp_now_fast(t, again)) != 0)
+		cp_push_rec(c, parent->last_rec, parent->last_edge, now, call);
+	cp_section_close(t);
+	return now != 0;
+}
+
+/* The common case of coprof_leave and coprof_leave_again: the function left is the
+ * innermost frame's, under the same conditions. 1 when done, 0 otherwise. */
+static inline __attribute__((always_inline)) int cp_leave_fast(struct coprof_thread *t,
+							       uintptr_t key, int again)
+{
+	if (!cp_section_open_fast(t))
+		return 0;
+	struct coprof_ctx *c = t->cur;
+	uint64_t now = 0;
+	if (__builtin_expect(!c->lost && c->depth && c->frames[c->depth - 1].rec->key == key, 1) &&
+	    (now = cp_now_fast(t, again)) != 0)
+		cp_pop(c, now - c->offset);
+	cp_section_close(t);
+	return now != 0;
 }
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine-inline.h"
 #include "py.h"
 
 #include <internal/pycore_interp.h>
@@ -27,6 +28,41 @@ PyAPI_FUNC(int) _PyEval_SetProfile(PyThreadState *tstate, Py_tracefunc func, PyO
 /* Tasks switched in while another runs (a coroutine driving another by send()), at
  * most: deeper ones are counted as dropped ("python drivers"). */
 #define MAX_DRIVERS 65536
+
+/* The engine's events. The common case of each (recording, the callee the caller's last
+ * one, the innermost frame left) runs inline (engine-inline.h): the call into libcoprof
+ * was a fifth of the engine's part of an event. */
+static inline void ev_enter(struct coprof_thread *t, uintptr_t key)
+{
+	if (!pl_py_likely(t && cp_push_fast(t, key, 1, 0)))
+		coprof_enter(t, key);
+}
+
+static inline void ev_resume(struct coprof_thread *t, uintptr_t key)
+{
+	if (!pl_py_likely(t && cp_push_fast(t, key, 0, 0)))
+		coprof_resume(t, key);
+}
+
+/* At the thread's last clock reading. */
+static inline void ev_resume_again(struct coprof_thread *t, uintptr_t key)
+{
+	if (!pl_py_likely(t && cp_push_fast(t, key, 0, 1)))
+		coprof_resume_again(t, key);
+}
+
+static inline void ev_leave(struct coprof_thread *t, uintptr_t key)
+{
+	if (!pl_py_likely(t && cp_leave_fast(t, key, 0)))
+		coprof_leave(t, key);
+}
+
+static inline void ev_leave_again(struct coprof_thread *t, uintptr_t key)
+{
+	if (!pl_py_likely(t && cp_leave_fast(t, key, 1)))
+		coprof_leave_again(t, key);
+}
+
 #define CORO_FLAGS (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
 
 /* COPROF_PY_HOOK=auto on 3.12+: sys.monitoring when nonzero. Chosen by measurement
@@ -746,9 +782,9 @@ static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FR
 			      uintptr_t key, PL_PY_FRAME *pushed, int thrown)
 {
 	if (pushed && back == pushed)
-		coprof_resume_again(pt->t, key);
+		ev_resume_again(pt->t, key);
 	else
-		coprof_resume(pt->t, key);
+		ev_resume(pt->t, key);
 	pt->pushed = pl_py_frame_in_yield_from(fr) ? fr : NULL;
 	pt->pushed_sent = !thrown;
 }
@@ -772,7 +808,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 		return;
 	uintptr_t key = (uintptr_t)fn;
 	if (!fn->flags) {
-		coprof_enter(pt->t, key);
+		ev_enter(pt->t, key);
 		return;
 	}
 	int fresh = pl_py_frame_fresh(fr, co);
@@ -784,7 +820,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 		int root = gen_is_root(pt, fr, back, 1, pushed == last && sent, last, last_back,
 				       pt->root_resumed, pt->root_yes);
 		if (fresh) {
-			coprof_enter(pt->t, key);
+			ev_enter(pt->t, key);
 			return;
 		}
 		if (pl_py_unlikely(!root)) {
@@ -794,7 +830,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 			if (chain_resume(pt, fr, back, 1, hint) < 0)
 				return;
 			if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
-				coprof_resume(pt->t, key);
+				ev_resume(pt->t, key);
 		} else if (!is_coro_frame(back) || chain_resume(pt, fr, back, 0, NULL) == 0) {
 			/* (No coroutine frame below: no chain to resume.) */
 			resume_run(pt, fr, back, key, pushed, thrown);
@@ -810,7 +846,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 			pl_py_map_del(&pt->agens, (uintptr_t)gen);
 		if (gen && chain_is_root(back) && task_enter(pt, gen, fn, 1) < 0)
 			return;
-		coprof_enter(pt->t, key);
+		ev_enter(pt->t, key);
 		return;
 	}
 	/* Rule 3: a resumption is not a call; its frames are still on the task's stack. */
@@ -819,7 +855,7 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 	if ((fn->flags & PL_PY_ASYNC_GEN) && pl_py_map_del(&pt->agens, (uintptr_t)gen))
 		resume_run(pt, fr, back, key, pushed, thrown); /* a new run after a value yield */
 	else if (pl_py_unlikely(pt->adopting) && pt->adopting == pt->root)
-		coprof_resume(pt->t, key);
+		ev_resume(pt->t, key);
 }
 
 static int is_wrapped_value(PyObject *v)
@@ -842,9 +878,9 @@ static int is_wrapped_value(PyObject *v)
 static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *back, uintptr_t key, int passes)
 {
 	if (passes)
-		coprof_leave_again(pt->t, key);
+		ev_leave_again(pt->t, key);
 	else
-		coprof_leave(pt->t, key);
+		ev_leave(pt->t, key);
 	pt->yielded_to = back;
 }
 
@@ -883,7 +919,7 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 				return;
 			yield_run(pt, back, key, passes);
 		} else {
-			coprof_leave(pt->t, key);
+			ev_leave(pt->t, key);
 			if ((fn->flags & PL_PY_GEN) && last == fr && pt->root_resumed)
 				gen_returned(pt, back, pt->root_yes);
 		}
@@ -897,7 +933,7 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 			/* An async generator yields a value to its consumer: rule 6. One
 			 * driven by hand (asend().send() from plain code) is a task's root,
 			 * which this suspends. */
-			coprof_leave(pt->t, key);
+			ev_leave(pt->t, key);
 			pl_py_map_put(&pt->agens, (uintptr_t)gen, gen);
 			if (gen == pt->root && root_suspends(pt) == 0)
 				switch_out(pt, 0);
@@ -909,7 +945,7 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 			switch_out(pt, 0);
 		return;
 	}
-	coprof_leave(pt->t, key);
+	ev_leave(pt->t, key);
 	if (fn->flags & PL_PY_ASYNC_GEN)
 		pl_py_map_del(&pt->agens, (uintptr_t)gen);
 	if (gen && gen == pt->root)
@@ -923,9 +959,9 @@ void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 	pt->yielded_to = NULL;
 	pt->root_fr = NULL;
 	if (enter)
-		coprof_enter(pt->t, (uintptr_t)fn);
+		ev_enter(pt->t, (uintptr_t)fn);
 	else
-		coprof_leave(pt->t, (uintptr_t)fn);
+		ev_leave(pt->t, (uintptr_t)fn);
 }
 
 /* --- the sys.monitoring backend's events (monitor.c) ------------------------------ */
