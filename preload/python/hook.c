@@ -792,8 +792,9 @@ static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FR
 /* The profile hook's 'call': fr starts, resumes or is thrown into (`thrown`: a throw(),
  * or a backend that cannot tell). Inlined into each backend's entry point (the hot path
  * of every event). */
-static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr,
-							  int thrown)
+static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread *pt,
+							     PL_PY_FRAME *fr, PyCodeObject *co,
+							     struct pl_py_func *fn, int thrown)
 {
 	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	int sent = pt->pushed_sent;
@@ -802,8 +803,6 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 	pt->pushed = NULL;
 	pt->yielded_to = NULL;
 	pt->root_fr = NULL;
-	PyCodeObject *co = pl_py_frame_code(fr);
-	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (!fn)
 		return;
 	uintptr_t key = (uintptr_t)fn;
@@ -885,8 +884,8 @@ static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *back, uintptr
 }
 
 /* The profile hook's 'return': fr returns, yields `arg` or unwinds (arg NULL). */
-static inline __attribute__((always_inline)) void on_return(struct pl_py_thread *pt,
-							    PL_PY_FRAME *fr, PyObject *arg)
+static inline __attribute__((always_inline)) void
+on_return_fn(struct pl_py_thread *pt, PL_PY_FRAME *fr, struct pl_py_func *fn, PyObject *arg)
 {
 	PL_PY_FRAME *yielded_to = pt->yielded_to;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
@@ -894,8 +893,6 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 	pt->pushed = NULL;
 	pt->yielded_to = NULL;
 	pt->root_fr = NULL;
-	PyCodeObject *co = pl_py_frame_code(fr);
-	struct pl_py_func *fn = co ? pl_py_func_of(co) : NULL;
 	if (pl_py_unlikely(!fn)) {
 		/* Out of memory: nothing to time, but a task's root still suspends or
 		 * ends (its entry must not outlive it unwatched). */
@@ -952,6 +949,21 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 		switch_out(pt, 1);
 }
 
+/* on_call and on_return for a frame whose function is not known yet. */
+static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *pt, PL_PY_FRAME *fr,
+							  int thrown)
+{
+	PyCodeObject *co = pl_py_frame_code(fr);
+	on_call_fn(pt, fr, co, co ? pl_py_func_of(co) : NULL, thrown);
+}
+
+static inline __attribute__((always_inline)) void on_return(struct pl_py_thread *pt,
+							    PL_PY_FRAME *fr, PyObject *arg)
+{
+	PyCodeObject *co = pl_py_frame_code(fr);
+	on_return_fn(pt, fr, co ? pl_py_func_of(co) : NULL, arg);
+}
+
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 {
 	pt->hint_fr = NULL;
@@ -979,12 +991,37 @@ static inline PL_PY_FRAME *running(PyObject *code)
 	return pl_py_likely(fr) && (PyObject *)pl_py_frame_code(fr) == code ? fr : NULL;
 }
 
+/* The function of a callback's code object (NULL: out of memory). A plain function's
+ * events (no generator or coroutine) need no frame: its code is all the engine keys,
+ * as cProfile's callbacks read no frame either. */
+static inline struct pl_py_func *code_func(PyObject *code)
+{
+	return PyCode_Check(code) ? pl_py_func_of((PyCodeObject *)code) : NULL;
+}
+
+/* What on_call and on_return keep from one event to the next, forgotten. */
+static inline void forget_last(struct pl_py_thread *pt)
+{
+	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
+	pt->root_fr = NULL;
+}
+
 void pl_py_mon_call(PyObject *code)
 {
 	struct pl_py_thread *pt = thread_current();
-	PL_PY_FRAME *fr = pt ? running(code) : NULL;
+	if (!pt)
+		return;
+	struct pl_py_func *fn = code_func(code);
+	if (fn && !fn->flags) {
+		forget_last(pt);
+		ev_enter(pt->t, (uintptr_t)fn);
+		return;
+	}
+	PL_PY_FRAME *fr = running(code);
 	if (fr)
-		on_call(pt, fr, 0);
+		on_call_fn(pt, fr, (PyCodeObject *)code, fn, 0);
 }
 
 void pl_py_mon_throw(PyObject *code)
@@ -998,9 +1035,21 @@ void pl_py_mon_throw(PyObject *code)
 void pl_py_mon_return(PyObject *code, PyObject *arg)
 {
 	struct pl_py_thread *pt = thread_current();
-	PL_PY_FRAME *fr = pt ? running(code) : NULL;
+	if (!pt)
+		return;
+	/* A plain function's return needs its frame only when it may be the thread's
+	 * outermost (on_return then sweeps the ended tasks): not while a task runs (its
+	 * driver's frames are below), nor above another frame the running context
+	 * recorded. */
+	struct pl_py_func *fn = code_func(code);
+	if (fn && !fn->flags && (pt->ctx || pt->t->cur->depth >= 2)) {
+		forget_last(pt);
+		ev_leave(pt->t, (uintptr_t)fn);
+		return;
+	}
+	PL_PY_FRAME *fr = running(code);
 	if (fr)
-		on_return(pt, fr, arg);
+		on_return_fn(pt, fr, fn, arg);
 }
 #endif
 
