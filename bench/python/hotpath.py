@@ -4,8 +4,16 @@ cProfile and one or more coprof builds, interleaved, median of --runs: the quick
 of a hot-path change (bench/RESULTS.md). CPU time (time.process_time), so that a
 loaded machine's waits do not count.
 
+--instructions counts instructions instead, each column once under valgrind's
+callgrind, the workloads a tenth of their size (calls, coro, await, task): the same
+figure at any load, to the instruction, where this VM's timings move by a third
+between runs. A column's figure is the run's less an empty workload's in the same
+column (start-up, and writing the profile at exit); printed with each profiler's
+overhead over cProfile's, in instructions. Instructions are not time (cProfile's hash
+lookups miss the cache more than coprof's records do): pyperf-suite.py has the time.
+
 usage: hotpath.py --python VENV_PYTHON --shim LABEL=PATH[,HOOK] [--shim ...] [--runs 7]
-                  WORKLOAD...
+                  [--instructions] WORKLOAD...
   HOOK: the column's COPROF_PY_HOOK (default: unset, auto's choice)
   VENV_PYTHON: a venv made by pyperf-suite.py (it has pyperformance and the floor)
   WORKLOAD: calls (1M calls and fib(25)), coro (fib(25) awaited recursively, x3),
@@ -16,6 +24,7 @@ usage: hotpath.py --python VENV_PYTHON --shim LABEL=PATH[,HOOK] [--shim ...] [--
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -36,9 +45,13 @@ def bench_module(name):
     return m
 
 
-def workload(which):
-    """Runs one workload; returns its CPU time in seconds."""
-    if which == "tree":
+def workload(which, scale=1):
+    """Runs one workload (calls, coro, await and task at 1/scale of their size); returns
+    its CPU time in seconds."""
+    fib_n = 25 if scale == 1 else 20
+    if which == "empty":
+        t0 = time.process_time()
+    elif which == "tree":
         m = bench_module("async_tree")
         t0 = time.process_time()
         asyncio.run(m.NoneAsyncTree().run())
@@ -58,9 +71,9 @@ def workload(which):
             return n if n < 2 else fib(n - 1) + fib(n - 2)
         t0 = time.process_time()
         s = 0
-        for _ in range(1000000):
+        for _ in range(1000000 // scale):
             s = f(s)
-        fib(25)
+        fib(fib_n)
     elif which == "coro":
         async def fibonacci(n):
             if n <= 1:
@@ -68,7 +81,7 @@ def workload(which):
             return await fibonacci(n - 1) + await fibonacci(n - 2)
         t0 = time.process_time()
         for _ in range(3):
-            c = fibonacci(25)
+            c = fibonacci(fib_n)
             try:
                 while True:
                     c.send(None)
@@ -81,10 +94,10 @@ def workload(which):
         async def main():
             s = 0
             if which == "await":
-                for _ in range(500000):
+                for _ in range(500000 // scale):
                     s = await add(s, 1)
             else:
-                for _ in range(20000):
+                for _ in range(20000 // scale):
                     s = await asyncio.ensure_future(add(s, 1))
         t0 = time.process_time()
         asyncio.run(main())
@@ -94,13 +107,15 @@ def workload(which):
 
 
 def main():
-    if len(sys.argv) >= 3 and sys.argv[1] == "--child":
-        print("%.6f" % workload(sys.argv[2]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "--child":
+        print("%.6f" % workload(sys.argv[2], int(sys.argv[3])))
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
     ap.add_argument("--shim", action="append", required=True)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--instructions", action="store_true",
+                    help="instructions under callgrind, one run a column, workloads / 10")
     ap.add_argument("workloads", nargs="+")
     args = ap.parse_args()
     shims = [s.partition("=")[::2] for s in args.shim]
@@ -110,29 +125,59 @@ def main():
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
     print("load average: %.1f %.1f %.1f" % os.getloadavg())
     tmp = tempfile.mkdtemp(prefix="coprof-hotpath-")
+    scale = 10 if args.instructions else 1
+    if sys_monitoring(args.python):
+        cols.remove("floor-eval")  # 3.10 and 3.11 only
+
+    def one(c, w):
+        """CPU seconds of workload w in column c, or its instructions."""
+        env = dict(base, PYTHONPATH=os.path.join(HERE, "pyperf-wrap"))
+        argv = [args.python, os.path.abspath(__file__), "--child", w, str(scale)]
+        if c in ("floor", "floor-eval", "cprofile"):
+            env["COPROF_BENCH_WRAP"] = c
+            argv.append("--worker")  # the wrapper profiles workers only
+        elif c != "none":
+            env.update(LD_PRELOAD=os.path.abspath(dict(shims)[c]),
+                       COPROF_OUT=os.path.join(tmp, "%p.pstat"))
+            if hooks[c]:
+                env["COPROF_PY_HOOK"] = hooks[c]
+        if args.instructions:
+            argv = ["valgrind", "--tool=callgrind",
+                    "--callgrind-out-file=" + os.path.join(tmp, "cg.out")] + argv
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+        if args.instructions:
+            return int(re.search(r"Collected : (\d+)", p.stderr).group(1))
+        return float(p.stdout.split()[-1])
+
+    if args.instructions:
+        empty = {c: one(c, "empty") for c in cols}
+        for w in args.workloads:
+            n = {c: one(c, w) - empty[c] for c in cols}
+            over = {c: n[c] - n["none"] for c in cols}
+            print("%s: %s" % (w, "  ".join("%s %.1fM" % (c, n[c] / 1e6) for c in cols)))
+            print("%s, overhead / cProfile's: %s" % (w, "  ".join(
+                "%s %.2f" % (c, over[c] / over["cprofile"]) for c in cols
+                if c not in ("none", "cprofile"))), flush=True)
+        os.rmdir(tmp)
+        return
     for w in args.workloads:
         times = {c: [] for c in cols}
         for _ in range(args.runs):
             for c in cols:
-                env = dict(base, PYTHONPATH=os.path.join(HERE, "pyperf-wrap"))
-                argv = [args.python, os.path.abspath(__file__), "--child", w]
-                if c in ("floor", "floor-eval", "cprofile"):
-                    env["COPROF_BENCH_WRAP"] = c
-                    argv.append("--worker")  # the wrapper profiles workers only
-                elif c != "none":
-                    env.update(LD_PRELOAD=os.path.abspath(dict(shims)[c]),
-                               COPROF_OUT=os.path.join(tmp, "%p.pstat"))
-                    if hooks[c]:
-                        env["COPROF_PY_HOOK"] = hooks[c]
-                out = subprocess.run(argv, env=env, capture_output=True, text=True,
-                                     check=True).stdout
-                times[c].append(float(out.split()[-1]))
-                for f in os.listdir(tmp):
-                    os.unlink(os.path.join(tmp, f))
+                times[c].append(one(c, w))
         med = {c: statistics.median(t) for c, t in times.items()}
         print("%s: %s" % (w, "  ".join("%s %.3f s (%.2fx)" % (c, med[c], med[c] / med["none"])
                                         for c in cols)), flush=True)
     os.rmdir(tmp)
+
+
+def sys_monitoring(python):
+    """The interpreter has sys.monitoring (3.12+), where the floor-eval column (a no-op
+    frame-evaluation function, coprof's backend on 3.10 and 3.11) has no meaning."""
+    return subprocess.run([python, "-c", "import sys; sys.monitoring"],
+                          capture_output=True).returncode == 0
 
 
 main()
