@@ -19,20 +19,33 @@ static inline uint64_t cp_now(struct coprof_thread *t)
 	return ns;
 }
 
+/* The first step of opening an event section: the sequence counter made odd (it was
+ * *s), then the state word read, which it returns. */
+static inline uint32_t cp_section_try(struct coprof_thread *t, uint32_t *s)
+{
+	*s = atomic_load_explicit(&t->seq, memory_order_relaxed);
+	atomic_store_explicit(&t->seq, *s + 1, memory_order_relaxed);
+	if (t->fence)
+		atomic_thread_fence(memory_order_seq_cst);
+	else
+		atomic_signal_fence(memory_order_seq_cst);
+	return atomic_load_explicit(&t->p->state, memory_order_acquire);
+}
+
+/* Leaves a section cp_section_try opened, having written nothing. */
+static inline void cp_section_back_out(struct coprof_thread *t, uint32_t s)
+{
+	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+}
+
 /* Opens an event section; returns the state word seen (never with CP_PAUSED). */
 static inline uint32_t cp_section_open(struct coprof_thread *t)
 {
 	for (;;) {
-		uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
-		atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
-		if (t->fence)
-			atomic_thread_fence(memory_order_seq_cst);
-		else
-			atomic_signal_fence(memory_order_seq_cst);
-		uint32_t st = atomic_load_explicit(&t->p->state, memory_order_acquire);
+		uint32_t s, st = cp_section_try(t, &s);
 		if (__builtin_expect(!(st & CP_PAUSED), 1))
 			return st;
-		atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+		cp_section_back_out(t, s);
 		cp_wait_unpaused(t);
 	}
 }
@@ -94,16 +107,10 @@ static inline __attribute__((always_inline)) void cp_pop(struct coprof_ctx *c, u
  * or begins a window). */
 static inline int cp_section_open_fast(struct coprof_thread *t)
 {
-	uint32_t s = atomic_load_explicit(&t->seq, memory_order_relaxed);
-	atomic_store_explicit(&t->seq, s + 1, memory_order_relaxed);
-	if (t->fence)
-		atomic_thread_fence(memory_order_seq_cst);
-	else
-		atomic_signal_fence(memory_order_seq_cst);
-	uint32_t st = atomic_load_explicit(&t->p->state, memory_order_acquire);
+	uint32_t s, st = cp_section_try(t, &s);
 	if (__builtin_expect(st == t->seen, 1))
 		return 1;
-	atomic_store_explicit(&t->seq, s + 2, memory_order_release);
+	cp_section_back_out(t, s);
 	return 0;
 }
 
