@@ -108,7 +108,8 @@ static inline __attribute__((always_inline)) void cp_pop(struct coprof_ctx *c, u
 static inline int cp_section_open_fast(struct coprof_thread *t)
 {
 	uint32_t s, st = cp_section_try(t, &s);
-	if (__builtin_expect(st == t->seen, 1))
+	/* (t->seen is CP_PAUSED alone after a thread's run ended.) */
+	if (__builtin_expect(st == t->seen && !(st & CP_PAUSED), 1))
 		return 1;
 	cp_section_back_out(t, s);
 	return 0;
