@@ -28,7 +28,9 @@ run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktra
 	meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite slow \
 	--no-suite hook-other
 
-run env CC=clang scripts/build.sh build-fuzz -Dfuzz=true -Dpreload=false
+# Configured only: `meson test --suite fuzz` builds the two fuzzers and nothing else
+# (the rest of this clang build is build-clang's, which compiles everything).
+run env CC=clang scripts/build.sh --setup-only build-fuzz -Dfuzz=true -Dpreload=false
 run meson test -C build-fuzz --print-errorlogs --suite fuzz
 
 python3 scripts/test-summary.py build build-clang build-asan build-fuzz
