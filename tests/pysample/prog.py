@@ -21,7 +21,9 @@ afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
           for about a second; writes to argv[3] (JSON) how long they waited
-Each prints a line of its own that the test compares with an unprofiled run.
+Each prints a line of its own that the test compares with an unprofiled run; the
+timed ones (split, stress, tasks, tthreads, achurn, tchurn) print the same line
+whatever SECONDS, so that run may be a shorter one.
 """
 import os
 import sys

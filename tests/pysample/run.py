@@ -5,7 +5,8 @@ usage: run.py --python EXE --shim LIB --coprof BIN [--asan LIB] CASE
 
 Each CASE runs prog.py on the interpreter EXE under LD_PRELOAD=LIB with
 COPROF_MODE=sample, reads the .pstat files it wrote (pstats and marshal) and asserts on
-the Python frames sampled; the program's output must equal an unprofiled run's.
+the Python frames sampled; the program's output must equal an unprofiled run's (of
+the timed programs, a shorter run: their line does not depend on the time).
 Cases end in _cpu or _wall, the clock. Exit status 0: passed; 1: failed (with why).
 """
 import argparse
@@ -98,9 +99,13 @@ class Runner:
         check(p.returncode == 0, "unprofiled run failed: " + p.stderr[-2000:])
         return p.stdout
 
-    def run(self, args, clock, out, stdin=None, **kw):
-        """Runs prog.py profiled; its output must be the unprofiled run's."""
-        base = self.plain(args, stdin)
+    def run(self, args, clock, out, stdin=None, base=None, **kw):
+        """Runs prog.py profiled; its output must be the unprofiled run's. `base`: the
+        arguments of that unprofiled run when not `args`: the same program for a
+        shorter time, for the timed programs whose line does not depend on it (prog.py:
+        split, stress, tasks, tthreads, achurn and tchurn print a fixed line), so the
+        check is as strong and the run takes half the time."""
+        base = self.plain(base or args, stdin)
         p = subprocess.run([self.a.python, PROG] + args, input=stdin,
                            env=self.env(clock, COPROF_OUT=out, **kw),
                            capture_output=True, text=True, timeout=240)
@@ -115,7 +120,7 @@ def split_share(r, clock, out, **kw):
     the program measured on the same clock (under cpu, itself within 3 points of 2/3;
     under wall the waits for a CPU on a loaded machine move it, see prog.py)."""
     side = os.path.join(r.tmp, "measured.json")
-    r.run(["split", "1.5", side], clock, out, **kw)
+    r.run(["split", "1.5", side], clock, out, base=["split", "0.05"], **kw)
     with open(side) as f:
         measured = json.load(f)[clock]
     stats, _ = load(out)
@@ -141,7 +146,7 @@ def case_split(r, clock):
     check(split and split[3] >= h + l - 1e-6, "split's ct %r below its callees'" % (split,))
     check(any(k[2] == "<module>" and k[0] == PROG for k in stats), "no <module> of prog.py")
     traced = os.path.join(r.tmp, "traced.pstat")
-    r.run(["split", "0.2"], clock, traced, COPROF_MODE="trace")
+    r.run(["split", "0.2"], clock, traced, base=["split", "0.05"], COPROF_MODE="trace")
     tstats, _ = load(traced)
     for name in ("heavy", "light", "split"):
         sk = [k for k in stats if k[0] == PROG and k[2] == name]
@@ -267,7 +272,7 @@ def case_stress(r, clock):
     first line: no frame is ever named after another code object."""
     out = os.path.join(r.tmp, "stress.pstat")
     secs = os.environ.get("PYSAMPLE_STRESS_SECONDS", "3")
-    r.run(["stress", secs], clock, out, COPROF_HZ="10000")
+    r.run(["stress", secs], clock, out, base=["stress", "0.1"], COPROF_HZ="10000")
     stats, ex = load(out)
     churned = [k for k in stats if k[0] == "<churn>"]
     check(churned, "no exec'd function sampled")
@@ -356,7 +361,7 @@ def run_tasks(r, clock, what):
     extras, and the split the tasks measured (prog.py's side file)."""
     out = os.path.join(r.tmp, what + ".pstat")
     side = os.path.join(r.tmp, "measured.json")
-    r.run([what, "1.5", side], clock, out)
+    r.run([what, "1.5", side], clock, out, base=[what, "0.05"])
     with open(side) as f:
         measured = json.load(f)
     stats, ex = load(out)
@@ -448,7 +453,7 @@ def churned(r, clock, what):
     are its own coroutine's (task t<j> holds f<j> only), so no context is ever given to
     another task's coroutine. Returns the file's extras."""
     out = os.path.join(r.tmp, what + ".pstat")
-    r.run([what, "2"], clock, out, COPROF_HZ="10000")
+    r.run([what, "2"], clock, out, base=[what, "0.1"], COPROF_HZ="10000")
     stats, ex = load(out)
     named = 0
     for t in ex["tasks"]:
