@@ -24,7 +24,10 @@ run env CC=gcc scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lu
 # other suites already run: longer toggled windows, the RESP servers, the browser)
 # and 'hook-other' (the python cases again under the profile function, but on two
 # Pythons: tests/python/meson.build), both of which the gcc build runs.
+# COPROF_VENV_DIR: the python greenlet cases use the gevent venvs the gcc build's tests
+# made (tests/python/run.py) rather than making their own with pip again.
 run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	COPROF_VENV_DIR="$PWD/build" \
 	meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite slow \
 	--no-suite hook-other
 

@@ -1388,7 +1388,8 @@ def gevent_python(r):
     """An interpreter that imports gevent and eventlet for r.python: Debian's own
     (python3-gevent, python3-eventlet, scripts/setup.sh) for /usr/bin/python3, else
     BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet from PyPI (once; a lock keeps two tests from
-    making it at once). The interpreter itself is never changed."""
+    making it at once), BUILD the build directory or $COPROF_VENV_DIR. The interpreter
+    itself is never changed."""
     probe = [r.python, "-W", "ignore", "-c", "import gevent, greenlet, eventlet"]
     if r.python.startswith("/usr/bin/"):
         p = subprocess.run(probe, capture_output=True, text=True)
@@ -1398,7 +1399,11 @@ def gevent_python(r):
         return r.python
     ver = subprocess.run([r.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                          capture_output=True, text=True, check=True).stdout.strip()
-    build = os.path.dirname(os.path.dirname(os.path.abspath(r.shim)))
+    # COPROF_VENV_DIR: another build directory's venvs (scripts/test.sh points the
+    # sanitizer build at the gcc build's, made minutes before: the same packages, and
+    # making them took each build a minute of pip, mostly the network's).
+    build = (os.environ.get("COPROF_VENV_DIR") or
+             os.path.dirname(os.path.dirname(os.path.abspath(r.shim))))
     venv = os.path.join(build, "venv-gevent-" + ver)
     py = os.path.join(venv, "bin", "python")
     probe[0] = py
