@@ -1676,8 +1676,20 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--asan", default="")
     ap.add_argument("--hook", choices=("auto", "profile", "monitoring", "evalframe"))
-    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--make-venv", action="store_true",
+                    help="only make the gevent venv of --python (gevent_python) and exit: "
+                         "scripts/test.sh has them made while the build compiles")
+    ap.add_argument("case", choices=sorted(CASES), nargs="?")
     args = ap.parse_args()
+    if args.make_venv or not args.case:
+        if not args.make_venv:
+            ap.error("a case is needed")
+        try:
+            print(gevent_python(Runner(args, None)))
+        except Failed as e:
+            print("no gevent venv for %s: %s" % (args.python, e))
+            return 1
+        return 0
     hook = " (COPROF_PY_HOOK=%s)" % args.hook if args.hook else ""
     with tempfile.TemporaryDirectory(prefix="coprof-py-") as tmp:
         try:
