@@ -91,21 +91,25 @@ class Runner:
                            timeout=60, check=True)
         return {(int(l.split(" ", 1)[0]), l.split(" ", 1)[1]) for l in p.stdout.splitlines()}
 
-    def plain(self, args, stdin=None):
+    def plain(self, args, stdin=None, short=False):
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
+        if short:
+            env["PYSAMPLE_SHORT"] = "1"  # prog.py: spins a tenth as long, same line
         p = subprocess.run([self.a.python, PROG] + args, env=env, input=stdin,
                            capture_output=True, text=True, timeout=120)
         check(p.returncode == 0, "unprofiled run failed: " + p.stderr[-2000:])
         return p.stdout
 
-    def run(self, args, clock, out, stdin=None, base=None, **kw):
+    def run(self, args, clock, out, stdin=None, base=None, short=False, **kw):
         """Runs prog.py profiled; its output must be the unprofiled run's. `base`: the
         arguments of that unprofiled run when not `args`: the same program for a
         shorter time, for the timed programs whose line does not depend on it (prog.py:
         split, stress, tasks, tthreads, achurn and tchurn print a fixed line), so the
-        check is as strong and the run takes half the time."""
-        base = self.plain(base or args, stdin)
+        check is as strong and the run takes half the time. `short`: the same for the
+        programs with fixed spins (threads, fork, afork, idle), which spin a tenth as
+        long under PYSAMPLE_SHORT=1."""
+        base = self.plain(base or args, stdin, short)
         p = subprocess.run([self.a.python, PROG] + args, input=stdin,
                            env=self.env(clock, COPROF_OUT=out, **kw),
                            capture_output=True, text=True, timeout=240)
@@ -184,7 +188,7 @@ def case_threads(r, clock):
     """Each thread is sampled, the one started while sampling ran too, each under its
     own thread id."""
     out = os.path.join(r.tmp, "threads.pstat")
-    r.run(["threads"], clock, out)
+    r.run(["threads"], clock, out, short=True)
     stats, ex = load(out)
     a, b = ct(stats, "thread_a"), ct(stats, "thread_b")
     check(a >= 0.2 and b >= 0.2, "thread_a %.3f s, thread_b %.3f s of 0.5 s each" % (a, b))
@@ -253,7 +257,7 @@ def case_toggled(r, clock):
 def case_fork(r, clock):
     """os.fork: the child samples itself into its own file."""
     out = os.path.join(r.tmp, "fork.%p.pstat")
-    r.run(["fork"], clock, out)
+    r.run(["fork"], clock, out, short=True)
     files = glob.glob(os.path.join(r.tmp, "fork.*.pstat"))
     check(len(files) == 2, "parent and child files expected: %r" % files)
     seen = {}
@@ -426,7 +430,7 @@ def case_afork(r, clock):
     """os.fork after a task ran: the child's file holds its own task only, the
     parent's file the parent's tasks."""
     out = os.path.join(r.tmp, "afork.%p.pstat")
-    r.run(["afork"], clock, out)
+    r.run(["afork"], clock, out, short=True)
     files = glob.glob(os.path.join(r.tmp, "afork.*.pstat"))
     check(len(files) == 2, "parent and child files expected: %r" % files)
     seen = set()
@@ -490,7 +494,7 @@ def case_idle(r, clock):
     dropped on the way (a scan hands over hundreds at once); under cpu nothing waits."""
     out = os.path.join(r.tmp, "idle.pstat")
     side = os.path.join(r.tmp, "idle.json")
-    r.run(["idle", "1000", side], clock, out)
+    r.run(["idle", "1000", side], clock, out, short=True)
     with open(side) as f:
         waited = json.load(f)["waited"]
     _, ex = load(out)
