@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Configures (or reconfigures) and builds one build directory.
-# usage: scripts/build.sh DIR [meson setup options...]   (CC in the environment picks the compiler)
+# usage: scripts/build.sh [--setup-only] DIR [meson setup options...]
+# (CC in the environment picks the compiler). --setup-only configures and builds
+# nothing: `meson test` then builds what the tests it runs need, and only that.
 set -euo pipefail
+build=1
+if [ "${1:-}" = --setup-only ]; then
+	build=0
+	shift
+fi
 dir=$1
 shift
 if [ -f "$dir/build.ninja" ]; then
@@ -9,4 +16,6 @@ if [ -f "$dir/build.ninja" ]; then
 else
 	meson setup "$dir" "$@" >/dev/null
 fi
-ninja -C "$dir" >/dev/null
+if [ "$build" = 1 ]; then
+	ninja -C "$dir" >/dev/null
+fi

@@ -10,7 +10,7 @@ what the windows were (count, size, functions), and the server's own CPU per req
 machine shared with other work, throughput and p99 follow the neighbours' load, but
 the CPU a request costs the server does not. That CPU is every thread's but the sweep
 thread's (named "sweep"): the serving thread's and coprof's, which writes the windows.
-Prints a Markdown table."""
+Builds resp-10k first (ninja; not built by default). Prints a Markdown table."""
 import argparse
 import glob
 import marshal
@@ -76,6 +76,11 @@ def main():
     ap.add_argument("-r", "--runs", type=int, default=5)
     ap.add_argument("-n", "--requests", type=int, default=200000)
     a = ap.parse_args()
+    # resp-10k is not built by default (bench/fleet/meson.build): build it now
+    b = subprocess.run(["ninja", "-C", a.build, "bench/fleet/resp-10k"], capture_output=True,
+                       text=True)
+    if b.returncode != 0:
+        sys.exit(f"cannot build resp-10k: {b.stdout[-2000:]}{b.stderr[-2000:]}")
     variants = ["unprofiled", "no intervals", "interval 1 s"]
     res = {v: [] for v in variants}
     tmp = tempfile.mkdtemp(prefix="coprof-fleet-")

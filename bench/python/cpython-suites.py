@@ -5,7 +5,7 @@ coprof shim, and compares test by test: the same tests run, with the same outcom
 
 usage: cpython-suites.py --shim build/preload/libcoprof-preload.so --python EXE [...]
            [--tests test_coroutines test_asyncio ...] [--configs cpu wall ...]
-           [--timeout 1800] [--check] [--json FILE]
+           [--timeout 1800] [--check] [--json FILE] [--jobs N]
 
 Configs: `cpu` and `wall` (COPROF_CLOCK, the version's default backend), `profile`,
 `monitoring` (3.12+ only) and `evalframe` (3.10 and 3.11 only) (COPROF_PY_HOOK, cpu
@@ -16,6 +16,10 @@ Tests run in one process (`python -m test`, no -j: the toggle signal must reach 
 process that runs them), under `nice -n 10`. Every profiled run must also leave a
 profile of its own process that pstats reads.
 
+--jobs N runs up to N configs (the unprofiled run among them) at once, each still one
+process at a time (tests/python runs four: half their time they wait, in asyncio's
+sleeps and timeouts).
+
 A test whose outcome differs is run again, alone (--match), unprofiled and profiled:
 only a difference seen again is reported as coprof's (some asyncio and threading tests
 depend on timing). Prints a Markdown table; --check exits 1 on any difference, a
@@ -23,6 +27,7 @@ crash, a hang or an unreadable profile, and 77 (skipped) when no interpreter shi
 the tests (Debian's python3 does not without libpython3.X-testsuite).
 """
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -204,9 +209,10 @@ def count(res):
     return c
 
 
-def judge(python, tests, config, shim, timeout, base):
-    """Runs one config and compares it with the unprofiled outcomes `base`."""
-    res, rc, secs, problem, nprof = run_tests(python, tests, config, shim, timeout)
+def judge(python, tests, config, shim, timeout, base, first=None):
+    """Runs one config (unless `first`, run_tests' result of that run, is given) and
+    compares it with the unprofiled outcomes `base`."""
+    res, rc, secs, problem, nprof = first or run_tests(python, tests, config, shim, timeout)
     diffs = {}
     if res is not None:
         for tid in set(base) | set(res):
@@ -242,6 +248,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="run up to N configs at once (the unprofiled run among them)")
     ap.add_argument("--ignore", action="append", default=[], metavar="TEST",
                     help="leave this test method out (regrtest -i), e.g. one that hangs "
                          "unprofiled too")
@@ -273,6 +281,15 @@ def main():
             continue
         judged += 1
         saved = os.path.join(args.base, "base-%d.%d.json" % ver) if args.base else None
+        configs = [c for c in args.configs
+                   if not (c == "monitoring" and ver < (3, 12))
+                   and not (c == "evalframe" and ver >= (3, 12))]
+        pool = concurrent.futures.ThreadPoolExecutor(max(args.jobs, 1))
+        first = {}
+        if args.jobs > 1:  # the first run of each config; judge() reruns what differs
+            runs = configs if saved and os.path.exists(saved) else ["base"] + configs
+            first = {c: pool.submit(run_tests, python, tests, c, shim, args.timeout)
+                     for c in runs}
         if saved and os.path.exists(saved):
             with open(saved) as f:
                 d = json.load(f)
@@ -281,8 +298,9 @@ def main():
                         if any(t.startswith("test.%s" % m)
                                for m in tests)} if base_res is not None else None
         else:
-            base_res, rc, secs, problem, _ = run_tests(python, tests, "base", shim,
-                                                       args.timeout)
+            base_res, rc, secs, problem, _ = (first["base"].result() if "base" in first else
+                                              run_tests(python, tests, "base", shim,
+                                                        args.timeout))
             if saved and base_res is not None and not problem:
                 os.makedirs(args.base, exist_ok=True)
                 with open(saved, "w") as f:
@@ -296,12 +314,11 @@ def main():
             problem), flush=True)
         if base_res is None:
             bad += 1
+            pool.shutdown(wait=True)
             continue
-        for config in args.configs:
-            if (config == "monitoring" and ver < (3, 12)) or (
-                    config == "evalframe" and ver >= (3, 12)):
-                continue
-            r = judge(python, tests, config, shim, args.timeout, base_res)
+        for config in configs:
+            r = judge(python, tests, config, shim, args.timeout, base_res,
+                      first[config].result() if config in first else None)
             r["python"] = python
             results.append(r)
             c = r["counts"]
@@ -311,6 +328,7 @@ def main():
                 r["secs"], ", ".join("%s %s->%s" % (t, d[0][0], d[0][1])
                                      for t, d in sorted(r["differs"].items())) or "none",
                 len(r["flaky"]), r["problem"]), flush=True)
+        pool.shutdown(wait=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)

@@ -21,12 +21,18 @@ afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
           for about a second; writes to argv[3] (JSON) how long they waited
-Each prints a line of its own that the test compares with an unprofiled run.
+Each prints a line of its own that the test compares with an unprofiled run; the
+timed ones (split, stress, tasks, tthreads, achurn, tchurn) print the same line
+whatever SECONDS, so that run may be a shorter one.
 """
 import os
 import sys
 import threading
 import time
+
+# PYSAMPLE_SHORT=1 (run.py's unprofiled runs of threads, fork, afork and idle): each
+# spin a tenth as long; the line printed is the same.
+SCALE = 0.1 if os.environ.get("PYSAMPLE_SHORT") == "1" else 1.0
 
 
 def spin_for(seconds, fn):
@@ -85,10 +91,10 @@ def thread_b(n):
 
 
 def threads():
-    a = threading.Thread(target=spin_for, args=(0.5, thread_a), name="early")
+    a = threading.Thread(target=spin_for, args=(0.5 * SCALE, thread_a), name="early")
     a.start()
     time.sleep(0.1)  # the second thread starts while the first is being sampled
-    b = threading.Thread(target=spin_for, args=(0.5, thread_b), name="late")
+    b = threading.Thread(target=spin_for, args=(0.5 * SCALE, thread_b), name="late")
     b.start()
     a.join()
     b.join()
@@ -127,10 +133,10 @@ def parent_work(n):
 def fork():
     pid = os.fork()
     if pid == 0:
-        spin_for(0.4, child_work)
+        spin_for(0.4 * SCALE, child_work)
         sys.stdout.flush()
         os._exit(0)
-    spin_for(0.4, parent_work)
+    spin_for(0.4 * SCALE, parent_work)
     _, status = os.waitpid(pid, 0)
     print("fork done", status)
 
@@ -289,7 +295,7 @@ def afork():
         await asyncio.create_task(spin(fn), name=name)
 
     async def spin(fn):
-        spin_for(0.3, fn)
+        spin_for(0.3 * SCALE, fn)
 
     asyncio.run(work(parent_work, "before_fork"))
     pid = os.fork()
@@ -353,7 +359,7 @@ def idle(n, side):
         tasks = [asyncio.create_task(wait(ev), name="idle%d" % k) for k in range(n)]
         await asyncio.sleep(0)  # every task runs up to its wait
         t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 1.0:
+        while time.perf_counter() - t0 < 1.0 * SCALE:
             heavy(20000)
             await asyncio.sleep(0)
         waited = time.perf_counter() - t0

@@ -5,7 +5,8 @@ usage: run.py --python EXE --shim LIB --coprof BIN [--asan LIB] CASE
 
 Each CASE runs prog.py on the interpreter EXE under LD_PRELOAD=LIB with
 COPROF_MODE=sample, reads the .pstat files it wrote (pstats and marshal) and asserts on
-the Python frames sampled; the program's output must equal an unprofiled run's.
+the Python frames sampled; the program's output must equal an unprofiled run's (of
+the timed programs, a shorter run: their line does not depend on the time).
 Cases end in _cpu or _wall, the clock. Exit status 0: passed; 1: failed (with why).
 """
 import argparse
@@ -90,17 +91,25 @@ class Runner:
                            timeout=60, check=True)
         return {(int(l.split(" ", 1)[0]), l.split(" ", 1)[1]) for l in p.stdout.splitlines()}
 
-    def plain(self, args, stdin=None):
+    def plain(self, args, stdin=None, short=False):
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
+        if short:
+            env["PYSAMPLE_SHORT"] = "1"  # prog.py: spins a tenth as long, same line
         p = subprocess.run([self.a.python, PROG] + args, env=env, input=stdin,
                            capture_output=True, text=True, timeout=120)
         check(p.returncode == 0, "unprofiled run failed: " + p.stderr[-2000:])
         return p.stdout
 
-    def run(self, args, clock, out, stdin=None, **kw):
-        """Runs prog.py profiled; its output must be the unprofiled run's."""
-        base = self.plain(args, stdin)
+    def run(self, args, clock, out, stdin=None, base=None, short=False, **kw):
+        """Runs prog.py profiled; its output must be the unprofiled run's. `base`: the
+        arguments of that unprofiled run when not `args`: the same program for a
+        shorter time, for the timed programs whose line does not depend on it (prog.py:
+        split, stress, tasks, tthreads, achurn and tchurn print a fixed line), so the
+        check is as strong and the run takes half the time. `short`: the same for the
+        programs with fixed spins (threads, fork, afork, idle), which spin a tenth as
+        long under PYSAMPLE_SHORT=1."""
+        base = self.plain(base or args, stdin, short)
         p = subprocess.run([self.a.python, PROG] + args, input=stdin,
                            env=self.env(clock, COPROF_OUT=out, **kw),
                            capture_output=True, text=True, timeout=240)
@@ -115,7 +124,7 @@ def split_share(r, clock, out, **kw):
     the program measured on the same clock (under cpu, itself within 3 points of 2/3;
     under wall the waits for a CPU on a loaded machine move it, see prog.py)."""
     side = os.path.join(r.tmp, "measured.json")
-    r.run(["split", "1.5", side], clock, out, **kw)
+    r.run(["split", "1.5", side], clock, out, base=["split", "0.05"], **kw)
     with open(side) as f:
         measured = json.load(f)[clock]
     stats, _ = load(out)
@@ -141,7 +150,7 @@ def case_split(r, clock):
     check(split and split[3] >= h + l - 1e-6, "split's ct %r below its callees'" % (split,))
     check(any(k[2] == "<module>" and k[0] == PROG for k in stats), "no <module> of prog.py")
     traced = os.path.join(r.tmp, "traced.pstat")
-    r.run(["split", "0.2"], clock, traced, COPROF_MODE="trace")
+    r.run(["split", "0.2"], clock, traced, base=["split", "0.05"], COPROF_MODE="trace")
     tstats, _ = load(traced)
     for name in ("heavy", "light", "split"):
         sk = [k for k in stats if k[0] == PROG and k[2] == name]
@@ -179,7 +188,7 @@ def case_threads(r, clock):
     """Each thread is sampled, the one started while sampling ran too, each under its
     own thread id."""
     out = os.path.join(r.tmp, "threads.pstat")
-    r.run(["threads"], clock, out)
+    r.run(["threads"], clock, out, short=True)
     stats, ex = load(out)
     a, b = ct(stats, "thread_a"), ct(stats, "thread_b")
     check(a >= 0.2 and b >= 0.2, "thread_a %.3f s, thread_b %.3f s of 0.5 s each" % (a, b))
@@ -248,7 +257,7 @@ def case_toggled(r, clock):
 def case_fork(r, clock):
     """os.fork: the child samples itself into its own file."""
     out = os.path.join(r.tmp, "fork.%p.pstat")
-    r.run(["fork"], clock, out)
+    r.run(["fork"], clock, out, short=True)
     files = glob.glob(os.path.join(r.tmp, "fork.*.pstat"))
     check(len(files) == 2, "parent and child files expected: %r" % files)
     seen = {}
@@ -267,7 +276,7 @@ def case_stress(r, clock):
     first line: no frame is ever named after another code object."""
     out = os.path.join(r.tmp, "stress.pstat")
     secs = os.environ.get("PYSAMPLE_STRESS_SECONDS", "3")
-    r.run(["stress", secs], clock, out, COPROF_HZ="10000")
+    r.run(["stress", secs], clock, out, base=["stress", "0.1"], COPROF_HZ="10000")
     stats, ex = load(out)
     churned = [k for k in stats if k[0] == "<churn>"]
     check(churned, "no exec'd function sampled")
@@ -356,7 +365,7 @@ def run_tasks(r, clock, what):
     extras, and the split the tasks measured (prog.py's side file)."""
     out = os.path.join(r.tmp, what + ".pstat")
     side = os.path.join(r.tmp, "measured.json")
-    r.run([what, "1.5", side], clock, out)
+    r.run([what, "1.5", side], clock, out, base=[what, "0.05"])
     with open(side) as f:
         measured = json.load(f)
     stats, ex = load(out)
@@ -421,7 +430,7 @@ def case_afork(r, clock):
     """os.fork after a task ran: the child's file holds its own task only, the
     parent's file the parent's tasks."""
     out = os.path.join(r.tmp, "afork.%p.pstat")
-    r.run(["afork"], clock, out)
+    r.run(["afork"], clock, out, short=True)
     files = glob.glob(os.path.join(r.tmp, "afork.*.pstat"))
     check(len(files) == 2, "parent and child files expected: %r" % files)
     seen = set()
@@ -448,7 +457,7 @@ def churned(r, clock, what):
     are its own coroutine's (task t<j> holds f<j> only), so no context is ever given to
     another task's coroutine. Returns the file's extras."""
     out = os.path.join(r.tmp, what + ".pstat")
-    r.run([what, "2"], clock, out, COPROF_HZ="10000")
+    r.run([what, "2"], clock, out, base=[what, "0.1"], COPROF_HZ="10000")
     stats, ex = load(out)
     named = 0
     for t in ex["tasks"]:
@@ -485,7 +494,7 @@ def case_idle(r, clock):
     dropped on the way (a scan hands over hundreds at once); under cpu nothing waits."""
     out = os.path.join(r.tmp, "idle.pstat")
     side = os.path.join(r.tmp, "idle.json")
-    r.run(["idle", "1000", side], clock, out)
+    r.run(["idle", "1000", side], clock, out, short=True)
     with open(side) as f:
         waited = json.load(f)["waited"]
     _, ex = load(out)

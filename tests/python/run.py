@@ -1429,7 +1429,8 @@ def gevent_python(r):
     """An interpreter that imports gevent and eventlet for r.python: Debian's own
     (python3-gevent, python3-eventlet, scripts/setup.sh) for /usr/bin/python3, else
     BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet from PyPI (once; a lock keeps two tests from
-    making it at once). The interpreter itself is never changed."""
+    making it at once), BUILD the build directory or $COPROF_VENV_DIR. The interpreter
+    itself is never changed."""
     probe = [r.python, "-W", "ignore", "-c", "import gevent, greenlet, eventlet"]
     if r.python.startswith("/usr/bin/"):
         p = subprocess.run(probe, capture_output=True, text=True)
@@ -1439,7 +1440,11 @@ def gevent_python(r):
         return r.python
     ver = subprocess.run([r.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                          capture_output=True, text=True, check=True).stdout.strip()
-    build = os.path.dirname(os.path.dirname(os.path.abspath(r.shim)))
+    # COPROF_VENV_DIR: another build directory's venvs (scripts/test.sh points the
+    # sanitizer build at the gcc build's, made minutes before: the same packages, and
+    # making them took each build a minute of pip, mostly the network's).
+    build = (os.environ.get("COPROF_VENV_DIR") or
+             os.path.dirname(os.path.dirname(os.path.abspath(r.shim))))
     venv = os.path.join(build, "venv-gevent-" + ver)
     py = os.path.join(venv, "bin", "python")
     probe[0] = py
@@ -1712,8 +1717,20 @@ def main():
     ap.add_argument("--shim", required=True)
     ap.add_argument("--asan", default="")
     ap.add_argument("--hook", choices=("auto", "profile", "monitoring", "evalframe"))
-    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("--make-venv", action="store_true",
+                    help="only make the gevent venv of --python (gevent_python) and exit: "
+                         "scripts/test.sh has them made while the build compiles")
+    ap.add_argument("case", choices=sorted(CASES), nargs="?")
     args = ap.parse_args()
+    if args.make_venv or not args.case:
+        if not args.make_venv:
+            ap.error("a case is needed")
+        try:
+            print(gevent_python(Runner(args, None)))
+        except Failed as e:
+            print("no gevent venv for %s: %s" % (args.python, e))
+            return 1
+        return 0
     hook = " (COPROF_PY_HOOK=%s)" % args.hook if args.hook else ""
     with tempfile.TemporaryDirectory(prefix="coprof-py-") as tmp:
         try:

@@ -15,6 +15,7 @@ skip. Each case is bounded: server start retried on a fresh port (3 tries), page
 and drawing wait 30 s, the whole case under 60 s.
 
 usage: run.py BUILD_DIR SOURCE_DIR [CASE...]
+       run.py BUILD_DIR SOURCE_DIR --venv-only   (makes the venv if missing, and exits)
 """
 import atexit
 import fcntl
@@ -268,6 +269,9 @@ def main():
     if len(sys.argv) < 3:
         fail(__doc__)
     build, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    if sys.argv[3:] == ["--venv-only"]:  # scripts/test.sh, while the build compiles
+        print(ensure_venv(build))
+        return
     want = set(sys.argv[3:])
     outdir = os.path.join(build, "meson-logs", "snakeviz")
     os.makedirs(outdir, exist_ok=True)
