@@ -286,6 +286,15 @@ static void thread_free(struct pl_py_thread *pt)
 	free(pt);
 }
 
+/* What on_call and on_return keep from one event to the next, forgotten. */
+static inline void forget_last(struct pl_py_thread *pt)
+{
+	pt->hint_fr = NULL;
+	pt->pushed = NULL;
+	pt->yielded_to = NULL;
+	pt->root_fr = NULL;
+}
+
 /* Forgets what the last start or fork made stale: the stacks (cleared) and, after a
  * fork, the parent's contexts. Tasks keep their contexts (struct task). */
 static void thread_reset(struct pl_py_thread *pt)
@@ -294,10 +303,7 @@ static void thread_reset(struct pl_py_thread *pt)
 	pt->root = NULL;
 	pt->ctx = NULL;
 	pt->adopting = NULL;
-	pt->hint_fr = NULL;
-	pt->pushed = NULL;
-	pt->yielded_to = NULL;
-	pt->root_fr = NULL;
+	forget_last(pt);
 	pt->ndrivers = 0;
 	pt->lost = 0;
 	pt->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_ACQUIRE);
@@ -790,26 +796,25 @@ static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FR
 }
 
 /* The profile hook's 'call': fr starts, resumes or is thrown into (`thrown`: a throw(),
- * or a backend that cannot tell). Inlined into each backend's entry point (the hot path
+ * or a backend that cannot tell); fn is its code's function (a plain function's frame
+ * is never read: NULL will do). Inlined into each backend's entry point (the hot path
  * of every event). */
 static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread *pt,
 							     PL_PY_FRAME *fr, PyCodeObject *co,
 							     struct pl_py_func *fn, int thrown)
 {
+	if (fn && !fn->flags) { /* what the last event kept is for generators only */
+		forget_last(pt);
+		ev_enter(pt->t, (uintptr_t)fn);
+		return;
+	}
 	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	int sent = pt->pushed_sent;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
-	pt->hint_fr = NULL;
-	pt->pushed = NULL;
-	pt->yielded_to = NULL;
-	pt->root_fr = NULL;
+	forget_last(pt);
 	if (!fn)
 		return;
 	uintptr_t key = (uintptr_t)fn;
-	if (!fn->flags) {
-		ev_enter(pt->t, key);
-		return;
-	}
 	int fresh = pl_py_frame_fresh(fr, co);
 	if (fn->flags & PL_PY_GEN) {
 		/* Rule 6: each run of a generator is timed, one call per generator. A
@@ -889,10 +894,7 @@ on_return_fn(struct pl_py_thread *pt, PL_PY_FRAME *fr, struct pl_py_func *fn, Py
 {
 	PL_PY_FRAME *yielded_to = pt->yielded_to;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
-	pt->hint_fr = NULL;
-	pt->pushed = NULL;
-	pt->yielded_to = NULL;
-	pt->root_fr = NULL;
+	forget_last(pt);
 	if (pl_py_unlikely(!fn)) {
 		/* Out of memory: nothing to time, but a task's root still suspends or
 		 * ends (its entry must not outlive it unwatched). */
@@ -966,10 +968,7 @@ static inline __attribute__((always_inline)) void on_return(struct pl_py_thread 
 
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
 {
-	pt->hint_fr = NULL;
-	pt->pushed = NULL;
-	pt->yielded_to = NULL;
-	pt->root_fr = NULL;
+	forget_last(pt);
 	if (enter)
 		ev_enter(pt->t, (uintptr_t)fn);
 	else
@@ -999,37 +998,28 @@ static inline struct pl_py_func *code_func(PyObject *code)
 	return PyCode_Check(code) ? pl_py_func_of((PyCodeObject *)code) : NULL;
 }
 
-/* What on_call and on_return keep from one event to the next, forgotten. */
-static inline void forget_last(struct pl_py_thread *pt)
-{
-	pt->hint_fr = NULL;
-	pt->pushed = NULL;
-	pt->yielded_to = NULL;
-	pt->root_fr = NULL;
-}
-
-void pl_py_mon_call(PyObject *code)
+/* A call, resume or throw() (`thrown`) of `code`'s frame. A plain function's never
+ * reads its frame (on_call_fn does not, for one). */
+static inline void mon_call(PyObject *code, int thrown)
 {
 	struct pl_py_thread *pt = thread_current();
 	if (!pt)
 		return;
 	struct pl_py_func *fn = code_func(code);
-	if (fn && !fn->flags) {
-		forget_last(pt);
-		ev_enter(pt->t, (uintptr_t)fn);
-		return;
-	}
-	PL_PY_FRAME *fr = running(code);
-	if (fr)
-		on_call_fn(pt, fr, (PyCodeObject *)code, fn, 0);
+	int plain = fn && !fn->flags;
+	PL_PY_FRAME *fr = plain ? NULL : running(code);
+	if (plain || fr)
+		on_call_fn(pt, fr, (PyCodeObject *)code, fn, thrown);
+}
+
+void pl_py_mon_call(PyObject *code)
+{
+	mon_call(code, 0);
 }
 
 void pl_py_mon_throw(PyObject *code)
 {
-	struct pl_py_thread *pt = thread_current();
-	PL_PY_FRAME *fr = pt ? running(code) : NULL;
-	if (fr)
-		on_call(pt, fr, 1);
+	mon_call(code, 1);
 }
 
 void pl_py_mon_return(PyObject *code, PyObject *arg)
