@@ -81,6 +81,7 @@ int pl_py_installed;
 /* What ran before a task was switched in: restored when it suspends or finishes. */
 struct driver {
 	PyObject *root;		/* the root coroutine of that task; NULL: none */
+	PyObject *root_code;	/* the code it runs (identity only) */
 	struct coprof_ctx *ctx; /* NULL: the thread's own context */
 };
 
@@ -88,6 +89,7 @@ struct pl_py_thread {
 	struct coprof_thread *t; /* NULL: registration failed, record nothing */
 	unsigned gen;		 /* the pl_py_gen this state was made for */
 	PyObject *root;		 /* the running task's root coroutine (identity only) */
+	PyObject *root_code;	 /* the code root runs, read while it ran (identity only) */
 	struct coprof_ctx *ctx;	 /* the running task's context; NULL: the thread's own */
 	PyObject *adopting;	 /* a task first seen mid-life, in its first run */
 	struct driver *drivers;	 /* grown as tasks nest */
@@ -300,7 +302,7 @@ static inline void forget_last(struct pl_py_thread *pt)
 static void thread_reset(struct pl_py_thread *pt)
 {
 	pl_py_map_free(&pt->agens);
-	pt->root = NULL;
+	pt->root = pt->root_code = NULL;
 	pt->ctx = NULL;
 	pt->adopting = NULL;
 	forget_last(pt);
@@ -517,9 +519,10 @@ static void switch_in(struct pl_py_thread *pt, PyObject *root, struct coprof_ctx
 		if (*pl_py_host->prof)
 			coprof_count_dropped(*pl_py_host->prof, "python drivers", 1);
 	} else {
-		pt->drivers[pt->ndrivers++] = (struct driver){pt->root, pt->ctx};
+		pt->drivers[pt->ndrivers++] = (struct driver){pt->root, pt->root_code, pt->ctx};
 	}
 	pt->root = root;
+	pt->root_code = (PyObject *)pl_py_gen_code(root);
 	pt->ctx = ctx;
 	coprof_ctx_switch(pt->t, ctx);
 }
@@ -527,7 +530,7 @@ static void switch_in(struct pl_py_thread *pt, PyObject *root, struct coprof_ctx
 /* The running task suspended or finished: its driver runs again. */
 static void switch_out(struct pl_py_thread *pt, int finished)
 {
-	struct driver d = {NULL, NULL};
+	struct driver d = {NULL, NULL, NULL};
 	if (pt->adopting == pt->root)
 		pt->adopting = NULL;
 	if (pl_py_unlikely(pt->lost))
@@ -541,6 +544,7 @@ static void switch_out(struct pl_py_thread *pt, int finished)
 			task_free(tk);
 	}
 	pt->root = d.root;
+	pt->root_code = d.root_code;
 	pt->ctx = d.ctx;
 	if (!finished || d.ctx)
 		coprof_ctx_switch(pt->t, d.ctx);
@@ -668,7 +672,7 @@ static PL_PY_FRAME *chain_root(PL_PY_FRAME *fr, PL_PY_FRAME *back /* fr's caller
  * through generators that delegate. The callers below take `back` once per event. Stops
  * at the first one, where chain_root walks the whole chain (a recursion of awaits
  * made every fresh coroutine cost its depth). */
-static int chain_is_root(PL_PY_FRAME *back)
+static inline __attribute__((always_inline)) int chain_is_root(PL_PY_FRAME *back)
 {
 	for (PL_PY_FRAME *b = back; is_gen_frame(b) && pl_py_frame_delegating(b);
 	     b = pl_py_frame_back(b))
@@ -797,11 +801,13 @@ static inline void resume_run(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FR
 
 /* The profile hook's 'call': fr starts, resumes or is thrown into (`thrown`: a throw(),
  * or a backend that cannot tell); fn is its code's function (a plain function's frame
- * is never read: NULL will do). Inlined into each backend's entry point (the hot path
- * of every event). */
+ * is never read: NULL will do). `fresh`: 1 when the backend's event says fr starts
+ * (sys.monitoring's PY_START), 0 when it says fr resumes (PY_RESUME), -1 when fr is
+ * asked. Inlined into each backend's entry point (the hot path of every event). */
 static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread *pt,
 							     PL_PY_FRAME *fr, PyCodeObject *co,
-							     struct pl_py_func *fn, int thrown)
+							     struct pl_py_func *fn, int thrown,
+							     int fresh)
 {
 	if (fn && !fn->flags) { /* what the last event kept is for generators only */
 		forget_last(pt);
@@ -815,7 +821,8 @@ static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread
 	if (!fn)
 		return;
 	uintptr_t key = (uintptr_t)fn;
-	int fresh = pl_py_frame_fresh(fr, co);
+	if (fresh < 0)
+		fresh = pl_py_frame_fresh(fr, co);
 	if (fn->flags & PL_PY_GEN) {
 		/* Rule 6: each run of a generator is timed, one call per generator. A
 		 * fresh frame's answer is only kept for the events that follow: its
@@ -888,9 +895,13 @@ static inline void yield_run(struct pl_py_thread *pt, PL_PY_FRAME *back, uintptr
 	pt->yielded_to = back;
 }
 
-/* The profile hook's 'return': fr returns, yields `arg` or unwinds (arg NULL). */
-static inline __attribute__((always_inline)) void
-on_return_fn(struct pl_py_thread *pt, PL_PY_FRAME *fr, struct pl_py_func *fn, PyObject *arg)
+/* The profile hook's 'return': fr returns, yields `arg` or unwinds (arg NULL).
+ * `suspended`: 1 when the backend's event says fr yields (sys.monitoring's PY_YIELD), 0
+ * when it says fr ends (PY_RETURN, PY_UNWIND), -1 when fr is asked. */
+static inline __attribute__((always_inline)) void on_return_fn(struct pl_py_thread *pt,
+							       PL_PY_FRAME *fr,
+							       struct pl_py_func *fn, PyObject *arg,
+							       int suspended)
 {
 	PL_PY_FRAME *yielded_to = pt->yielded_to;
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
@@ -899,15 +910,17 @@ on_return_fn(struct pl_py_thread *pt, PL_PY_FRAME *fr, struct pl_py_func *fn, Py
 		/* Out of memory: nothing to time, but a task's root still suspends or
 		 * ends (its entry must not outlive it unwatched). */
 		PyObject *gen = pl_py_frame_gen(fr);
-		int done = !pl_py_frame_suspended(fr);
+		int done = !(suspended < 0 ? pl_py_frame_suspended(fr) : suspended);
 		if (gen && gen == pt->root && (done || root_suspends(pt) == 0))
 			switch_out(pt, done);
 		return;
 	}
 	uintptr_t key = (uintptr_t)fn;
+	if (suspended < 0)
+		suspended = fn->flags && pl_py_frame_suspended(fr);
 	if (!fn->flags || (fn->flags & PL_PY_GEN)) {
 		PL_PY_FRAME *back = pl_py_frame_back(fr);
-		if ((fn->flags & PL_PY_GEN) && pl_py_frame_suspended(fr)) {
+		if ((fn->flags & PL_PY_GEN) && suspended) {
 			/* A generator __await__ (a link: see on_call) suspends the
 			 * task with its yield: its frame stays on the task's stack, as does
 			 * the coroutine it awaits (rule 3). A frame at the yield of a `yield
@@ -927,7 +940,7 @@ on_return_fn(struct pl_py_thread *pt, PL_PY_FRAME *fr, struct pl_py_func *fn, Py
 		return;
 	}
 	PyObject *gen = pl_py_frame_gen(fr);
-	if (pl_py_frame_suspended(fr)) {
+	if (suspended) {
 		if ((fn->flags & PL_PY_ASYNC_GEN) && is_wrapped_value(arg)) {
 			/* An async generator yields a value to its consumer: rule 6. One
 			 * driven by hand (asend().send() from plain code) is a task's root,
@@ -956,14 +969,14 @@ static inline __attribute__((always_inline)) void on_call(struct pl_py_thread *p
 							  int thrown)
 {
 	PyCodeObject *co = pl_py_frame_code(fr);
-	on_call_fn(pt, fr, co, co ? pl_py_func_of(co) : NULL, thrown);
+	on_call_fn(pt, fr, co, co ? pl_py_func_of(co) : NULL, thrown, -1);
 }
 
 static inline __attribute__((always_inline)) void on_return(struct pl_py_thread *pt,
 							    PL_PY_FRAME *fr, PyObject *arg)
 {
 	PyCodeObject *co = pl_py_frame_code(fr);
-	on_return_fn(pt, fr, co ? pl_py_func_of(co) : NULL, arg);
+	on_return_fn(pt, fr, co ? pl_py_func_of(co) : NULL, arg, -1);
 }
 
 void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn)
@@ -998,9 +1011,9 @@ static inline struct pl_py_func *code_func(PyObject *code)
 	return PyCode_Check(code) ? pl_py_func_of((PyCodeObject *)code) : NULL;
 }
 
-/* A call, resume or throw() (`thrown`) of `code`'s frame. A plain function's never
- * reads its frame (on_call_fn does not, for one). */
-static inline void mon_call(PyObject *code, int thrown)
+/* A start, resume or throw() of `code`'s frame (`how`: PL_PY_MON_START, _RESUME or
+ * _THROW). A plain function's never reads its frame (on_call_fn does not, for one). */
+static inline __attribute__((always_inline)) void mon_call(PyObject *code, int how)
 {
 	struct pl_py_thread *pt = thread_current();
 	if (!pt)
@@ -1009,20 +1022,13 @@ static inline void mon_call(PyObject *code, int thrown)
 	int plain = fn && !fn->flags;
 	PL_PY_FRAME *fr = plain ? NULL : running(code);
 	if (plain || fr)
-		on_call_fn(pt, fr, (PyCodeObject *)code, fn, thrown);
+		on_call_fn(pt, fr, (PyCodeObject *)code, fn, how == PL_PY_MON_THROW,
+			   how == PL_PY_MON_THROW ? -1 : how == PL_PY_MON_START);
 }
 
-void pl_py_mon_call(PyObject *code)
-{
-	mon_call(code, 0);
-}
-
-void pl_py_mon_throw(PyObject *code)
-{
-	mon_call(code, 1);
-}
-
-void pl_py_mon_return(PyObject *code, PyObject *arg)
+/* A return, yield (of `arg`) or unwind of `code`'s frame (`how`: PL_PY_MON_RETURN,
+ * _YIELD or _UNWIND). */
+static inline __attribute__((always_inline)) void mon_return(PyObject *code, PyObject *arg, int how)
 {
 	struct pl_py_thread *pt = thread_current();
 	if (!pt)
@@ -1030,16 +1036,50 @@ void pl_py_mon_return(PyObject *code, PyObject *arg)
 	/* A plain function's return needs its frame only when it may be the thread's
 	 * outermost (on_return then sweeps the ended tasks): not while a task runs (its
 	 * driver's frames are below), nor above another frame the running context
-	 * recorded. */
+	 * recorded. A coroutine's end needs it only to tell the running task's root,
+	 * which runs other code, or none runs. */
 	struct pl_py_func *fn = code_func(code);
-	if (fn && !fn->flags && (pt->ctx || pt->t->cur->depth >= 2)) {
+	int suspended = how == PL_PY_MON_YIELD;
+	if (fn && ((!fn->flags && (pt->ctx || pt->t->cur->depth >= 2)) ||
+		   (fn->flags == PL_PY_CORO && !suspended && pt->root_code != code))) {
 		forget_last(pt);
 		ev_leave(pt->t, (uintptr_t)fn);
 		return;
 	}
 	PL_PY_FRAME *fr = running(code);
 	if (fr)
-		on_return_fn(pt, fr, fn, arg);
+		on_return_fn(pt, fr, fn, arg, suspended);
+}
+
+/* One entry point an event, so that each inlines what its event already says. */
+void pl_py_mon_start(PyObject *code)
+{
+	mon_call(code, PL_PY_MON_START);
+}
+
+void pl_py_mon_resume(PyObject *code)
+{
+	mon_call(code, PL_PY_MON_RESUME);
+}
+
+void pl_py_mon_throw(PyObject *code)
+{
+	mon_call(code, PL_PY_MON_THROW);
+}
+
+void pl_py_mon_return(PyObject *code, PyObject *arg)
+{
+	mon_return(code, arg, PL_PY_MON_RETURN);
+}
+
+void pl_py_mon_yield(PyObject *code, PyObject *arg)
+{
+	mon_return(code, arg, PL_PY_MON_YIELD);
+}
+
+void pl_py_mon_unwind(PyObject *code)
+{
+	mon_return(code, NULL, PL_PY_MON_UNWIND);
 }
 #endif
 
@@ -1325,6 +1365,7 @@ static void evalframe_hand_over(struct pl_py_thread *pt)
 	np->t = pt->t;
 	np->gen = pt->gen;
 	np->root = pt->root;
+	np->root_code = pt->root_code;
 	np->ctx = pt->ctx;
 	np->adopting = pt->adopting;
 	free(np->drivers);
@@ -1337,7 +1378,7 @@ static void evalframe_hand_over(struct pl_py_thread *pt)
 	memset(&pt->agens, 0, sizeof(pt->agens));
 	pt->drivers = NULL;
 	pt->ndrivers = pt->cap = pt->lost = 0;
-	pt->root = pt->adopting = NULL;
+	pt->root = pt->root_code = pt->adopting = NULL;
 	pt->ctx = NULL;
 }
 
@@ -1532,6 +1573,7 @@ void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out, struct p
 {
 	free(out->drivers); /* none: it was moved into pt when `out` last ran */
 	out->root = pt->root;
+	out->root_code = pt->root_code;
 	out->ctx = pt->ctx;
 	out->adopting = pt->adopting;
 	out->drivers = pt->drivers;
@@ -1548,12 +1590,13 @@ void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out, struct p
 	in->cap = 0;
 	if (in->gen == pt->gen) {
 		pt->root = in->root;
+		pt->root_code = in->root_code;
 		pt->ctx = in->ctx;
 		pt->adopting = in->adopting;
 		pt->ndrivers = in->ndrivers;
 		pt->lost = in->lost;
 	} else { /* saved in an earlier window: the tasks it ran are adopted afresh */
-		pt->root = NULL;
+		pt->root = pt->root_code = NULL;
 		pt->ctx = in->base;
 		pt->adopting = NULL;
 		pt->ndrivers = 0;

@@ -18,12 +18,21 @@ static const int tool_ids[] = {3, 4};
 static int tool = -1; /* the id coprof holds; -1: none */
 
 /* Callbacks never fail: an error in a profiler is not the program's, and NULL here
- * would raise in the program. args: code, instruction offset, then the event's own. */
-static PyObject *on_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
+ * would raise in the program. args: code, instruction offset, then the event's own.
+ * Each event has a callback of its own, which tells hook.c what the frame does. */
+static PyObject *on_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
 	(void)self;
 	if (pl_py_likely(n >= 2))
-		pl_py_mon_call(args[0]);
+		pl_py_mon_start(args[0]);
+	Py_RETURN_NONE;
+}
+
+static PyObject *on_resume(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	if (pl_py_likely(n >= 2))
+		pl_py_mon_resume(args[0]);
 	Py_RETURN_NONE;
 }
 
@@ -44,12 +53,20 @@ static PyObject *on_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 	Py_RETURN_NONE;
 }
 
+static PyObject *on_yield(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+	(void)self;
+	if (pl_py_likely(n >= 2))
+		pl_py_mon_yield(args[0], n >= 3 ? args[2] : NULL);
+	Py_RETURN_NONE;
+}
+
 /* PY_UNWIND passes the exception, which the profile hook's 'return' never sees. */
 static PyObject *on_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
 	(void)self;
 	if (pl_py_likely(n >= 2))
-		pl_py_mon_return(args[0], NULL);
+		pl_py_mon_unwind(args[0]);
 	Py_RETURN_NONE;
 }
 
@@ -79,12 +96,14 @@ static PyObject *on_c_return(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 static PyMethodDef defs[] = {
-    {"coprof_call", (PyCFunction)(void (*)(void))on_call, METH_FASTCALL, NULL},
+    {"coprof_start", (PyCFunction)(void (*)(void))on_start, METH_FASTCALL, NULL},
+    {"coprof_resume", (PyCFunction)(void (*)(void))on_resume, METH_FASTCALL, NULL},
+    {"coprof_throw", (PyCFunction)(void (*)(void))on_throw, METH_FASTCALL, NULL},
     {"coprof_return", (PyCFunction)(void (*)(void))on_return, METH_FASTCALL, NULL},
+    {"coprof_yield", (PyCFunction)(void (*)(void))on_yield, METH_FASTCALL, NULL},
     {"coprof_unwind", (PyCFunction)(void (*)(void))on_unwind, METH_FASTCALL, NULL},
     {"coprof_c_call", (PyCFunction)(void (*)(void))on_c_call, METH_FASTCALL, NULL},
     {"coprof_c_return", (PyCFunction)(void (*)(void))on_c_return, METH_FASTCALL, NULL},
-    {"coprof_throw", (PyCFunction)(void (*)(void))on_throw, METH_FASTCALL, NULL},
 };
 
 /* Each event, by its name in sys.monitoring.events, and its callback in defs. */
@@ -93,9 +112,9 @@ static const struct {
 	int def;
 	int builtins; /* only with COPROF_BUILTINS=1 */
 } events[] = {
-    {"PY_START", 0, 0},	 {"PY_RESUME", 0, 0}, {"PY_THROW", 5, 0},
-    {"PY_RETURN", 1, 0}, {"PY_YIELD", 1, 0},  {"PY_UNWIND", 2, 0},
-    {"CALL", 3, 1},	 {"C_RETURN", 4, 1},  {"C_RAISE", 4, 1},
+    {"PY_START", 0, 0},	 {"PY_RESUME", 1, 0}, {"PY_THROW", 2, 0},
+    {"PY_RETURN", 3, 0}, {"PY_YIELD", 4, 0},  {"PY_UNWIND", 5, 0},
+    {"CALL", 6, 1},	 {"C_RETURN", 7, 1},  {"C_RAISE", 7, 1},
 };
 
 #define NDEFS (sizeof(defs) / sizeof(defs[0]))

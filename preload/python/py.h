@@ -165,6 +165,12 @@ static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
 	return fr->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject *)_PyFrame_GetGenerator(fr) : NULL;
 }
 
+/* The code object a generator, coroutine or async generator runs. */
+static inline PyCodeObject *pl_py_gen_code(PyObject *gen)
+{
+	return pl_py_frame_code((PL_PY_FRAME *)((PyGenObject *)gen)->gi_iframe);
+}
+
 /* The instruction fr is at: the one running, or the last one run before 3.13. */
 static inline _Py_CODEUNIT *pl_py_frame_instr(PL_PY_FRAME *fr)
 {
@@ -312,6 +318,11 @@ static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
 	return fr->f_gen;
 }
 
+static inline PyCodeObject *pl_py_gen_code(PyObject *gen)
+{
+	return (PyCodeObject *)((PyGenObject *)gen)->gi_code;
+}
+
 static inline int pl_py_frame_fresh(PL_PY_FRAME *fr, PyCodeObject *co)
 {
 	(void)co;
@@ -357,11 +368,15 @@ struct pl_py_thread;
 PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_current(void);
 /* The sys.monitoring backend's events (monitor.c), on the thread that runs `code`'s
  * frame: the profile hook's 'call' (the frame starts, resumes or is thrown into), or
- * its 'return' (it returns, yields `arg` or unwinds: arg NULL). */
-PL_PY_HIDDEN void pl_py_mon_call(PyObject *code);
-/* The same for a throw() into the frame (PY_THROW). */
+ * its 'return' (it returns or yields `arg`, or unwinds). */
+enum { PL_PY_MON_START, PL_PY_MON_RESUME, PL_PY_MON_THROW };
+enum { PL_PY_MON_RETURN, PL_PY_MON_YIELD, PL_PY_MON_UNWIND };
+PL_PY_HIDDEN void pl_py_mon_start(PyObject *code);
+PL_PY_HIDDEN void pl_py_mon_resume(PyObject *code);
 PL_PY_HIDDEN void pl_py_mon_throw(PyObject *code);
 PL_PY_HIDDEN void pl_py_mon_return(PyObject *code, PyObject *arg);
+PL_PY_HIDDEN void pl_py_mon_yield(PyObject *code, PyObject *arg);
+PL_PY_HIDDEN void pl_py_mon_unwind(PyObject *code);
 /* A C builtin is entered (enter nonzero) or left. */
 PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn);
 
@@ -371,6 +386,7 @@ PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl
 struct pl_py_chain {
 	struct coprof_ctx *base; /* the greenlet's own context; NULL: the thread's own */
 	PyObject *root;
+	PyObject *root_code;
 	struct coprof_ctx *ctx;
 	PyObject *adopting;
 	void *drivers; /* owned while the greenlet is switched out */
