@@ -358,6 +358,8 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
           "%s/%s in their tasks: %.3f/%.3f of %.3f/%.3f; elsewhere %s: %s, %s: %s; dropped %r"
           % (big, small, b, s, top_b, top_s, big, elsewhere(ex, big, i3), small,
              elsewhere(ex, small, i1), ex.get("dropped")))
+    print("%s/%s outside their tasks: %.1f%%/%.1f%%" % (big, small, 100 * (1 - b / top_b),
+                                                       100 * (1 - s / top_s)))
     waited = 0.0
     for st in ex["stacks"]:
         task, frames, waiting = st[0], st[2], st[4]
