@@ -352,7 +352,11 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
     check(abs(share - measured) <= 0.05, "%s's share %.3f, the tasks measured %.3f "
           "(+- 0.05)" % (names[0], share, measured))
     # the thread's own context holds the loop, not the tasks' functions: but for the
-    # ticks before a task's first scan (a few ms), all of big and small is in the tasks
+    # ticks before a task's first scan, all of big and small is in the tasks. Those
+    # ticks span the scan's latency (from the tick that met the task to the end of the
+    # scan: the next fold, then a thread with the GIL runs the call), 3-60 ms here
+    # under load, and what big and small lost to the thread tracked it (within ~15 ms); a
+    # CI run lost 18% of big, about 0.37 s: that latency is not bounded under load
     top_b, top_s = ct(stats, big), ct(stats, small)
     check(b >= 0.97 * top_b and s >= 0.97 * top_s,
           "%s/%s in their tasks: %.3f/%.3f of %.3f/%.3f; elsewhere %s: %s, %s: %s; dropped %r"
