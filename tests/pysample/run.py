@@ -305,6 +305,26 @@ def task_ct(task, name):
     return v[0][3] if v else 0.0
 
 
+def elsewhere(ex, name, task):
+    """Where the samples of prog.py's `name` outside task index `task` went, for a
+    failure's message: seconds per context (a task's name, or [thread]) and thread,
+    most first, and the stack that weighed most."""
+    ns = ex.get("stack_ns", [])
+    where, top = {}, (0, None)
+    for i, st in enumerate(ex["stacks"]):
+        if st[0] == task or not any(f[0] == PROG and f[2] == name for f in st[2]):
+            continue
+        w = ns[i] if i < len(ns) else 0
+        key = (ex["tasks"][st[0]]["name"] if st[0] >= 0 else "[thread]", st[1])
+        where[key] = where.get(key, 0) + w
+        top = max(top, (w, [f[2] for f in st[2]][:4]), key=lambda x: x[0])
+    if not where:
+        return "nowhere"
+    return "%s (heaviest %r, %.3f s)" % (", ".join(
+        "%s on %d %.3f s" % (k[0], k[1], v / 1e9) for k, v in
+        sorted(where.items(), key=lambda kv: -kv[1])), top[1], top[0] / 1e9)
+
+
 def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "small"), slept=0.5):
     """The checks of one loop's split_tasks (prog.py) in file `out`: tasks three<suffix>,
     one<suffix> and sleeper<suffix>, named by Task.get_name(), each once; three's share
@@ -332,10 +352,18 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
     check(abs(share - measured) <= 0.05, "%s's share %.3f, the tasks measured %.3f "
           "(+- 0.05)" % (names[0], share, measured))
     # the thread's own context holds the loop, not the tasks' functions: but for the
-    # ticks before a task's first scan (a few ms), all of big and small is in the tasks
+    # ticks before a task's first scan, all of big and small is in the tasks. Those
+    # ticks span the scan's latency (from the tick that met the task to the end of the
+    # scan: the next fold, then a thread with the GIL runs the call), 3-60 ms here
+    # under load, and what big and small lost to the thread tracked it (within ~15 ms); a
+    # CI run lost 18% of big, about 0.37 s: that latency is not bounded under load
     top_b, top_s = ct(stats, big), ct(stats, small)
     check(b >= 0.97 * top_b and s >= 0.97 * top_s,
-          "%s/%s in their tasks: %.3f/%.3f of %.3f/%.3f" % (big, small, b, s, top_b, top_s))
+          "%s/%s in their tasks: %.3f/%.3f of %.3f/%.3f; elsewhere %s: %s, %s: %s; dropped %r"
+          % (big, small, b, s, top_b, top_s, big, elsewhere(ex, big, i3), small,
+             elsewhere(ex, small, i1), ex.get("dropped")))
+    print("%s/%s outside their tasks: %.1f%%/%.1f%%" % (big, small, 100 * (1 - b / top_b),
+                                                       100 * (1 - s / top_s)))
     waited = 0.0
     for st in ex["stacks"]:
         task, frames, waiting = st[0], st[2], st[4]
