@@ -28,10 +28,16 @@ struct pl_fstack {
 };
 
 /* Whether `pc` (a return address unless `leaf`) lies in the program's own code, and its
- * function's name in *name. */
+ * function's name in *name. The shim's code never does, wherever it was built: its
+ * fcontext wrappers run on a fiber before its function and after each switch back
+ * (entry, jump_fcontext, ontop_fcontext), and a tick there, with no frame of the
+ * program's under them yet, named the fiber after them (the first jump's page faults in
+ * the handle table draw ticks there under load). */
 static int own_pc(uintptr_t pc, int leaf, const char **name)
 {
 	struct coprof_func_info info;
+	if (pl_pc_is_ours(pc))
+		return 0;
 	if (!pl_syms || pl_symbols_lookup(pl_syms, pc - (leaf ? 0 : 1), &info) != 0 || !info.name)
 		return 0;
 	*name = info.name;
