@@ -223,3 +223,24 @@ Test(stack_name, detected_stack_is_not_named_after_the_shim)
 	cr_expect_str_eq(made_names[0], "heavy_task");
 	pl_stack_fold_free(&st);
 }
+
+/* The engine runs the fiber's context from before the jump to after the jump back: a
+ * tick on the maker's stack then (its walk: the wrapper, Boost's resume, main,
+ * _start) is the fiber's, but does not name it; one on the fiber's stack may. */
+Test(stack_name, only_a_tick_on_the_fibers_stack_may_name_it)
+{
+	struct pl_stack s;
+	fiber_init(&s);
+	s.lo = 0x600000;
+	s.hi = 0x620000;
+	pl_stls.cur = &s;
+	cr_expect_null(pl_stack_unnamed(FIBER_CTX, 0x7ffc0000), "a tick on the maker's stack");
+	cr_expect_null(pl_stack_unnamed(FIBER_CTX, s.hi), "a tick above the fiber's stack");
+	cr_expect_eq(pl_stack_unnamed(FIBER_CTX, s.hi - 0x100), &s);
+	cr_expect_eq(pl_stack_unnamed(FIBER_CTX, s.lo), &s);
+	cr_expect_null(pl_stack_unnamed((struct coprof_ctx *)(uintptr_t)0x98, s.hi - 0x100),
+		       "another context's tick");
+	s.naming = 0;
+	cr_expect_null(pl_stack_unnamed(FIBER_CTX, s.hi - 0x100), "a fiber named already");
+	pl_stls.cur = NULL;
+}
