@@ -209,9 +209,10 @@ PL_HIDDEN void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth);
 /* async-signal-safe: nonzero once the __cyg hooks followed the calling thread's stacks
  * (an instrumented program: they find its switches themselves). */
 PL_HIDDEN int pl_stack_hooked(void);
-/* async-signal-safe: the running fcontext fiber, when no hook has named it yet and
- * `ctx` is its context (the fold may name it from the tick's stack), else NULL. */
-PL_HIDDEN struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx);
+/* async-signal-safe: the running fcontext fiber, when no hook has named it yet, `ctx`
+ * is its context and `sp`, the interrupted stack pointer, is on its stack (the fold may
+ * name it from the tick's stack), else NULL. */
+PL_HIDDEN struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx, uintptr_t sp);
 
 /* sampler-python.c: Python frames (see there). The adapter's frame reader, NULL outside
  * CPython or without an adapter (python-loader.c sets it). */

@@ -294,7 +294,11 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		    (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP], rec->ctx);
 	rec->weight = w;
 	rec->sp = rec->base = 0;
-	rec->fiber = rec->ctx && !pl_stack_hooked() ? pl_stack_unnamed(rec->ctx) : NULL;
+	rec->fiber =
+	    rec->ctx && ucv && !pl_stack_hooked()
+		? pl_stack_unnamed(rec->ctx,
+				   (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP])
+		: NULL;
 	if (!pl_sconf.wall && st->tls && st->tls->in_switch) {
 		/* A stack walked mid-switch is garbage, but the CPU is the switch's: under
 		 * cpu (no other writer of the ring then) it is charged to swapcontext. */

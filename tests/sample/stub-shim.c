@@ -153,9 +153,10 @@ void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth)
 	(void)depth;
 }
 
-struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx)
+struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx, uintptr_t sp)
 {
 	(void)ctx;
+	(void)sp;
 	return NULL;
 }
 

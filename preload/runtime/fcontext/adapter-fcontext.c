@@ -126,8 +126,13 @@ static void announce(struct pl_stack *to)
 
 /* Before a jump or an ontop to handle `to`: remembers where the thread comes from (the
  * resumed side maps the handle it is given to it) and where it goes, then tells the
- * engine unless profiling is off or a hook of ours is under way. */
-static struct pl_tls *leave_for(pl_fctx to)
+ * engine unless profiling is off or a hook of ours is under way. `frame` is the frame
+ * address of the wrapper that jumps: the switch is under way until the stack pointer
+ * leaves it (the tick handler takes a stack pointer above the frame that marked the
+ * switch for one that has returned; this function's own frame returns before the jump,
+ * and a tick in the wrapper then walked the stack it leaves as the context it goes to:
+ * a fiber going back to main made a task of runtime `stack` of its own stack). */
+static struct pl_tls *leave_for(pl_fctx to, uintptr_t frame)
 {
 	struct pl_stack *s = map_get((uintptr_t)to);
 	pl_stls.fnext = s; /* a context's first jump goes to entry(), which needs it */
@@ -146,7 +151,7 @@ static struct pl_tls *leave_for(pl_fctx to)
 		pl_stack_set(s, s->lo, s->hi);
 	else
 		pl_stack_set(NULL, 0, 0); /* the next event finds the stack it is on */
-	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
+	t->switch_sp = frame;
 	t->in_switch = 1;
 	announce(s);
 	t->guard = 0;
@@ -250,7 +255,7 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 PL_EXPORT struct pl_transfer jump_fcontext(pl_fctx to, void *vp)
 {
 	resolve();
-	leave_for(to);
+	leave_for(to, (uintptr_t)__builtin_frame_address(0));
 	struct pl_transfer r = real_jump(to, vp);
 	resumed(r.fctx);
 	return r;
@@ -260,7 +265,7 @@ PL_EXPORT struct pl_transfer ontop_fcontext(pl_fctx to, void *vp,
 					    struct pl_transfer (*fn)(struct pl_transfer))
 {
 	resolve();
-	leave_for(to);
+	leave_for(to, (uintptr_t)__builtin_frame_address(0));
 	pl_stls.ontop_fn = (void *)fn;
 	struct pl_transfer r = real_ontop(to, vp, on_top);
 	resumed(r.fctx);

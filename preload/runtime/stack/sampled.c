@@ -28,10 +28,16 @@ struct pl_fstack {
 };
 
 /* Whether `pc` (a return address unless `leaf`) lies in the program's own code, and its
- * function's name in *name. */
+ * function's name in *name. The shim's code never does, wherever it was built: its
+ * fcontext wrappers run on a fiber before its function and after each switch back
+ * (entry, jump_fcontext, ontop_fcontext), and a tick there, with no frame of the
+ * program's under them yet, named the fiber after them (the first jump's page faults in
+ * the handle table draw ticks there under load). */
 static int own_pc(uintptr_t pc, int leaf, const char **name)
 {
 	struct coprof_func_info info;
+	if (pl_pc_is_ours(pc))
+		return 0;
 	if (!pl_syms || pl_symbols_lookup(pl_syms, pc - (leaf ? 0 : 1), &info) != 0 || !info.name)
 		return 0;
 	*name = info.name;
@@ -139,10 +145,15 @@ void pl_stack_fold_name(const struct pl_rec *rec, uint32_t depth)
 		__atomic_store_n(&s->fold_name, name, __ATOMIC_RELEASE);
 }
 
-struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx)
+/* The engine runs the fiber's context from before the jump (the adapter announces it
+ * first) to after the jump back: a tick on the maker's stack meanwhile (past the switch
+ * code, which the tick handler then no longer defers) would name the fiber after the
+ * maker's outermost frames (`_start`, whose file is the executable's when it has no
+ * DWARF). Only a tick on the fiber's own stack names it. */
+struct pl_stack *pl_stack_unnamed(const struct coprof_ctx *ctx, uintptr_t sp)
 {
 	struct pl_stack *s = pl_stls.cur;
-	return s && s->naming && s->ctx == ctx ? s : NULL;
+	return s && s->naming && s->ctx == ctx && sp - s->lo < s->hi - s->lo ? s : NULL;
 }
 
 void pl_stack_take_fold_name(struct pl_stack *s)
