@@ -3,11 +3,14 @@
  * profile function on the calling thread (3.10/3.11: what coprof's adapter uses);
  * `evalframe()` puts a PEP 523 frame-evaluation function on the interpreter that only
  * calls the default one (3.10/3.11: COPROF_PY_HOOK=evalframe); `nothing` is a no-op
- * METH_FASTCALL callable to register as a sys.monitoring callback (3.12+). Built per interpreter by
+ * callable to register as a sys.monitoring callback (3.12+), called as coprof's are: an
+ * object whose vectorcall is the callback (no builtin function's call protocol around
+ * it, the cheapest call sys.monitoring can make). Built per interpreter by
  * the bench script; imported by its wrapper, in the benchmark's worker process, with the GIL held.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 
 static int noop_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -47,13 +50,27 @@ static PyObject *noop_evalframe(PyObject *self, PyObject *unused)
 }
 #endif
 
-static PyObject *noop_nothing(PyObject *self, PyObject *const *args, Py_ssize_t n)
+static PyObject *noop_nothing(PyObject *self, PyObject *const *args, size_t nargsf,
+			      PyObject *kwnames)
 {
 	(void)self;
 	(void)args;
-	(void)n;
+	(void)nargsf;
+	(void)kwnames;
 	Py_RETURN_NONE;
 }
+
+struct noop_callback {
+	PyObject_HEAD vectorcallfunc call;
+};
+
+static PyTypeObject noop_callback_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "coprof_noop.callback",
+    .tp_basicsize = sizeof(struct noop_callback),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(struct noop_callback, call),
+    .tp_call = PyVectorcall_Call,
+};
 
 static PyMethodDef noop_methods[] = {
     {"profile", noop_profile, METH_NOARGS, "Set a no-op C profile function on this thread."},
@@ -61,8 +78,6 @@ static PyMethodDef noop_methods[] = {
     {"evalframe", noop_evalframe, METH_NOARGS,
      "Set a no-op frame-evaluation function on this interpreter."},
 #endif
-    {"nothing", (PyCFunction)(void (*)(void))noop_nothing, METH_FASTCALL,
-     "A no-op callback for sys.monitoring."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -80,5 +95,14 @@ static struct PyModuleDef noop_module = {
 
 PyMODINIT_FUNC PyInit_coprof_noop(void)
 {
-	return PyModule_Create(&noop_module);
+	PyObject *m = PyModule_Create(&noop_module);
+	if (!m || PyType_Ready(&noop_callback_type) != 0)
+		return NULL;
+	struct noop_callback *cb = PyObject_New(struct noop_callback, &noop_callback_type);
+	if (!cb)
+		return NULL;
+	cb->call = noop_nothing;
+	if (PyModule_AddObject(m, "nothing", (PyObject *)cb) != 0)
+		return NULL;
+	return m;
 }
