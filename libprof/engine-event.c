@@ -22,10 +22,24 @@ static inline uint32_t hash_pair(const void *a, const void *b, uint32_t cap)
 	return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-/* Doubles a table's slots (or makes the first 16). Returns 0 when out of memory. */
+/* A table's first size, and the largest filled up to three quarters: a task's tables
+ * are small, and fuller small tables spare it a few hundred bytes; larger ones (a
+ * thread's own context) stay at most half full, for short probes. */
+#define TABLE_FIRST 8
+#define TABLE_DENSE 16
+
+/* Nonzero when one more entry needs a larger table. */
+static inline int table_full(const struct cp_table *tb)
+{
+	if (tb->cap <= TABLE_DENSE)
+		return (tb->n + 1) * 4 > tb->cap * 3;
+	return (tb->n + 1) * 2 > tb->cap;
+}
+
+/* Doubles a table's slots (or makes the first ones). Returns 0 when out of memory. */
 static int table_grow(struct coprof_ctx *c, struct cp_table *tb, int edges)
 {
-	uint32_t ncap = tb->cap ? tb->cap * 2 : 16;
+	uint32_t ncap = tb->cap ? tb->cap * 2 : TABLE_FIRST;
 	void **ns = cp_pool_alloc(&c->t->pool, ncap * sizeof(void *));
 	if (!ns)
 		return 0;
@@ -63,7 +77,7 @@ struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 			h = (h + 1) & (tb->cap - 1);
 		}
 	}
-	if ((tb->n + 1) * 2 > tb->cap && !table_grow(c, tb, 0))
+	if (table_full(tb) && !table_grow(c, tb, 0))
 		return NULL;
 	struct cp_rec *r = cp_pool_alloc(&c->t->pool, sizeof(*r));
 	if (!r)
@@ -90,7 +104,7 @@ struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct 
 			h = (h + 1) & (tb->cap - 1);
 		}
 	}
-	if ((tb->n + 1) * 2 > tb->cap && !table_grow(c, tb, 1))
+	if (table_full(tb) && !table_grow(c, tb, 1))
 		return NULL;
 	struct cp_erec *e = cp_pool_alloc(&c->t->pool, sizeof(*e));
 	if (!e)
@@ -105,6 +119,9 @@ struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct 
 	return e;
 }
 
+/* The first size of a context's frame stack: a task suspends a few frames deep. */
+#define STACK_FIRST 4
+
 /* Makes room for one more frame: doubles the stack up to CP_MAX_DEPTH. Returns 0 when
  * the frame cannot be recorded (cap reached, or memory: then recording stops). */
 static int stack_grow(struct coprof_ctx *c)
@@ -112,7 +129,7 @@ static int stack_grow(struct coprof_ctx *c)
 	struct coprof_thread *t = c->t;
 	if (c->cap >= CP_MAX_DEPTH)
 		return 0;
-	uint32_t ncap = c->cap ? c->cap * 2 : 16;
+	uint32_t ncap = c->cap ? c->cap * 2 : STACK_FIRST;
 	struct cp_frame *nf = cp_pool_alloc(&t->pool, ncap * sizeof(*nf));
 	if (!nf) {
 		cp_overflow(t->p, "frame stack");
@@ -124,6 +141,30 @@ static int stack_grow(struct coprof_ctx *c)
 	c->frames = nf;
 	c->cap = ncap;
 	return 1;
+}
+
+void cp_ctx_stack_trim(struct coprof_ctx *c)
+{
+	struct cp_pool *pl = &c->t->pool;
+	if (!c->depth) {
+		cp_pool_free(pl, c->frames, c->cap * sizeof(struct cp_frame));
+		c->frames = NULL;
+		c->cap = 0;
+		return;
+	}
+	if (c->cap <= STACK_FIRST || c->depth > c->cap / 4)
+		return;
+	uint32_t ncap = STACK_FIRST;
+	while (ncap < c->depth * 2)
+		ncap *= 2;
+	struct cp_frame *nf = cp_pool_alloc(pl, ncap * sizeof(*nf));
+	if (!nf)
+		return; /* the stack stays as it was */
+	for (uint32_t i = 0; i < c->depth; i++)
+		nf[i] = c->frames[i];
+	cp_pool_free(pl, c->frames, c->cap * sizeof(*nf));
+	c->frames = nf;
+	c->cap = ncap;
 }
 
 static inline uint32_t call_slot(const struct cp_rec *parent, uintptr_t key)
@@ -165,7 +206,6 @@ static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t ke
 	}
 	*cc = (struct cp_call){parent, key, r, e};
 found:
-	parent->last_key = key;
 	parent->last_rec = cc->rec;
 	parent->last_edge = cc->edge;
 	*rp = cc->rec;
@@ -189,7 +229,7 @@ static inline __attribute__((always_inline)) void push(struct coprof_ctx *c, uin
 	struct cp_rec *parent = c->depth ? f[-1].rec : NULL;
 	struct cp_rec *r;
 	struct cp_erec *e;
-	if (parent && parent->last_key == key && parent->last_rec) {
+	if (parent && parent->last_rec && parent->last_rec->key == key) {
 		r = parent->last_rec;
 		e = parent->last_edge;
 	} else if (!push_lookup(c, parent, key, &r, &e)) {
