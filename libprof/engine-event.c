@@ -23,9 +23,10 @@ static inline uint32_t hash_pair(const void *a, const void *b, uint32_t cap)
 }
 
 /* A table's first size, and the largest filled up to three quarters: a task's tables
- * are small, and fuller small tables spare it a few hundred bytes; larger ones (a
- * thread's own context) stay at most half full, for short probes. */
-#define TABLE_FIRST 8
+ * are small (asyncio.sleep alone is ten functions), and fuller small tables spare it a
+ * few hundred bytes; larger ones (a thread's own context) stay at most half full, for
+ * short probes. */
+#define TABLE_FIRST 16
 #define TABLE_DENSE 16
 
 /* Nonzero when one more entry needs a larger table. */
@@ -119,8 +120,10 @@ struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct 
 	return e;
 }
 
-/* The first size of a context's frame stack: a task suspends a few frames deep. */
-#define STACK_FIRST 4
+/* The first size of a context's frame stack (a task runs a few frames deep), and the
+ * least it is trimmed to when switched out (it suspends fewer: cp_ctx_stack_trim). */
+#define STACK_FIRST 8
+#define STACK_TRIMMED 4
 
 /* Makes room for one more frame: doubles the stack up to CP_MAX_DEPTH. Returns 0 when
  * the frame cannot be recorded (cap reached, or memory: then recording stops). */
@@ -152,9 +155,9 @@ void cp_ctx_stack_trim(struct coprof_ctx *c)
 		c->cap = 0;
 		return;
 	}
-	if (c->cap <= STACK_FIRST || c->depth > c->cap / 4)
+	if (c->cap <= STACK_TRIMMED || c->depth > c->cap / 4)
 		return;
-	uint32_t ncap = STACK_FIRST;
+	uint32_t ncap = STACK_TRIMMED;
 	while (ncap < c->depth * 2)
 		ncap *= 2;
 	struct cp_frame *nf = cp_pool_alloc(pl, ncap * sizeof(*nf));
@@ -400,11 +403,22 @@ void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 	c->folded = 1;
 }
 
-/* Gives c's records, tables and stack back to the pool; c is empty afterwards. */
+/* Gives c's records, tables and stack back to the pool; c is empty afterwards. The
+ * thread's call cache forgets c's calls: each entry is an edge of its context (made by
+ * push_lookup with the edge found), so clearing the slot of each of c's edges leaves
+ * no entry naming a record of c, without wiping the whole cache for every task
+ * folded. */
 void cp_ctx_release(struct coprof_ctx *c)
 {
 	struct cp_pool *pl = &c->t->pool;
-	memset(c->t->calls, 0, sizeof(c->t->calls));
+	for (uint32_t i = 0; i < c->edges.cap; i++) {
+		struct cp_erec *e = c->edges.slots[i];
+		if (!e)
+			continue;
+		struct cp_call *cc = &c->t->calls[call_slot(e->caller, e->callee->key)];
+		if (cc->parent == e->caller)
+			*cc = (struct cp_call){0};
+	}
 	for (uint32_t i = 0; i < c->recs.cap; i++)
 		if (c->recs.slots[i])
 			cp_pool_free(pl, c->recs.slots[i], sizeof(struct cp_rec));

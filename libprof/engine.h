@@ -81,7 +81,8 @@ struct coprof_ctx {
 	struct coprof_thread *t;
 	struct cp_frame *frames; /* NULL (cap 0) while empty, once switched out */
 	uint32_t depth, cap;
-	uint32_t lost; /* calls above the stack (cap or memory): leaves pop these first */
+	uint32_t lost;	/* calls above the stack (cap or memory): leaves pop these first */
+	uint32_t msize; /* bytes counted against the memory limit */
 	struct cp_table recs, edges;
 	/* The virtual clock: virtual = thread clock - offset. `away` is the thread clock
 	 * when the context was last switched out (or when recording stopped). */
@@ -93,7 +94,6 @@ struct coprof_ctx {
 	struct coprof_ctx *next;   /* the thread's contexts, in creation order */
 	struct coprof_ctx *fnext;  /* the thread's finished contexts, oldest first */
 	struct coprof_ctx *idnext; /* the thread's task-id hash chain */
-	uint32_t msize;		   /* bytes counted against the memory limit */
 	uint8_t state;		   /* enum cp_ctx_state */
 	uint8_t begun, is_base, is_agg, folded, in_ids;
 	char runtime[16];
