@@ -69,8 +69,9 @@ static int table_grow(struct coprof_ctx *c, struct cp_table *tb, int edges)
 struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 {
 	struct cp_table *tb = &c->recs;
+	uint32_t h = 0;
 	if (tb->cap) {
-		uint32_t h = hash_key(key, tb->cap);
+		h = hash_key(key, tb->cap);
 		struct cp_rec *r;
 		while ((r = tb->slots[h])) {
 			if (r->key == key)
@@ -78,15 +79,18 @@ struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 			h = (h + 1) & (tb->cap - 1);
 		}
 	}
-	if (table_full(tb) && !table_grow(c, tb, 0))
-		return NULL;
+	/* A miss ends on the free slot the new record takes, unless the table grows. */
+	if (table_full(tb)) {
+		if (!table_grow(c, tb, 0))
+			return NULL;
+		h = hash_key(key, tb->cap);
+		while (tb->slots[h])
+			h = (h + 1) & (tb->cap - 1);
+	}
 	struct cp_rec *r = cp_pool_alloc(&c->t->pool, sizeof(*r));
 	if (!r)
 		return NULL;
 	r->key = key;
-	uint32_t h = hash_key(key, tb->cap);
-	while (tb->slots[h])
-		h = (h + 1) & (tb->cap - 1);
 	tb->slots[h] = r;
 	tb->n++;
 	return r;
@@ -96,8 +100,9 @@ struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct cp_rec *callee)
 {
 	struct cp_table *tb = &c->edges;
+	uint32_t h = 0;
 	if (tb->cap) {
-		uint32_t h = hash_pair(caller, callee, tb->cap);
+		h = hash_pair(caller, callee, tb->cap);
 		struct cp_erec *e;
 		while ((e = tb->slots[h])) {
 			if (e->caller == caller && e->callee == callee)
@@ -105,16 +110,18 @@ struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct 
 			h = (h + 1) & (tb->cap - 1);
 		}
 	}
-	if (table_full(tb) && !table_grow(c, tb, 1))
-		return NULL;
+	if (table_full(tb)) {
+		if (!table_grow(c, tb, 1))
+			return NULL;
+		h = hash_pair(caller, callee, tb->cap);
+		while (tb->slots[h])
+			h = (h + 1) & (tb->cap - 1);
+	}
 	struct cp_erec *e = cp_pool_alloc(&c->t->pool, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->caller = caller;
 	e->callee = callee;
-	uint32_t h = hash_pair(caller, callee, tb->cap);
-	while (tb->slots[h])
-		h = (h + 1) & (tb->cap - 1);
 	tb->slots[h] = e;
 	tb->n++;
 	return e;
