@@ -420,7 +420,7 @@ Test(contexts, a_snapshot_of_an_open_recursion_leaves_it_as_it_was)
 	fx_expect_edge(&f.prof->stats, "r", "r", 1, 1, 20, 20);
 }
 
-/* A task's tables fill to three quarters while small, then to half: every function
+/* A task's tables fill to seven eighths while small, then to half: every function
  * and edge is found again across each growth. */
 Test(contexts, functions_are_found_again_as_a_tasks_tables_grow)
 {
