@@ -80,7 +80,7 @@ int coprof_thread_set_name(struct coprof_thread *t, const char *name)
 	return 0;
 }
 
-/* A new context of t, suspended, in no list yet. */
+/* A new context of t, suspended, in no list yet: one allocation, its name after it. */
 static int ctx_new(struct coprof_thread *t, uint64_t id, const char *name, const char *runtime,
 		   struct coprof_ctx **out)
 {
@@ -89,27 +89,30 @@ static int ctx_new(struct coprof_thread *t, uint64_t id, const char *name, const
 	struct coprof *p = t->p;
 	size_t nlen = name ? strlen(name) + 1 : 0;
 	size_t size = sizeof(struct coprof_ctx) + nlen;
+	if (size > UINT32_MAX)
+		return -ENOMEM;
 	size_t before = atomic_fetch_add_explicit(&p->mem_used, size, memory_order_relaxed);
 	if (before + size > p->opt.memory_limit) {
 		atomic_fetch_sub_explicit(&p->mem_used, size, memory_order_relaxed);
 		cp_overflow(p, "context table");
 		return -ENOMEM;
 	}
-	struct coprof_ctx *c = malloc(sizeof(*c));
-	char *nm = nlen ? malloc(nlen) : NULL;
-	if (!c || (nlen && !nm)) {
-		free(c);
-		free(nm);
+	struct coprof_ctx *c = malloc(size);
+	if (!c) {
 		atomic_fetch_sub_explicit(&p->mem_used, size, memory_order_relaxed);
 		return -ENOMEM;
 	}
 	ctx_init(t, c);
-	if (nlen)
-		memcpy(nm, name, nlen);
-	c->name = nm;
+	if (nlen) {
+		c->name = (char *)(c + 1);
+		memcpy(c->name, name, nlen);
+	}
 	c->id = id;
-	c->msize = size;
-	snprintf(c->runtime, sizeof(c->runtime), "%s", runtime ? runtime : "");
+	c->msize = (uint32_t)size;
+	if (runtime) {
+		size_t rlen = strnlen(runtime, sizeof(c->runtime) - 1);
+		memcpy(c->runtime, runtime, rlen); /* ctx_init zeroed the rest */
+	}
 	c->state = CP_CTX_SUSPENDED;
 	*out = c;
 	return 0;
@@ -173,7 +176,8 @@ int coprof_ctx_set_name(struct coprof_ctx *c, const char *name)
 	char *old = c->name;
 	c->name = nm;
 	pthread_mutex_unlock(&c->t->p->lock);
-	free(old);
+	if (old != (char *)(c + 1)) /* not the one made with the context */
+		free(old);
 	return 0;
 }
 
@@ -191,8 +195,10 @@ static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 {
 	struct coprof_ctx *old = t->cur;
 	old->away = now;
-	if (!old->is_base)
+	if (!old->is_base) {
 		old->state = CP_CTX_SUSPENDED;
+		cp_ctx_stack_trim(old);
+	}
 	if (t->cpu) {
 		if (now > c->away)
 			c->offset += now - c->away;
@@ -289,6 +295,7 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 			switch_quiet(t, &t->base);
 	}
 	c->state = CP_CTX_FINISHED;
+	cp_ctx_stack_trim(c);
 	retire(t, c);
 out:
 	cp_section_close(t);

@@ -22,10 +22,26 @@ static inline uint32_t hash_pair(const void *a, const void *b, uint32_t cap)
 	return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-/* Doubles a table's slots (or makes the first 16). Returns 0 when out of memory. */
+/* A table's first size, which is also the largest filled up to seven eighths: a
+ * task's tables are small (asyncio.sleep alone is ten functions; an async_tree_io leaf
+ * task 13) and hold few lookups (each is made once, then found through the call
+ * caches), so a full small table spares each task a few hundred bytes and a growth,
+ * and costs fewer instructions than it saves. Larger ones (a thread's own context)
+ * stay at most half full, for short probes. */
+#define TABLE_FIRST 16
+
+/* Nonzero when one more entry needs a larger table. */
+static inline int table_full(const struct cp_table *tb)
+{
+	if (tb->cap <= TABLE_FIRST)
+		return (tb->n + 1) * 8 > tb->cap * 7;
+	return (tb->n + 1) * 2 > tb->cap;
+}
+
+/* Doubles a table's slots (or makes the first ones). Returns 0 when out of memory. */
 static int table_grow(struct coprof_ctx *c, struct cp_table *tb, int edges)
 {
-	uint32_t ncap = tb->cap ? tb->cap * 2 : 16;
+	uint32_t ncap = tb->cap ? tb->cap * 2 : TABLE_FIRST;
 	void **ns = cp_pool_alloc(&c->t->pool, ncap * sizeof(void *));
 	if (!ns)
 		return 0;
@@ -54,8 +70,9 @@ static int table_grow(struct coprof_ctx *c, struct cp_table *tb, int edges)
 struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 {
 	struct cp_table *tb = &c->recs;
+	uint32_t h = 0;
 	if (tb->cap) {
-		uint32_t h = hash_key(key, tb->cap);
+		h = hash_key(key, tb->cap);
 		struct cp_rec *r;
 		while ((r = tb->slots[h])) {
 			if (r->key == key)
@@ -63,15 +80,18 @@ struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 			h = (h + 1) & (tb->cap - 1);
 		}
 	}
-	if ((tb->n + 1) * 2 > tb->cap && !table_grow(c, tb, 0))
-		return NULL;
+	/* A miss ends on the free slot the new record takes, unless the table grows. */
+	if (table_full(tb)) {
+		if (!table_grow(c, tb, 0))
+			return NULL;
+		h = hash_key(key, tb->cap);
+		while (tb->slots[h])
+			h = (h + 1) & (tb->cap - 1);
+	}
 	struct cp_rec *r = cp_pool_alloc(&c->t->pool, sizeof(*r));
 	if (!r)
 		return NULL;
 	r->key = key;
-	uint32_t h = hash_key(key, tb->cap);
-	while (tb->slots[h])
-		h = (h + 1) & (tb->cap - 1);
 	tb->slots[h] = r;
 	tb->n++;
 	return r;
@@ -81,8 +101,9 @@ struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key)
 struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct cp_rec *callee)
 {
 	struct cp_table *tb = &c->edges;
+	uint32_t h = 0;
 	if (tb->cap) {
-		uint32_t h = hash_pair(caller, callee, tb->cap);
+		h = hash_pair(caller, callee, tb->cap);
 		struct cp_erec *e;
 		while ((e = tb->slots[h])) {
 			if (e->caller == caller && e->callee == callee)
@@ -90,20 +111,27 @@ struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct 
 			h = (h + 1) & (tb->cap - 1);
 		}
 	}
-	if ((tb->n + 1) * 2 > tb->cap && !table_grow(c, tb, 1))
-		return NULL;
+	if (table_full(tb)) {
+		if (!table_grow(c, tb, 1))
+			return NULL;
+		h = hash_pair(caller, callee, tb->cap);
+		while (tb->slots[h])
+			h = (h + 1) & (tb->cap - 1);
+	}
 	struct cp_erec *e = cp_pool_alloc(&c->t->pool, sizeof(*e));
 	if (!e)
 		return NULL;
 	e->caller = caller;
 	e->callee = callee;
-	uint32_t h = hash_pair(caller, callee, tb->cap);
-	while (tb->slots[h])
-		h = (h + 1) & (tb->cap - 1);
 	tb->slots[h] = e;
 	tb->n++;
 	return e;
 }
+
+/* The first size of a context's frame stack (a task runs a few frames deep), and the
+ * least it is trimmed to when switched out (it suspends fewer: cp_ctx_stack_trim). */
+#define STACK_FIRST 8
+#define STACK_TRIMMED 4
 
 /* Makes room for one more frame: doubles the stack up to CP_MAX_DEPTH. Returns 0 when
  * the frame cannot be recorded (cap reached, or memory: then recording stops). */
@@ -112,7 +140,7 @@ static int stack_grow(struct coprof_ctx *c)
 	struct coprof_thread *t = c->t;
 	if (c->cap >= CP_MAX_DEPTH)
 		return 0;
-	uint32_t ncap = c->cap ? c->cap * 2 : 16;
+	uint32_t ncap = c->cap ? c->cap * 2 : STACK_FIRST;
 	struct cp_frame *nf = cp_pool_alloc(&t->pool, ncap * sizeof(*nf));
 	if (!nf) {
 		cp_overflow(t->p, "frame stack");
@@ -124,6 +152,30 @@ static int stack_grow(struct coprof_ctx *c)
 	c->frames = nf;
 	c->cap = ncap;
 	return 1;
+}
+
+void cp_ctx_stack_trim(struct coprof_ctx *c)
+{
+	struct cp_pool *pl = &c->t->pool;
+	if (!c->depth) {
+		cp_pool_free(pl, c->frames, c->cap * sizeof(struct cp_frame));
+		c->frames = NULL;
+		c->cap = 0;
+		return;
+	}
+	if (c->cap <= STACK_TRIMMED || c->depth > c->cap / 4)
+		return;
+	uint32_t ncap = STACK_TRIMMED;
+	while (ncap < c->depth * 2)
+		ncap *= 2;
+	struct cp_frame *nf = cp_pool_alloc(pl, ncap * sizeof(*nf));
+	if (!nf)
+		return; /* the stack stays as it was */
+	for (uint32_t i = 0; i < c->depth; i++)
+		nf[i] = c->frames[i];
+	cp_pool_free(pl, c->frames, c->cap * sizeof(*nf));
+	c->frames = nf;
+	c->cap = ncap;
 }
 
 static inline uint32_t call_slot(const struct cp_rec *parent, uintptr_t key)
@@ -165,7 +217,6 @@ static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t ke
 	}
 	*cc = (struct cp_call){parent, key, r, e};
 found:
-	parent->last_key = key;
 	parent->last_rec = cc->rec;
 	parent->last_edge = cc->edge;
 	*rp = cc->rec;
@@ -189,7 +240,7 @@ static inline __attribute__((always_inline)) void push(struct coprof_ctx *c, uin
 	struct cp_rec *parent = c->depth ? f[-1].rec : NULL;
 	struct cp_rec *r;
 	struct cp_erec *e;
-	if (parent && parent->last_key == key && parent->last_rec) {
+	if (parent && parent->last_rec && parent->last_rec->key == key) {
 		r = parent->last_rec;
 		e = parent->last_edge;
 	} else if (!push_lookup(c, parent, key, &r, &e)) {
@@ -360,11 +411,22 @@ void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 	c->folded = 1;
 }
 
-/* Gives c's records, tables and stack back to the pool; c is empty afterwards. */
+/* Gives c's records, tables and stack back to the pool; c is empty afterwards. The
+ * thread's call cache forgets c's calls: each entry is an edge of its context (made by
+ * push_lookup with the edge found), so clearing the slot of each of c's edges leaves
+ * no entry naming a record of c, without wiping the whole cache for every task
+ * folded. */
 void cp_ctx_release(struct coprof_ctx *c)
 {
 	struct cp_pool *pl = &c->t->pool;
-	memset(c->t->calls, 0, sizeof(c->t->calls));
+	for (uint32_t i = 0; i < c->edges.cap; i++) {
+		struct cp_erec *e = c->edges.slots[i];
+		if (!e)
+			continue;
+		struct cp_call *cc = &c->t->calls[call_slot(e->caller, e->callee->key)];
+		if (cc->parent == e->caller)
+			*cc = (struct cp_call){0};
+	}
 	for (uint32_t i = 0; i < c->recs.cap; i++)
 		if (c->recs.slots[i])
 			cp_pool_free(pl, c->recs.slots[i], sizeof(struct cp_rec));

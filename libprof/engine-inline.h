@@ -153,8 +153,8 @@ static inline __attribute__((always_inline)) int cp_push_fast(struct coprof_thre
 	struct coprof_ctx *c = t->cur;
 	struct cp_rec *parent = c->depth ? c->frames[c->depth - 1].rec : NULL;
 	uint64_t now = 0;
-	if (__builtin_expect(!c->lost && c->depth < c->cap && parent && parent->last_key == key &&
-				 parent->last_rec,
+	if (__builtin_expect(!c->lost && c->depth < c->cap && parent && parent->last_rec &&
+				 parent->last_rec->key == key,
 			     1) &&
 	    (now = cp_now_fast(t, again)) != 0)
 		cp_push_rec(c, parent->last_rec, parent->last_edge, now, call);

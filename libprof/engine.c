@@ -81,7 +81,8 @@ int coprof_create(const struct coprof_options *opt, struct coprof **out)
 static void ctx_free(struct coprof *p, struct coprof_ctx *c)
 {
 	atomic_fetch_sub_explicit(&p->mem_used, c->msize, memory_order_relaxed);
-	free(c->name);
+	if (c->name != (char *)(c + 1)) /* renamed (coprof_ctx_set_name) */
+		free(c->name);
 	free(c);
 }
 

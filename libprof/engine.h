@@ -34,20 +34,19 @@ enum cp_ctx_state {
 	CP_CTX_FINISHED = 2,
 };
 
-/* The pstats four of one function in one context, plus what accounting needs. */
+/* The pstats four of one function in one context, plus what accounting needs. 64
+ * bytes (a pool class): a task holds one per function it ran. */
 struct cp_rec {
 	uintptr_t key;
 	uint64_t nc, cc;
-	uint64_t tt;	/* ns, own time */
-	uint64_t ct;	/* ns, cumulative, outermost activations only */
-	uint32_t level; /* activations of this function open on the context's stack */
-	/* A call cache: the callee this function called last, with its record and edge,
-	 * so a loop calling the same function hashes nothing. */
-	uintptr_t last_key;
+	uint64_t tt; /* ns, own time */
+	uint64_t ct; /* ns, cumulative, outermost activations only */
+	/* A call cache: the callee this function called last (last_rec->key is its key),
+	 * with its edge, so a loop calling the same function hashes nothing. */
 	struct cp_rec *last_rec;
 	struct cp_erec *last_edge;
-	uint32_t snap_level; /* the dumper's scratch (snapshot.c) */
-	uint32_t snap_idx;
+	uint32_t level;	   /* activations of this function open on the context's stack */
+	uint32_t snap_idx; /* the dumper's scratch (snapshot.c) */
 };
 
 /* The four numbers of one caller->callee edge in one context (cProfile's subentry). */
@@ -56,8 +55,7 @@ struct cp_erec {
 	uint64_t nc, cc;
 	uint64_t tt, ct; /* ns */
 	uint32_t level;
-	uint32_t snap_level; /* the dumper's scratch (snapshot.c) */
-	uint32_t snap_idx;
+	uint32_t snap_idx; /* the dumper's scratch (snapshot.c) */
 };
 
 struct cp_frame {
@@ -75,27 +73,30 @@ struct cp_table {
 	uint32_t n;
 };
 
+/* A context: the thread's own, its aggregate, or one per task (coroutine, fiber). A
+ * live task costs this (its name follows it in the same allocation), its records and
+ * tables, and a frame stack fitted to its open frames when it is switched out
+ * (cp_ctx_stack_trim). */
 struct coprof_ctx {
 	struct coprof_thread *t;
-	struct cp_frame *frames;
+	struct cp_frame *frames; /* NULL (cap 0) while empty, once switched out */
 	uint32_t depth, cap;
-	uint32_t lost; /* calls above the stack (cap or memory): leaves pop these first */
+	uint32_t lost;	/* calls above the stack (cap or memory): leaves pop these first */
+	uint32_t msize; /* bytes counted against the memory limit */
 	struct cp_table recs, edges;
 	/* The virtual clock: virtual = thread clock - offset. `away` is the thread clock
 	 * when the context was last switched out (or when recording stopped). */
 	uint64_t offset, away;
 	uint64_t vbegin, vend; /* ns, virtual: first resume, finish */
-	int begun;
-	enum cp_ctx_state state;
-	int is_base, is_agg, folded, in_ids;
 	uint64_t resumes;
 	uint64_t id;
-	char *name;
-	char runtime[16];
+	char *name; /* just after the context (ctx_new), or malloc'd (coprof_ctx_set_name) */
 	struct coprof_ctx *next;   /* the thread's contexts, in creation order */
 	struct coprof_ctx *fnext;  /* the thread's finished contexts, oldest first */
 	struct coprof_ctx *idnext; /* the thread's task-id hash chain */
-	size_t msize;		   /* bytes counted against the memory limit */
+	uint8_t state;		   /* enum cp_ctx_state */
+	uint8_t begun, is_base, is_agg, folded, in_ids;
+	char runtime[16];
 };
 
 /* A call-cache entry: in context c, the function with record `parent` calling `key`
@@ -179,8 +180,8 @@ struct coprof {
 	unsigned ndropped;
 	struct cp_samples *samples;
 	double start_epoch, stop_epoch; /* s since the epoch */
-	uint64_t last_pause_ns; /* CLOCK_MONOTONIC ns the writers were held by the last
-				 * snapshot (bench/fleet/pause-cost reads it) */
+	uint64_t last_pause_ns;		/* CLOCK_MONOTONIC ns the writers were held by the last
+					 * snapshot (bench/fleet/pause-cost reads it) */
 };
 
 /* engine.c */
@@ -207,6 +208,11 @@ struct cp_rec *cp_rec_get(struct coprof_ctx *c, uintptr_t key);
 struct cp_erec *cp_edge_get(struct coprof_ctx *c, struct cp_rec *caller, struct cp_rec *callee);
 void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c);
 void cp_ctx_release(struct coprof_ctx *c);
+/* Fits c's frame stack to its frames when c is switched out or finishes: an empty
+ * stack goes back to the thread's pool, one a quarter full or less shrinks (to twice
+ * its depth or more), so that a suspended task holds no more than its few suspended
+ * frames need. Its next push grows it again. */
+void cp_ctx_stack_trim(struct coprof_ctx *c);
 
 /* snapshot.c: the profile as it stands now (open frames closed at this instant in the
  * copy only). Takes p->lock and pauses writers while copying; calls the resolvers

@@ -8,8 +8,8 @@
 #include "pool.h"
 
 #define CP_CHUNK_SIZE ((size_t)256 << 10)
-#define CP_SMALL_MAX 1024		 /* classes 0..63: multiples of 16 bytes */
-#define CP_MEDIUM_MAX ((size_t)64 << 10) /* classes 64..69: 2 KiB .. 64 KiB */
+#define CP_SMALL_MAX 1024		 /* classes 0..127: multiples of 8 bytes */
+#define CP_MEDIUM_MAX ((size_t)64 << 10) /* classes 128..133: 2 KiB .. 64 KiB */
 
 /* The header of every mapping; big blocks (over CP_MEDIUM_MAX) have one each. */
 struct cp_chunk {
@@ -33,13 +33,13 @@ void cp_pool_init(struct cp_pool *pl, _Atomic size_t *used, size_t limit)
 static unsigned size_class(size_t size, size_t *csize)
 {
 	if (size <= CP_SMALL_MAX) {
-		unsigned c = (unsigned)((size + 15) / 16);
+		unsigned c = (unsigned)((size + 7) / 8);
 		if (c == 0)
 			c = 1;
-		*csize = (size_t)c * 16;
+		*csize = (size_t)c * 8;
 		return c - 1;
 	}
-	unsigned c = 64;
+	unsigned c = 128;
 	size_t s = 2048;
 	while (s < size) {
 		s <<= 1;

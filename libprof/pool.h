@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#define CP_POOL_NCLASSES 70
+#define CP_POOL_NCLASSES 134
 
 struct cp_chunk;
 
@@ -26,7 +26,7 @@ struct cp_pool {
 
 void cp_pool_init(struct cp_pool *pl, _Atomic size_t *used, size_t limit);
 /* A zeroed block of `size` bytes, or NULL when the memory limit would be passed (or
- * mmap failed). Blocks are 16-byte aligned. */
+ * mmap failed). Blocks are 8-byte aligned (sizes go by 8 bytes: an edge record is 56). */
 void *cp_pool_alloc(struct cp_pool *pl, size_t size);
 /* Returns a block; `size` must be the size it was allocated with. */
 void cp_pool_free(struct cp_pool *pl, void *ptr, size_t size);

@@ -124,7 +124,9 @@ static int map_put(struct u64map *m, uint64_t key, uint32_t val)
 /* --- phase 1: copy, with every writer paused --------------------------------------- */
 
 /* Adds the contributions of c's open frames as if they were closed at thread clock
- * `now`: the same arithmetic as the engine's pop (rule 2, rule 7), on the copies. */
+ * `now`: the same arithmetic as the engine's pop (rule 2, rule 7), on the copies. The
+ * records' levels count down as the pops would, to find each outermost activation,
+ * and are put back afterwards: the writers are paused, and find them as they were. */
 static void close_open_frames(struct snap *s, struct coprof_ctx *c, uint64_t now)
 {
 	struct coprof_thread *t = c->t;
@@ -139,15 +141,20 @@ static void close_open_frames(struct snap *s, struct coprof_ctx *c, uint64_t now
 		uint64_t own = el > ch ? el - ch : 0;
 		struct row *r = &s->rows[f->rec->snap_idx];
 		r->tt += own;
-		if (--f->rec->snap_level == 0)
+		if (--f->rec->level == 0)
 			r->ct += el;
 		if (f->edge) {
 			struct erow *e = &s->erows[f->edge->snap_idx];
 			e->tt += own;
-			if (--f->edge->snap_level == 0)
+			if (--f->edge->level == 0)
 				e->ct += el;
 		}
 		carry = el;
+	}
+	for (uint32_t i = 0; i < c->depth; i++) {
+		c->frames[i].rec->level++;
+		if (c->frames[i].edge)
+			c->frames[i].edge->level++;
 	}
 }
 
@@ -167,7 +174,6 @@ static int copy_ctx(struct snap *s, struct coprof_ctx *c, int64_t task, uint64_t
 		if (!r)
 			continue;
 		r->snap_idx = s->nrows;
-		r->snap_level = r->level;
 		s->rows[s->nrows++] = (struct row){r->key, r->nc, r->cc, r->tt, r->ct};
 	}
 	for (uint32_t i = 0; i < c->edges.cap; i++) {
@@ -175,7 +181,6 @@ static int copy_ctx(struct snap *s, struct coprof_ctx *c, int64_t task, uint64_t
 		if (!e)
 			continue;
 		e->snap_idx = s->nerows;
-		e->snap_level = e->level;
 		s->erows[s->nerows++] = (struct erow){
 		    e->caller->snap_idx, e->callee->snap_idx, e->nc, e->cc, e->tt, e->ct};
 	}

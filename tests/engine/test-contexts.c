@@ -337,3 +337,110 @@ Test(contexts, switches_while_stopped_freeze_the_clocks_until_the_next_run)
 	cr_expect_str_eq(ta->state, "running");
 	cr_expect_eq(fx_ns(f.prof->ex.threads[0].ttot), 45, "0..20, then 50..75");
 }
+
+/* The name `prefix` + i (i < 100), kept for the test's life: K() keeps the pointer. */
+static const char *nth(const char *prefix, int i)
+{
+	static char names[26][100][8];
+	char *n = names[(prefix[0] - 'a') % 26][i];
+	if (!n[0])
+		snprintf(n, 8, "%s%d", prefix, i);
+	return n;
+}
+
+/* Events into the running context: 40 nested calls at ten-ns steps, back out to two
+ * frames, a switch out and in at time `sw` (none when 0), 20 nested calls from the
+ * second frame, all left (cp_ctx_stack_trim's shrinking and growing, on one task). */
+static void deep_then_shallow(struct coprof_ctx *c, uint64_t base, uint64_t sw)
+{
+	for (int i = 0; i < 40; i++)
+		at(base + 10 * i), enter(nth("f", i));
+	for (int i = 39; i >= 2; i--)
+		at(base + 1000 + 10 * (39 - i)), leave(nth("f", i));
+	if (sw) {
+		at(base + sw), coprof_ctx_switch(f.t, NULL);
+		cr_expect_eq(c->depth, 2);
+		cr_expect_eq(c->cap, 4, "the stack of a switched-out task fits its frames");
+		coprof_ctx_switch(f.t, c);
+	}
+	for (int i = 0; i < 20; i++)
+		at(base + 2000 + 10 * i), enter(nth("g", i));
+	for (int i = 19; i >= 0; i--)
+		at(base + 3000 + 10 * (19 - i)), leave(nth("g", i));
+	at(base + 4000), leave("f1");
+	at(base + 4010), leave("f0");
+}
+
+/* A task switched out two frames deep gives back the rest of its stack, and all of it
+ * when it finishes; its numbers are those of the same calls with no switch. */
+Test(contexts, a_switched_out_task_keeps_only_the_stack_its_frames_need)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *a, *b;
+	cr_assert_eq(coprof_ctx_create(f.t, 0xA, "A", "asyncio", &a), 0);
+	cr_assert_eq(coprof_ctx_create(f.t, 0xB, "B", "asyncio", &b), 0);
+	at(0), coprof_ctx_switch(f.t, a);
+	deep_then_shallow(a, 0, 1500);
+	coprof_ctx_finish(f.t, a);
+	cr_expect_null(a->frames, "a finished task holds no stack");
+	cr_expect_eq(a->cap, 0);
+	at(10000), coprof_ctx_switch(f.t, b);
+	deep_then_shallow(b, 10000, 0);
+	coprof_ctx_finish(f.t, b);
+	fx_snap(&f);
+	const struct cp_stats *sa = &fx_task(f.prof, 0xA)->stats,
+			      *sb = &fx_task(f.prof, 0xB)->stats;
+	cr_assert_eq(sa->nfuncs, 60);
+	cr_assert_eq(sb->nfuncs, 60);
+	for (uint32_t i = 0; i < sa->nfuncs; i++) {
+		const struct cp_func *x = &sa->funcs[i], *y = fx_func(sb, x->key.name);
+		cr_assert_not_null(y, "%s", x->key.name);
+		cr_expect(x->s.nc == y->s.nc && x->s.cc == y->s.cc && x->s.tt == y->s.tt &&
+			      x->s.ct == y->s.ct,
+			  "%s as with no switch", x->key.name);
+	}
+	/* f1: 10 to 4000, less f2 (20 to 1370) and g0 (2000 to 3190, less g1: 2010 to 3180) */
+	fx_expect(sa, "f1", 1, 1, 3990 - 1350 - 1190, 3990);
+	fx_expect(sa, "g0", 1, 1, 1190 - 1170, 1190);
+}
+
+/* A snapshot closes open frames in its copy only: a recursion open at the snapshot is
+ * counted once in it, and the frames' later leaves count as if no snapshot was taken. */
+Test(contexts, a_snapshot_of_an_open_recursion_leaves_it_as_it_was)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	at(0), enter("r");
+	at(10), enter("r");
+	at(20), fx_snap(&f);
+	fx_expect(&f.prof->stats, "r", 1, 2, 20, 20);
+	at(30), leave("r");
+	at(40), leave("r");
+	fx_snap(&f);
+	fx_expect(&f.prof->stats, "r", 1, 2, 40, 40);
+	fx_expect_edge(&f.prof->stats, "r", "r", 1, 1, 20, 20);
+}
+
+/* A task's tables fill to seven eighths while small, then to half: every function
+ * and edge is found again across each growth. */
+Test(contexts, functions_are_found_again_as_a_tasks_tables_grow)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, 1, "t", "asyncio", &c), 0);
+	coprof_ctx_switch(f.t, c);
+	at(0), enter("main");
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 100; i++) {
+			at(fk_now + 1), enter(nth("h", i));
+			at(fk_now + 2), leave(nth("h", i));
+		}
+	at(fk_now + 1), leave("main");
+	fx_snap(&f);
+	const struct cp_stats *s = &fx_task(f.prof, 1)->stats;
+	cr_expect_eq(s->nfuncs, 101);
+	for (int i = 0; i < 100; i++) {
+		fx_expect(s, nth("h", i), 2, 2, 4, 4);
+		fx_expect_edge(s, "main", nth("h", i), 2, 2, 4, 4);
+	}
+	fx_expect(s, "main", 1, 1, 201, 601);
+}
