@@ -556,6 +556,57 @@ def case_idle(r, clock):
     print("1,000 tasks waited %.3f-%.3f s each (mean %.3f) of %.3f s" % (low, high, mean, waited))
 
 
+def case_gap(r, clock):
+    """The first-scan gap: task gapped's first 0.12 s is one C call that holds the GIL,
+    so the scan its first tick asked for runs only after it; those ticks are held and
+    charged to gapped once that scan finds it (without that, to the thread's own
+    context: all of csum)."""
+    out = os.path.join(r.tmp, "gap.pstat")
+    r.run(["gap"], clock, out, short=True)
+    stats, ex = load(out)
+    tasks = task_table(ex)
+    check(len(tasks.get("gapped", [])) == 1, "task gapped: tasks %r" % sorted(tasks))
+    i, task = tasks["gapped"][0]
+    total, mine = ct(stats, "csum"), task_ct(task, "csum")
+    check(total >= 0.05, "csum sampled %.3f s" % total)
+    check(mine >= 0.95 * total, "csum %.3f s of %.3f s in gapped; elsewhere %s" % (
+        mine, total, elsewhere(ex, "csum", i)))
+    print("csum %.3f s of %.3f s in gapped" % (mine, total))
+
+
+def case_reuse(r, clock):
+    """A held tick goes to no other coroutine at its address: reused_a runs and
+    finishes before any scan (COPROF_TEST_SCAN_DELAY_MS holds them), reused_b's
+    coroutine is made at its address; the scan finds reused_b there, and takes
+    reused_b's held ticks, not reused_a's (another code): those stay with the
+    thread."""
+    out = os.path.join(r.tmp, "reuse.pstat")
+    side = os.path.join(r.tmp, "reuse.json")
+    delay = 0.6
+    # A loaded machine may run reused_a for longer than the delay (its 0.05 s of CPU),
+    # or run the delayed scan after reused_b's end: a scan then lists reused_a, or none
+    # reused_b, and the run tests nothing; it is run again.
+    for attempt in range(3):
+        r.run(["reuse", str(delay), side], clock, out, base=["reuse", "0", side],
+              COPROF_TEST_SCAN_DELAY_MS=int(delay * 1000))
+        with open(side) as f:
+            check(json.load(f)["reused"], "reused_b's coroutine not made at reused_a's address")
+        stats, ex = load(out)
+        tasks = task_table(ex)
+        if "reused_a" not in tasks and "reused_b" in tasks:
+            break
+    check("reused_a" not in tasks, "a scan listed reused_a in 3 runs: the knob did not hold it")
+    check(len(tasks.get("reused_b", [])) == 1, "task reused_b: tasks %r" % sorted(tasks))
+    i, task = tasks["reused_b"][0]
+    a, b = ct(stats, "reused_a"), task_ct(task, "reused_b")
+    check(a >= 0.02, "reused_a sampled %.3f s" % a)
+    check(task_ct(task, "reused_a") == 0, "reused_b holds reused_a's %.3f s of %.3f s" % (
+        task_ct(task, "reused_a"), a))
+    check(b >= 0.95 * ct(stats, "reused_b"), "reused_b %.3f s of %.3f s in its task; "
+          "elsewhere %s" % (b, ct(stats, "reused_b"), elsewhere(ex, "reused_b", i)))
+    print("reused_a %.3f s with the thread, reused_b %.3f s in its task" % (a, b))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
