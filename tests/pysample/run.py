@@ -526,7 +526,7 @@ def idle_waits(r, clock, **kw):
     side = os.path.join(r.tmp, "idle.json")
     r.run(["idle", "1000", side], clock, out, short=True, **kw)
     with open(side) as f:
-        waited = json.load(f)["waited"]
+        waited = json.load(f)
     _, ex = load(out)
     dropped = ex.get("dropped") or {}
     check(not any("buffer full" in k for k in dropped), "dropped: %r" % dropped)
@@ -552,31 +552,39 @@ def case_idle(r, clock):
     wall each is charged its wait at the Event (ending in wait, the coroutine that
     awaits it, at the root), close to what the program measured (below), and no wait is
     dropped on the way (a scan hands over hundreds at once); under cpu nothing waits."""
-    waited, secs = idle_waits(r, clock)
+    w, secs = idle_waits(r, clock)
     if secs is None:
         return
+    waited, resumed = w["waited"], w["resumed"]
     low, high, mean = secs[0], secs[-1], sum(secs) / len(secs)
     # A wait counts from the call that first saw the task (every 5th call makes new
     # tasks' slots, and a busy machine delays the calls), so a task may lose the
-    # first 0.1-0.2 s; none is charged more than it waited, give or take a call.
-    check(waited - 0.2 <= low and high <= waited + 0.1 and abs(mean - waited) <= 0.08 * waited,
-          "waits %.3f-%.3f s (mean %.3f), the tasks waited %.3f s" % (low, high, mean, waited))
+    # first 0.1-0.2 s; none is charged more than it waited, give or take a call: until
+    # the loop resumed it, after the set (on a loaded machine 0.1 s later, and a call
+    # that came before it resumed saw it waiting still).
+    check(waited - 0.2 <= low and high <= resumed + 0.1 and
+          0.92 * waited <= mean <= 1.08 * resumed,
+          "waits %.3f-%.3f s (mean %.3f), the tasks waited %.3f s (the last resumed at "
+          "%.3f s)" % (low, high, mean, waited, resumed))
     print("1,000 tasks waited %.3f-%.3f s each (mean %.3f) of %.3f s" % (low, high, mean, waited))
 
 
 def case_idlestarved(r, clock):
     """idle with the scans of a starved folding thread (COPROF_TEST_FOLD_EVERY=13: one
     fold in 13 asks for one, about every 130 ms, as at load 13 on 2 cores): each task
-    waited as long, and none loses what its slot measured but had not handed over when
-    the program ended (before, each slot kept up to ten scans of it, at its own turn:
-    waits of 0.0-0.9 s for a wait of 1 s). Scans that far apart miss the start of the
+    waited about as long, and none loses what its slot measured but had not handed over
+    when the program ended (before, each slot kept up to ten scans of it, at its own
+    turn: waits of 0.0-0.9 s for a wait of 1 s). Scans that far apart miss the start of the
     wait (until the scan that first sees a task waiting) and its end (after the last
     one): a few of them."""
-    waited, secs = idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
+    w, secs = idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
     if secs is None:
         return
+    waited = w["waited"]
     low, high, mean = secs[0], secs[-1], sum(secs) / len(secs)
-    check(high - low <= 0.05 and waited - 0.6 <= low and high <= waited + 0.15,
+    # A call that comes while the loop resumes the tasks one by one (late on a loaded
+    # machine) sees those not resumed yet waiting still: they differ by up to a call.
+    check(high - low <= 0.3 and waited - 0.6 <= low and high <= w["resumed"] + 0.15,
           "waits %.3f-%.3f s (mean %.3f), the tasks waited %.3f s" % (low, high, mean, waited))
     print("1,000 tasks waited %.3f-%.3f s each (mean %.3f) of %.3f s" % (low, high, mean, waited))
 
