@@ -162,5 +162,6 @@ int pl_python_init(void)
 	pl_sampler_python = adapter.sample;
 	pl_sampler_python_fold = adapter.fold;
 	pl_sampler_python_after_fold = adapter.after_fold;
+	pl_sampler_python_claim = adapter.claim;
 	return 0;
 }

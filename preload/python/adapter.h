@@ -14,7 +14,7 @@
 
 #include "coprof.h"
 
-#define PL_PY_ABI 4
+#define PL_PY_ABI 5
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
@@ -83,6 +83,11 @@ struct pl_py_sample {
 	 * task's stack is its first task_frames keys: its root has no caller in it. */
 	struct coprof_ctx *ctx;
 	unsigned task_frames;
+	/* ctx NULL because no scan has listed the running coroutine yet: its address
+	 * (else 0) and the number of the scans of tasks begun before this tick. The
+	 * adapter's claim may give the tick to the task the next scan finds there. */
+	uintptr_t new_coro;
+	unsigned new_gen;
 };
 
 /* The shim's tick handler calls this when the Python adapter registered it (sample
@@ -105,6 +110,13 @@ struct pl_py_adapter {
 	/* Sample mode: called by the folding thread after each fold, outside the
 	 * sampler's fork lock, so it may take the GIL (pl_py_gil_take). NULL: none. */
 	void (*after_fold)(void);
+	/* Sample mode: the task a tick that met no known task (new_coro, new_gen in
+	 * struct pl_py_sample; root_key: the key of that coroutine's code) belongs to,
+	 * once the scan after it found it: 1 and *out, the task's context; 0: none (the
+	 * tick stays with the thread); -EAGAIN: that scan has not ended yet. Folding
+	 * thread (or the control thread folding at stop), outside any signal, no GIL.
+	 * NULL: none. */
+	int (*claim)(uintptr_t coro, uintptr_t root_key, unsigned gen, struct coprof_ctx **out);
 };
 
 /* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */

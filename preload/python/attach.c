@@ -174,6 +174,8 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 			out->sample = pl_pys_sample;
 			out->fold = pl_pys_fold;
 			out->after_fold = pl_pys_after_fold;
+			out->claim = pl_pys_claim;
+			pl_pys_tasks_init();
 		}
 		return 0;
 	}

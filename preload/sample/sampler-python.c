@@ -20,6 +20,8 @@
 pl_py_sample_fn pl_sampler_python;
 void (*pl_sampler_python_fold)(void);
 void (*pl_sampler_python_after_fold)(void);
+int (*pl_sampler_python_claim)(uintptr_t coro, uintptr_t root_key, unsigned gen,
+			       struct coprof_ctx **out);
 
 /* The interpreter's text (libpython, or the executable of a static build), and the eval
  * loop's function in it. Set once by pl_sampler_python_init. */

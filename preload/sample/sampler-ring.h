@@ -23,6 +23,7 @@
 #define PL_SAMPLE_SKIP 8    /* frames of the handler itself, at most, above the pc */
 #define PL_RING_SLOTS 256   /* records per thread between two folds */
 #define PL_WAIT_SLOTS 256   /* suspended coroutines per thread with a wait stack */
+#define PL_HELD_MAX 4096    /* ticks per thread held back for a scan of tasks */
 
 enum pl_rec_kind {
 	PL_REC_SAMPLE, /* a tick on the running context: weight is ns */
@@ -41,6 +42,11 @@ struct pl_rec {
 	 * the stack's outermost frame when the walk reached it, else 0. */
 	uintptr_t sp, base;
 	struct pl_stack *fiber; /* an fcontext fiber the fold may name (pl_stack_fold_name) */
+	/* A Python tick that met an asyncio task no scan had listed yet (struct
+	 * pl_py_sample's new_coro, else 0): held back until the adapter's claim says
+	 * whose it is. new_key: the task's root code key; new_frames: its task_frames. */
+	uintptr_t new_coro, new_key;
+	uint32_t new_gen, new_frames;
 	uintptr_t pcs[PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP]; /* innermost first */
 };
 
@@ -105,6 +111,11 @@ struct pl_sthread {
 	_Atomic uint32_t head; /* next record to write (producer) */
 	_Atomic uint32_t tail; /* next record to read (folding thread) */
 	struct pl_rec ring[PL_RING_SLOTS];
+
+	/* The folding thread's: ticks held back for the adapter's claim (pl_rec's
+	 * new_coro), oldest first; at most PL_HELD_MAX. */
+	struct pl_rec *held;
+	uint32_t nheld, held_cap;
 
 	struct pl_wait *waits;	 /* PL_WAIT_SLOTS, allocated at the first switch (wall) */
 	_Atomic uint32_t nwaits; /* slots ever used: scans stop there */
@@ -222,6 +233,9 @@ extern PL_HIDDEN void (*pl_sampler_python_fold)(void);
 /* The adapter's callback after each fold, outside the fork lock (it may take the GIL);
  * NULL: none. */
 extern PL_HIDDEN void (*pl_sampler_python_after_fold)(void);
+/* The adapter's claim of a held tick (struct pl_py_adapter's claim); NULL: none. */
+extern PL_HIDDEN int (*pl_sampler_python_claim)(uintptr_t coro, uintptr_t root_key, unsigned gen,
+						struct coprof_ctx **out);
 /* Finds the interpreter's text and its eval loop (constructor). */
 PL_HIDDEN void pl_sampler_python_init(void);
 /* Reads the thread's Python frames into s: their number, 0 for none (sample the native

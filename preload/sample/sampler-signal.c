@@ -294,6 +294,7 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		    (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP], rec->ctx);
 	rec->weight = w;
 	rec->sp = rec->base = 0;
+	rec->new_coro = 0;
 	rec->fiber =
 	    rec->ctx && ucv && !pl_stack_hooked()
 		? pl_stack_unnamed(rec->ctx,
@@ -324,6 +325,14 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		if (n > 0 && py.ctx) { /* the asyncio task running (python/sample/tasks.c) */
 			rec->ctx = py.ctx;
 			pl_sampler_python_cut(rec, py.task_frames);
+		} else if (n > 0 && py.new_coro && py.task_frames &&
+			   py.task_frames <= (unsigned)n) {
+			/* A task no scan has listed yet: the fold holds the tick back
+			 * until the scan this asked for says whose it is. */
+			rec->new_coro = py.new_coro;
+			rec->new_key = py.keys[py.task_frames - 1];
+			rec->new_gen = py.new_gen;
+			rec->new_frames = py.task_frames;
 		}
 	}
 	pl_ring_publish(st);

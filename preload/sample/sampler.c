@@ -72,26 +72,88 @@ struct coprof_thread *pl_sampler_thread_of(pid_t tid)
 
 /* --- folding ----------------------------------------------------------------------- */
 
-/* Moves the records of one thread's ring into the engine. Called with `lock` held, so
- * only one thread ever calls coprof_sample. */
-static void drain(struct pl_sthread *st, int keep)
+/* Moves one record into the engine. */
+static void fold_rec(struct pl_sthread *st, struct pl_rec *rec)
 {
+	uint32_t depth = pl_stack_user_depth(rec->pcs, rec->depth);
+	if (rec->kind == PL_REC_SAMPLE) {
+		struct coprof_ctx *ctx = rec->sp ? pl_stack_fold(st, rec, depth) : rec->ctx;
+		if (rec->fiber)
+			pl_stack_fold_name(rec, depth);
+		coprof_sample(st->thread, ctx, rec->pcs, depth, rec->weight, 0);
+		return;
+	}
+	coprof_sample_n(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, rec->weight,
+			1); /* a wait: its ticks at once */
+}
+
+/* A tick that met an asyncio task no scan had listed (rec->new_coro): folded into the
+ * task the scan it asked for found there, or, when that scan found none, into the
+ * context the tick had (the thread's); 1 when that scan has not ended yet (the tick is
+ * to be held), unless `force` (sampling stops, the thread exited): then it is the
+ * thread's. */
+static int place(struct pl_sthread *st, struct pl_rec *rec, int force)
+{
+	struct coprof_ctx *ctx;
+	int rc = pl_sampler_python_claim(rec->new_coro, rec->new_key, rec->new_gen, &ctx);
+	if (rc == -EAGAIN && !force)
+		return 1;
+	if (rc == 1) {
+		rec->ctx = ctx;
+		pl_sampler_python_cut(rec, rec->new_frames);
+	}
+	fold_rec(st, rec);
+	return 0;
+}
+
+static size_t rec_size(const struct pl_rec *rec)
+{
+	return offsetof(struct pl_rec, pcs) + rec->depth * sizeof(rec->pcs[0]);
+}
+
+/* Keeps a tick for a later fold: 1, or 0 when there is no room (PL_HELD_MAX). */
+static int hold(struct pl_sthread *st, const struct pl_rec *rec)
+{
+	if (st->nheld == st->held_cap) {
+		uint32_t cap = st->held_cap ? st->held_cap * 2 : 64;
+		struct pl_rec *more =
+		    cap <= PL_HELD_MAX ? realloc(st->held, cap * sizeof(*more)) : NULL;
+		if (!more)
+			return 0;
+		st->held = more;
+		st->held_cap = cap;
+	}
+	memcpy(&st->held[st->nheld++], rec, rec_size(rec));
+	return 1;
+}
+
+/* Moves the records of one thread's ring into the engine, and the held ones whose
+ * scan has ended. Called with `lock` held, so only one thread ever calls
+ * coprof_sample. `keep` 0 discards them all (they belong to a profile already
+ * cleared); `force` places every held one (place). */
+static void drain(struct pl_sthread *st, int keep, int force)
+{
+	uint32_t kept = 0;
+	for (uint32_t i = 0; keep && st->thread && i < st->nheld; i++) {
+		if (!place(st, &st->held[i], force))
+			continue;
+		if (kept != i)
+			memcpy(&st->held[kept], &st->held[i], rec_size(&st->held[i]));
+		kept++;
+	}
+	st->nheld = kept;
 	uint32_t t = atomic_load_explicit(&st->tail, memory_order_relaxed);
 	uint32_t h = atomic_load_explicit(&st->head, memory_order_acquire);
 	for (; t != h; t++) {
 		struct pl_rec *rec = &st->ring[t % PL_RING_SLOTS];
 		if (!keep || !st->thread || !rec->depth)
 			continue;
-		uint32_t depth = pl_stack_user_depth(rec->pcs, rec->depth);
-		if (rec->kind == PL_REC_SAMPLE) {
-			struct coprof_ctx *ctx = rec->sp ? pl_stack_fold(st, rec, depth) : rec->ctx;
-			if (rec->fiber)
-				pl_stack_fold_name(rec, depth);
-			coprof_sample(st->thread, ctx, rec->pcs, depth, rec->weight, 0);
+		if (rec->kind == PL_REC_SAMPLE && rec->new_coro && pl_sampler_python_claim) {
+			if (place(st, rec, force) && !hold(st, rec))
+				place(st, rec, 1);
 			continue;
 		}
-		coprof_sample_n(st->thread, rec->ctx, rec->pcs, depth, pl_sconf.period, rec->weight,
-				1); /* a wait: its ticks at once */
+		fold_rec(st, rec);
 	}
 	atomic_store_explicit(&st->tail, t, memory_order_release);
 }
@@ -118,20 +180,22 @@ static void report_counts(struct pl_sthread *st)
 }
 
 /* Folds every thread, and frees the threads that exited once their ring is empty.
- * `keep` 0 discards the records (they belong to a profile already cleared). */
-static void fold_all(int keep)
+ * `keep` 0 discards the records (they belong to a profile already cleared); `force`
+ * (sampling stops) places every held tick (drain). */
+static void fold_all(int keep, int force)
 {
 	pthread_mutex_lock(&lock);
 	for (struct pl_sthread **pp = &threads; *pp;) {
 		struct pl_sthread *st = *pp;
 		int dead = atomic_load_explicit(&st->dead, memory_order_acquire);
-		drain(st, keep);
+		drain(st, keep, force || dead);
 		if (keep && pl_sconf.wall)
 			pl_sampler_charge_waits(st);
 		report_counts(st);
 		if (dead) {
 			*pp = st->next;
 			pl_stack_fold_free(st);
+			free(st->held);
 			free(st->waits);
 			free(st);
 			continue;
@@ -205,7 +269,7 @@ static void *fold_loop(void *arg)
 		}
 		int on = atomic_load_explicit(&pl_sampler_on, memory_order_relaxed);
 		if (on) {
-			fold_all(1);
+			fold_all(1, 0);
 			if (pl_sampler_python_fold)
 				pl_sampler_python_fold();
 			if (!pl_sampler_handler_is_ours())
@@ -455,7 +519,7 @@ static int sampler_start(void)
 {
 	if (atomic_load(&gave_up))
 		return -EBUSY;
-	fold_all(0); /* records from before belong to no profile */
+	fold_all(0, 0); /* records from before belong to no profile */
 	atomic_fetch_add(&pl_sampler_epoch, 1);
 	atomic_store(&pl_sampler_on, 1);
 	pthread_mutex_lock(&lock);
@@ -475,7 +539,7 @@ static int sampler_start(void)
 static int sampler_stop(void)
 {
 	disarm_all();
-	fold_all(1);
+	fold_all(1, 1);
 	return 0;
 }
 
@@ -510,6 +574,7 @@ static void sampler_after_fork_child(void)
 		if (st->wake_fd >= 0)
 			close(st->wake_fd);
 		pl_stack_fold_free(st);
+		free(st->held);
 		free(st->waits);
 		free(st);
 		st = next;

@@ -20,7 +20,15 @@ tchurn    achurn in two loops at once, in two threads, the main thread in join()
 afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
-          for about a second; writes to argv[3] (JSON) how long they waited
+          for about a second; writes to argv[3] (JSON) how long they waited (until the
+          set, and until the last one resumed)
+gap       task "gapped" starts with one C call of about 0.12 s (csum: sum over a range),
+          which holds the GIL: no scan of tasks can run before it returns
+reuse     task reused_a spins 0.05 s of CPU and finishes; then a coroutine of reused_b made at
+          its address (looked for among 64) spins as task reused_b until DELAY (argv[2],
+          s) + 0.6 s after reused_a began (0.2 s at least); writes to argv[3] (JSON) whether the address
+          was reused. Run with COPROF_TEST_SCAN_DELAY_MS=DELAY * 1000, no scan lists
+          reused_a: its ticks are held for the scan that finds reused_b there
 Each prints a line of its own that the test compares with an unprofiled run; the
 timed ones (split, stress, tasks, tthreads, achurn, tchurn) print the same line
 whatever SECONDS, so that run may be a shorter one.
@@ -356,8 +364,11 @@ def idle(n, side):
     import asyncio
     import json
 
+    resumed = []
+
     async def wait(ev):
         await ev.wait()
+        resumed.append(time.perf_counter())
 
     async def main():
         ev = asyncio.Event()
@@ -371,9 +382,99 @@ def idle(n, side):
         ev.set()
         await asyncio.gather(*tasks)
         with open(side, "w") as f:
-            json.dump({"waited": waited}, f)
+            # the last task resumes after the set, once the loop runs it (late on a
+            # loaded machine): it waited that long
+            json.dump({"waited": waited, "resumed": max(resumed) - t0}, f)
         print("idle done", len(tasks))
     asyncio.run(main())
+
+
+def csum(n):
+    """One C call: it holds the GIL throughout, so no pending call (no scan of tasks)
+    runs before it returns."""
+    return sum(range(n))
+
+
+async def gapped(n):
+    csum(n)
+    import asyncio
+    await asyncio.sleep(0.05)  # alive when the scan its ticks asked for runs
+
+
+def gap():
+    import asyncio
+    best = 1.0
+    for _ in range(3):  # the fastest of three: a run slowed by a busy core gave 0.05 s
+        t0 = time.thread_time()  # CPU time
+        sum(range(10 ** 6))  # not in csum: none of csum runs outside the task
+        best = min(best, time.thread_time() - t0)
+    n = int(10 ** 6 * 0.12 * SCALE / max(best, 1e-4))
+
+    async def main():
+        await asyncio.sleep(0.1)  # the main task is listed first
+        await asyncio.create_task(gapped(n), name="gapped")
+    asyncio.run(main())
+    print("gap done")
+
+
+def spin_wall(until):
+    x = 0
+    while time.perf_counter() < until:
+        x += 1
+    return x
+
+
+def spin_cpu(seconds):
+    """Spins `seconds` of the thread's CPU time (sampled on either clock)."""
+    end, x = time.thread_time() + seconds, 0
+    while time.thread_time() < end:
+        x += 1
+    return x
+
+
+# reused_a and reused_b have the same shape: their coroutines are of one size, so one
+# may be made where the other was.
+async def reused_a(seconds):
+    return spin_cpu(seconds)
+
+
+async def reused_b(until):
+    return spin_wall(until)
+
+
+def reuse(delay, side):
+    import asyncio
+    import json
+
+    async def main():
+        # The main task is listed first: the scan it asks for runs once a thread runs
+        # bytecode after the delay (a main thread asleep in the loop's select does not).
+        t0 = time.perf_counter()
+        while time.perf_counter() < t0 + delay + 0.3:
+            await asyncio.sleep(0.01)
+        t0 = time.perf_counter()
+        ta = asyncio.create_task(reused_a(0.05), name="reused_a")
+        await ta
+        await asyncio.sleep(0)
+        at = id(ta.get_coro())
+        del ta  # frees reused_a's coroutine
+        until = max(t0 + delay + 0.6, time.perf_counter() + 0.2)
+        spare, cb = [], None
+        for _ in range(64):
+            c = reused_b(until)
+            if id(c) == at:
+                cb = c
+                break
+            spare.append(c)
+        for c in spare:
+            c.close()
+        if cb is None:
+            cb = reused_b(until)
+        await asyncio.create_task(cb, name="reused_b")
+        with open(side, "w") as f:
+            json.dump({"reused": id(cb) == at}, f)
+    asyncio.run(main())
+    print("reuse done")
 
 
 if __name__ == "__main__":
@@ -386,4 +487,5 @@ if __name__ == "__main__":
      "tthreads": lambda: tthreads(arg, sys.argv[3] if len(sys.argv) > 3 else None),
      "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg),
      "tchurn": lambda: achurn(arg, 2),
-     "idle": lambda: idle(int(arg), sys.argv[3])}[what]()
+     "idle": lambda: idle(int(arg), sys.argv[3]), "gap": gap,
+     "reuse": lambda: reuse(arg, sys.argv[3])}[what]()

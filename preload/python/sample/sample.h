@@ -19,10 +19,17 @@ PL_PY_HIDDEN int pl_pys_sample(struct pl_py_sample *s);
 PL_PY_HIDDEN uintptr_t pl_pys_key(PyCodeObject *co);
 /* tasks.c. The context of the asyncio task whose root coroutine `coro` runs on thread
  * state `ts`, any thread's (tick handler, async-signal-safe); NULL: none known (the
- * thread's own). */
-PL_PY_HIDDEN struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro);
+ * thread's own). When no scan has listed `coro` yet, s->new_coro and s->new_gen say
+ * so (pl_pys_claim). */
+PL_PY_HIDDEN struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro,
+						struct pl_py_sample *s);
+/* The adapter's claim (struct pl_py_adapter in adapter.h): folding thread, no GIL. */
+PL_PY_HIDDEN int pl_pys_claim(uintptr_t coro, uintptr_t root_key, unsigned gen,
+			      struct coprof_ctx **out);
 /* Each tick of a thread with Python frames (see tasks.c). */
 PL_PY_HIDDEN void pl_pys_tasks_tick(PyThreadState *ts);
+/* Reads the tasks' test knob (attach time). */
+PL_PY_HIDDEN void pl_pys_tasks_init(void);
 /* The adapter's fold callback (struct pl_py_adapter in adapter.h): folding thread. */
 PL_PY_HIDDEN void pl_pys_fold(void);
 /* The adapter's after_fold callback: folding thread, outside the sampler's fork lock,

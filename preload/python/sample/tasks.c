@@ -27,12 +27,26 @@
  * Contexts are never freed by this file: the engine frees a finished one at its next
  * clear, after the dump, and a tick's record that names one only serves as its key.
  *
+ * The first-scan gap: a tick that meets a coroutine no scan has listed yet cannot know
+ * its task, and the scan it asks for waits for the next fold and then for a thread
+ * that holds the GIL (under load, for tenths of a second). Such a tick carries the
+ * coroutine's address, its root's code key and the number of scans of asyncio's task
+ * sets begun before it (`begun`); the folding thread holds it back and asks
+ * pl_pys_claim once that number's next scan has ended. Each scan logs the tasks it
+ * lists for the first time (`births`): address, root code key, the scan's number and
+ * context. A tick is the task's when the very next scan after it logged a task at that
+ * address with that code; else it stays with the thread, as it would have without the
+ * wait. A coroutine that finished after the tick and another made at its address is
+ * only told apart by its code (two tasks of one coroutine function are not), and one
+ * not started yet at the scan never ran at the tick: it is not logged.
+ *
  * Liveness: an entry holds a weak reference to its coroutine, made by PyWeakref_NewRef
  * with no callback, which CPython keeps at the head of the coroutine's weak reference
  * list. The handler accepts an entry only when the coroutine on the frame chain has
  * that very reference at the head of its list and the reference still points at it: a
  * coroutine that died has its reference cleared and off its list, so another coroutine
  * that reuses its address is never given the dead task's context or name. */
+#include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -71,6 +85,9 @@ struct wait {
 	uintptr_t *keys; /* WAIT_MAX, innermost first; allocated at the first wait */
 };
 #define EMIT_SCANS 10u /* a wait under way goes to the sampler every so many scans */
+/* ns: and once it holds this much: when scans are far apart (a loaded machine delays
+ * them) a wait does not keep ten of them unsaid */
+#define EMIT_NS 200000000u
 
 /* One task. Written only by scan(), with the GIL; ref and ctx are read by handlers. */
 struct slot {
@@ -121,6 +138,22 @@ static _Atomic uintptr_t unknown[NUNKNOWN];
 static atomic_uint unknown_at[NUNKNOWN];
 #define UNKNOWN_FOLDS 5u
 static _Atomic uintptr_t asked; /* the last root a tick asked about */
+/* Scans that read asyncio's task sets: begun (the number of the last one begun), and
+ * ended (the number of the last one ended); scan_now only, read by any thread. */
+static atomic_uint begun, ended;
+/* The tasks scans listed for the first time, for pl_pys_claim: a ring written by
+ * scan_now alone. nbirths counts the entries written, nwriting those begun; a reader
+ * reads below nbirths and rechecks nwriting after its read, since the writer may have
+ * come round to the entry meanwhile. */
+#define NBIRTHS 4096u /* a power of two */
+struct birth {
+	_Atomic uintptr_t coro;
+	_Atomic uintptr_t key;		  /* its root's code key */
+	_Atomic(struct coprof_ctx *) ctx; /* the context its slot got */
+	atomic_uint scan;		  /* the scan that listed it (begun) */
+};
+static struct birth births[NBIRTHS];
+static atomic_uint nbirths, nwriting;
 
 static unsigned hash(uintptr_t p)
 {
@@ -180,8 +213,9 @@ static int lookup(PyObject *coro, struct coprof_ctx **out)
 }
 
 /* async-signal-safe */
-struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
+struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro, struct pl_py_sample *s)
 {
+	unsigned gen = atomic_load_explicit(&begun, memory_order_acquire);
 	atomic_fetch_add(&readers, 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	struct coprof_ctx *ctx;
@@ -203,6 +237,8 @@ struct coprof_ctx *pl_pys_task_ctx(PyThreadState *ts, PyObject *coro)
 	(void)ts;
 #endif
 	atomic_store_explicit(&want, 1, memory_order_release);
+	s->new_coro = (uintptr_t)coro; /* the scan asked for may claim the tick */
+	s->new_gen = gen;
 	return NULL;
 }
 
@@ -428,6 +464,17 @@ static int suspended(PyObject *g)
 #endif
 }
 
+/* Nonzero once coroutine g has begun to run (it may have finished). */
+static int started(PyObject *g)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+	return ((PyGenObject *)g)->gi_frame_state > FRAME_CREATED;
+#else
+	PyFrameObject *f = ((PyGenObject *)g)->gi_frame;
+	return !f || f->f_state > FRAME_CREATED;
+#endif
+}
+
 /* The code object of generator or coroutine g, read from the object (no attribute
  * lookup: cr_code is audited, and its event costs more than the rest). */
 static PyCodeObject *gen_code(PyObject *g)
@@ -519,7 +566,8 @@ static const void *root_ip(PyObject *g)
  * never running at a tick between them, waited there all that time. Its await chain
  * is read when it suspends anew (its root stopped elsewhere, or it ran); what it waits
  * goes to the sampler as the ticks it missed, when the wait ends and every EMIT_SCANS
- * scans while it lasts (so many tasks do not overrun the thread's ring at once). A
+ * scans while it lasts (each slot at its own scan: not a thousand idle tasks at once),
+ * or sooner once it holds EMIT_NS, and when Python finalizes (pl_pys_tasks_closing). A
  * wait shorter than the scan interval is not seen; one seen counts from the scan that
  * first saw it. */
 static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
@@ -537,7 +585,7 @@ static void see_wait(struct slot *sl, PyObject *coro, uint64_t now, int emit)
 	if (susp && !ran && w->n && ip == w->ip) {
 		w->pend += now - w->last;
 		w->last = now;
-		if (emit && w->pend) {
+		if ((emit || w->pend >= EMIT_NS) && w->pend) {
 			pl_py_host->task_wait(sl->owner, sl->ctx, w->keys, w->n, w->pend);
 			w->pend = 0;
 		}
@@ -627,8 +675,31 @@ static struct coprof_thread *owner_of(PyObject *task, struct owners *o)
 	return t;
 }
 
-/* One task: its slot is made at first sight, renamed when its name changed. */
-static void see_task(struct owners *o, PyObject *task, int rename)
+/* Logs a slot just made by scan number `scan` for pl_pys_claim, unless its coroutine
+ * has not started: then it ran at no tick before this scan. */
+static void log_birth(struct slot *sl, PyObject *coro, unsigned scan)
+{
+	if (!started(coro))
+		return;
+	uintptr_t key = key_of(gen_code(coro));
+	if (!key)
+		return;
+	unsigned n = atomic_load_explicit(&nbirths, memory_order_relaxed);
+	struct birth *b = &births[n & (NBIRTHS - 1)];
+	/* A reader rechecks nwriting after its read: moving it first tells one that
+	 * reads the entry this one replaces that it is being written over. */
+	atomic_store_explicit(&nwriting, n + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&b->coro, (uintptr_t)coro, memory_order_relaxed);
+	atomic_store_explicit(&b->key, key, memory_order_relaxed);
+	atomic_store_explicit(&b->ctx, sl->ctx, memory_order_relaxed);
+	atomic_store_explicit(&b->scan, scan, memory_order_relaxed);
+	atomic_store_explicit(&nbirths, n + 1, memory_order_release);
+}
+
+/* One task: its slot is made at first sight, renamed when its name changed. `scan`:
+ * the number of the scan (begun). */
+static void see_task(struct owners *o, PyObject *task, int rename, unsigned scan)
 {
 	PyObject *coro = PyObject_CallMethodNoArgs(task, s_get_coro);
 	if (!coro || !PyCoro_CheckExact(coro) || coro_finished(coro))
@@ -672,6 +743,7 @@ static void see_task(struct owners *o, PyObject *task, int rename)
 		sl->listed = 1;
 		live[nlive++] = (uint16_t)(sl - slots);
 	}
+	log_birth(sl, coro, scan);
 out_name:
 	Py_XDECREF(name);
 out:
@@ -703,14 +775,21 @@ static void scan_now(unsigned what)
 	int names = interned(&s_get_coro, "get_coro") && interned(&s_get_name, "get_name") &&
 		    interned(&s_get_loop, "get_loop") && interned(&s_thread_id, "_thread_id") &&
 		    interned(&s_native_id, "_native_id");
-	uintptr_t ask = atomic_exchange(&asked, 0);
 	uint64_t now = mono_ns();
 	static unsigned scans;
 	scans++;
-	PyObject *tasks = names && (what & SCAN_FULL) ? all_tasks() : NULL;
+	/* Numbered before the task sets are read: a tick that read the number before
+	 * met a coroutine this scan may list (pl_pys_claim). */
+	unsigned number = names && (what & SCAN_FULL) ? atomic_fetch_add(&begun, 1) + 1 : 0;
+	/* What ticks asked for before it: it lists every task. Only a scan that reads
+	 * the task sets can tell that the root a tick asked about is no task's. */
+	uintptr_t ask = number ? atomic_exchange(&asked, 0) : 0;
+	if (number)
+		atomic_store_explicit(&want, 0, memory_order_relaxed);
+	PyObject *tasks = number ? all_tasks() : NULL;
 	struct owners o = {.n = 0};
 	for (Py_ssize_t i = 0; tasks && i < PyList_GET_SIZE(tasks); i++)
-		see_task(&o, PyList_GET_ITEM(tasks, i), what & SCAN_RENAME);
+		see_task(&o, PyList_GET_ITEM(tasks, i), what & SCAN_RENAME, number);
 	int wall = pl_py_host->clock == COPROF_CLOCK_WALL;
 	int nlivetasks = 0;
 	unsigned kept = 0;
@@ -744,8 +823,43 @@ static void scan_now(unsigned what)
 	if (what & SCAN_FULL)
 		atomic_store(&have_tasks, nlivetasks > 0 || (tasks && PyList_GET_SIZE(tasks) > 0));
 	Py_XDECREF(tasks);
+	if (number)
+		atomic_store_explicit(&ended, number, memory_order_release);
 	pl_py_exc_restore(&e);
 	atomic_store(&scanning, 0);
+}
+
+/* The context of the task that scan number gen + 1 listed for the first time at
+ * address coro with root code root_key (see the header): 1 and *out; 0 when it listed
+ * none; -EAGAIN while it has not ended. Any thread but a signal handler's, no GIL: it
+ * reads the log only. A context stays valid until the engine's clear, which comes
+ * after the stop that settles every tick held back. */
+int pl_pys_claim(uintptr_t coro, uintptr_t root_key, unsigned gen, struct coprof_ctx **out)
+{
+	*out = NULL;
+	unsigned want_scan = gen + 1;
+	if ((int)(atomic_load_explicit(&ended, memory_order_acquire) - want_scan) < 0)
+		return -EAGAIN;
+	unsigned n = atomic_load_explicit(&nbirths, memory_order_acquire);
+	/* Newest first: the entries of one scan lie together, in the scans' order. */
+	for (unsigned back = 1; back <= NBIRTHS && back <= n; back++) {
+		struct birth *b = &births[(n - back) & (NBIRTHS - 1)];
+		unsigned scan = atomic_load_explicit(&b->scan, memory_order_relaxed);
+		uintptr_t c = atomic_load_explicit(&b->coro, memory_order_relaxed);
+		uintptr_t k = atomic_load_explicit(&b->key, memory_order_relaxed);
+		struct coprof_ctx *ctx = atomic_load_explicit(&b->ctx, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		/* The writer came round to this entry while it was read: older ones too. */
+		if (atomic_load_explicit(&nwriting, memory_order_relaxed) - (n - back) > NBIRTHS)
+			return 0;
+		if ((int)(scan - want_scan) < 0)
+			return 0;
+		if (scan == want_scan && c == coro && k == root_key && ctx) {
+			*out = ctx;
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* The pending call. Py_FinalizeEx runs what is queued: nothing is done then. */
@@ -772,10 +886,56 @@ static int queue_scan(unsigned what)
 #endif
 }
 
+/* COPROF_TEST_SCAN_DELAY_MS (tests only: the first-scan gap of a loaded machine, on
+ * purpose): the task sets are read only when a tick asked, that long after the first
+ * fold that saw it ask; never now and then. 0: off. Read once by pl_pys_tasks_init. */
+static uint64_t test_delay_ns;
+static uint64_t test_asked_at; /* ns, the fold that saw the ask; folding thread only */
+/* COPROF_TEST_FOLD_EVERY=N (tests only: a folding thread starved by a loaded machine):
+ * the adapter acts at one fold in N. 0 or 1: at every fold. */
+static unsigned test_fold_every, test_fold_skip;
+
+static unsigned test_delay(unsigned what)
+{
+	what &= ~(unsigned)(SCAN_FULL | SCAN_RENAME);
+	if (!atomic_load_explicit(&want, memory_order_acquire)) {
+		test_asked_at = 0;
+		return what;
+	}
+	uint64_t now = mono_ns();
+	if (!test_asked_at)
+		test_asked_at = now;
+	if (now - test_asked_at < test_delay_ns)
+		return what;
+	test_asked_at = 0;
+	return what | SCAN_FULL;
+}
+
+/* A test knob's value, 0 when unset; `max` bounds it (a bad value: said, ignored). */
+static unsigned long test_knob(const char *name, unsigned long max)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n = v && *v ? strtoul(v, &end, 10) : 0;
+	if (v && *v && (*end || n > max)) {
+		pl_py_host->say("%s=%s: not a number up to %lu; ignored", name, v, max);
+		return 0;
+	}
+	return n;
+}
+
+void pl_pys_tasks_init(void)
+{
+	test_delay_ns = (uint64_t)test_knob("COPROF_TEST_SCAN_DELAY_MS", 60000) * 1000000u;
+	test_fold_every = (unsigned)test_knob("COPROF_TEST_FOLD_EVERY", 1000);
+}
+
 /* Folding thread, no GIL: queues a scan when a tick asked for one, or now and then
  * while tasks exist (new names, finished tasks). */
 void pl_pys_fold(void)
 {
+	if (test_fold_every > 1 && test_fold_skip++ % test_fold_every != 0)
+		return;
 	unsigned fold = atomic_fetch_add(&folds, 1) + 1;
 	int wall = pl_py_host->clock == COPROF_CLOCK_WALL, tasks = atomic_load(&have_tasks);
 	unsigned what = 0;
@@ -785,13 +945,15 @@ void pl_pys_fold(void)
 		what |= SCAN_FULL | SCAN_RENAME;
 	if (tasks && wall)
 		what |= SCAN_WAITS | (fold % WALL_FULL_FOLDS == 0 ? SCAN_FULL : 0);
+	if (test_delay_ns)
+		what = test_delay(what);
 	if (!what)
 		return;
 #if PY_VERSION_HEX < 0x030C0000
 	/* A thread other than the main one met a new task: the main thread may run no
 	 * bytecode for long (join()), and these ticks would go to the thread's own stack
 	 * meanwhile; the folding thread scans at once. */
-	if (atomic_exchange(&want_far, 0) && (what & SCAN_FULL)) {
+	if ((what & SCAN_FULL) && atomic_exchange(&want_far, 0)) {
 		atomic_store(&want, 0);
 		atomic_fetch_or(&gil_what, what);
 		return;
@@ -805,13 +967,15 @@ void pl_pys_fold(void)
 		 * after this fold (pl_pys_after_fold); the queued call stays, to run when
 		 * the main thread comes back. */
 		if (fold - atomic_load(&queued_at) >= STALL_FOLDS) {
-			atomic_store(&want, 0);
+			if (what & SCAN_FULL)
+				atomic_store(&want, 0);
 			atomic_fetch_or(&gil_what, what);
 		}
 #endif
 		return;
 	}
-	atomic_store(&want, 0);
+	if (what & SCAN_FULL)
+		atomic_store(&want, 0);
 	atomic_store(&queued_at, fold);
 	atomic_store(&queuing, 1); /* seq_cst: closing() sees it, or this sees closing */
 	if (atomic_load(&closing) || !Py_IsInitialized() || pl_pys_finalizing() ||
@@ -864,6 +1028,10 @@ void pl_pys_tasks_after_fork_child(void)
 	atomic_store(&want, 0);
 	for (unsigned i = 0; i < NUNKNOWN; i++)
 		atomic_store(&unknown[i], 0);
+	/* The log's contexts are the parent's profiler's. */
+	for (unsigned i = 0; i < NBIRTHS; i++)
+		atomic_store(&births[i].ctx, NULL);
+	atomic_store(&nwriting, atomic_load(&nbirths));
 }
 
 /* Sampling starts (the control thread). */
@@ -872,9 +1040,34 @@ void pl_pys_tasks_start(void)
 	atomic_fetch_add(&windows, 1);
 }
 
+/* Python finalizes (main thread, GIL held): no scan runs from now on, so the waits the
+ * slots measured and have not handed over yet go to the sampler now. Under load the
+ * scans that would have (the one that sees a task run again or finish, or its
+ * EMIT_SCANS-th) may never come before the exit: 1,000 idle tasks lost 0.3-1.3 s of
+ * their 1.8 s wait each (idle_wall, a CI run). Skipped when a scan is under way (it
+ * let the GIL go in a finalizer). */
+static void hand_over_waits(void)
+{
+	if (pl_py_host->clock != COPROF_CLOCK_WALL || atomic_exchange(&scanning, 1))
+		return;
+	unsigned win = atomic_load(&windows);
+	for (unsigned j = 0; j < nlive; j++) {
+		struct slot *sl = &slots[live[j]];
+		uintptr_t c = atomic_load_explicit(&sl->coro, memory_order_relaxed);
+		struct wait *w = &sl->wait;
+		if (c == 0 || c == TOMB || sl->forks != tforks || !sl->ctx || w->win != win ||
+		    !w->n || !w->pend)
+			continue;
+		pl_py_host->task_wait(sl->owner, sl->ctx, w->keys, w->n, w->pend);
+		w->pend = 0;
+	}
+	atomic_store(&scanning, 0);
+}
+
 void pl_pys_tasks_closing(void)
 {
 	atomic_store(&closing, 1);
 	while (atomic_load(&queuing))
 		sched_yield();
+	hand_over_waits();
 }

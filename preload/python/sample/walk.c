@@ -310,6 +310,8 @@ int pl_pys_sample(struct pl_py_sample *s)
 	s->ngroups = 0;
 	s->ctx = NULL;
 	s->task_frames = 0;
+	s->new_coro = 0;
+	s->new_gen = 0;
 	/* Before Python runs or once it finalizes (thread states are freed then, a
 	 * daemon thread's among them), the thread's native stack is sampled. */
 	if (!Py_IsInitialized() || pl_pys_finalizing())
@@ -322,7 +324,7 @@ int pl_pys_sample(struct pl_py_sample *s)
 	PyObject *root = NULL;
 	int n = walk(ts, s, &root);
 	if (n > 0 && root)
-		s->ctx = pl_pys_task_ctx(ts, root);
+		s->ctx = pl_pys_task_ctx(ts, root, s);
 	pl_pys_tasks_tick(ts);
 	return n;
 }
