@@ -10,7 +10,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <stddef.h>
+
+#include "../../preload/python/callback.h"
 
 static int noop_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -60,17 +61,7 @@ static PyObject *noop_nothing(PyObject *self, PyObject *const *args, size_t narg
 	Py_RETURN_NONE;
 }
 
-struct noop_callback {
-	PyObject_HEAD vectorcallfunc call;
-};
-
-static PyTypeObject noop_callback_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "coprof_noop.callback",
-    .tp_basicsize = sizeof(struct noop_callback),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(struct noop_callback, call),
-    .tp_call = PyVectorcall_Call,
-};
+static PyTypeObject noop_callback_type = PL_PY_CALLBACK_TYPE("coprof_noop.callback");
 
 static PyMethodDef noop_methods[] = {
     {"profile", noop_profile, METH_NOARGS, "Set a no-op C profile function on this thread."},
@@ -96,13 +87,10 @@ static struct PyModuleDef noop_module = {
 PyMODINIT_FUNC PyInit_coprof_noop(void)
 {
 	PyObject *m = PyModule_Create(&noop_module);
-	if (!m || PyType_Ready(&noop_callback_type) != 0)
-		return NULL;
-	struct noop_callback *cb = PyObject_New(struct noop_callback, &noop_callback_type);
+	PyObject *cb = m ? pl_py_callback_new(&noop_callback_type, noop_nothing) : NULL;
 	if (!cb)
 		return NULL;
-	cb->call = noop_nothing;
-	if (PyModule_AddObject(m, "nothing", (PyObject *)cb) != 0)
+	if (PyModule_AddObject(m, "nothing", cb) != 0)
 		return NULL;
 	return m;
 }

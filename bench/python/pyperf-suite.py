@@ -37,6 +37,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+CALLBACK_H = os.path.join(ROOT, "preload", "python", "callback.h")  # noop-hook.c's too
 WRAP = os.path.join(HERE, "pyperf-wrap")
 
 # name -> (script inside pyperformance's benchmarks, or None for shapes.py; arguments)
@@ -92,7 +93,8 @@ def make_venv(python, tag, inc, ext):
     site = run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
     so = os.path.join(site, "coprof_noop" + ext)
     src = os.path.join(HERE, "noop-hook.c")
-    if not os.path.exists(so) or os.path.getmtime(so) < os.path.getmtime(src):
+    newest = max(os.path.getmtime(src), os.path.getmtime(CALLBACK_H))
+    if not os.path.exists(so) or os.path.getmtime(so) < newest:
         run([os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O2", "-Wall", "-Werror",
              "-I", inc, src, "-o", so])
     bm = run([vpy, "-c", "import os, pyperformance; print(os.path.join("

@@ -9,6 +9,8 @@
 
 #include "py.h"
 
+#include "callback.h" /* after Python.h */
+
 #if PY_VERSION_HEX >= 0x030C0000
 
 /* Tool ids to try: 0-2 are debugger, coverage and profiler (cProfile uses 2), 5 is
@@ -113,19 +115,7 @@ static PyObject *on_c_return(ARGS)
 #undef UNUSED_ARGS
 #undef NARGS
 
-/* A callback object: its vectorcall is the callback. */
-struct callback {
-	PyObject_HEAD vectorcallfunc call;
-};
-
-static PyTypeObject callback_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "coprof.callback",
-    .tp_basicsize = sizeof(struct callback),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(struct callback, call),
-    .tp_call = PyVectorcall_Call,
-    .tp_doc = "A sys.monitoring callback of coprof's.",
-};
+static PyTypeObject callback_type = PL_PY_CALLBACK_TYPE("coprof.callback");
 
 static const vectorcallfunc defs[] = {on_start, on_resume, on_throw,  on_return,
 				      on_yield, on_unwind, on_c_call, on_c_return};
@@ -148,21 +138,12 @@ static PyObject *callbacks[NDEFS]; /* made once, kept for the process's life */
 
 static int make_callbacks(void)
 {
-	if (PyType_Ready(&callback_type) != 0) {
-		PyErr_Clear();
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < NDEFS; i++) {
-		if (callbacks[i])
-			continue;
-		struct callback *cb = PyObject_New(struct callback, &callback_type);
-		if (!cb) {
+	for (size_t i = 0; i < NDEFS; i++)
+		if (!callbacks[i] &&
+		    !(callbacks[i] = pl_py_callback_new(&callback_type, defs[i]))) {
 			PyErr_Clear();
 			return -ENOMEM;
 		}
-		cb->call = defs[i];
-		callbacks[i] = (PyObject *)cb;
-	}
 	return 0;
 }
 
