@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Sums the results meson recorded in each build directory's testlog.json and prints
-one closing line, 'N passed, N failed, N skipped', for the whole suite."""
+one closing line, 'N passed, N failed, N skipped', for the whole suite. Each test that did
+not pass is named first, one line each, so a log cut short to its tail still says which."""
 import json
 import sys
 
 passed = failed = skipped = 0
+bad = []
 for d in sys.argv[1:]:
     try:
         f = open(f"{d}/meson-logs/testlog.json")
@@ -14,11 +16,15 @@ for d in sys.argv[1:]:
         continue
     with f:
         for line in f:
-            result = json.loads(line)["result"]
+            test = json.loads(line)
+            result = test["result"]
             if result in ("OK", "EXPECTEDFAIL"):
                 passed += 1
             elif result == "SKIP":
                 skipped += 1
             else:
                 failed += 1
+                bad.append(f"{result} {d}: {test['name']} ({test.get('duration', 0):.1f} s)")
+for line in bad:
+    print(line)
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
