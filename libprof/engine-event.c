@@ -374,9 +374,12 @@ void coprof_leave_again(struct coprof_thread *t, uintptr_t key)
 }
 
 /* Adds c's records into `into` (the thread's aggregate) and frees c's tables. Both
- * contexts belong to the calling thread. On out-of-memory the rest is dropped. */
+ * contexts belong to the calling thread. On out-of-memory the rest is dropped. Each of
+ * c's records, finished with, keeps its counterpart in `into` in its call cache
+ * (last_rec), so that its edges find both ends without hashing them again. */
 void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 {
+	int all = 1;
 	for (uint32_t i = 0; i < c->recs.cap; i++) {
 		struct cp_rec *r = c->recs.slots[i];
 		if (!r)
@@ -384,20 +387,22 @@ void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 		struct cp_rec *a = cp_rec_get(into, r->key);
 		if (!a) {
 			cp_overflow(c->t->p, "function table");
+			all = 0;
 			break;
 		}
 		a->nc += r->nc;
 		a->cc += r->cc;
 		a->tt += r->tt;
 		a->ct += r->ct;
+		r->last_rec = a;
 	}
-	for (uint32_t i = 0; i < c->edges.cap; i++) {
+	for (uint32_t i = 0; i < c->edges.cap && all; i++) {
 		struct cp_erec *e = c->edges.slots[i];
 		if (!e)
 			continue;
-		struct cp_rec *ca = cp_rec_get(into, e->caller->key);
-		struct cp_rec *ce = cp_rec_get(into, e->callee->key);
-		struct cp_erec *a = ca && ce ? cp_edge_get(into, ca, ce) : NULL;
+		struct cp_rec *ca = e->caller->last_rec;
+		struct cp_rec *ce = e->callee->last_rec;
+		struct cp_erec *a = cp_edge_get(into, ca, ce);
 		if (!a) {
 			cp_overflow(c->t->p, "edge table");
 			break;

@@ -441,6 +441,16 @@ PL_PY_HIDDEN struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, int thrown, u
 PL_PY_HIDDEN void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr,
 				    PyObject *r);
 
+/* --- weak references (weakref.c) ---------------------------------------------------- */
+
+/* A new reference to a weak reference to o without a callback (PyWeakref_NewRef), or
+ * NULL with an error set. One it makes is kept out of the garbage collector's sight: the
+ * host collects as often, and traverses as much, as it would without coprof. A tracked
+ * one per asyncio task made async_tree_io's collections 5% more frequent and added a
+ * quarter to their instructions (bench/RESULTS.md). Clearing it when o dies does not
+ * depend on the collector: that goes through o's own list of weak references. */
+PL_PY_HIDDEN PyObject *pl_py_weakref(PyObject *o);
+
 /* Python's own exception, kept aside while the adapter calls into Python. */
 struct pl_py_exc {
 #if PY_VERSION_HEX >= 0x030C0000

@@ -224,7 +224,7 @@ static struct glet *glet_make(PyObject *g, struct coprof_thread *t)
 	int named = main || first_name(g, name, sizeof(name));
 	if (!named)
 		snprintf(name, sizeof(name), "%s", Py_TYPE(g)->tp_name);
-	PyObject *ref = PyWeakref_NewRef(g, NULL);
+	PyObject *ref = pl_py_weakref(g);
 	if (!ref) {
 		PyErr_Clear();
 		return NULL;

@@ -719,7 +719,7 @@ static void see_task(struct owners *o, PyObject *task, int rename, unsigned scan
 	}
 	if (sl) /* a dead coroutine's slot at the same address */
 		release(sl);
-	PyObject *ref = PyWeakref_NewRef(coro, NULL);
+	PyObject *ref = pl_py_weakref(coro);
 	if (!ref)
 		goto out_name;
 	/* Someone's basic reference is ours too (CPython shares it), at the head. */
