@@ -447,7 +447,7 @@ PL_PY_HIDDEN void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY
  * NULL with an error set. One it makes is kept out of the garbage collector's sight: the
  * host collects as often, and traverses as much, as it would without coprof. A tracked
  * one per asyncio task made async_tree_io's collections 5% more frequent and added a
- * quarter to their instructions (bench/RESULTS.md). Clearing it when o dies does not
+ * fifth to their instructions (bench/RESULTS.md). Clearing it when o dies does not
  * depend on the collector: that goes through o's own list of weak references. */
 PL_PY_HIDDEN PyObject *pl_py_weakref(PyObject *o);
 
