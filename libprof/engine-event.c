@@ -22,18 +22,19 @@ static inline uint32_t hash_pair(const void *a, const void *b, uint32_t cap)
 	return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-/* A table's first size, which is also the largest filled up to seven eighths: a
+/* A table's first size. Tables up to TABLE_DENSE slots fill up to seven eighths: a
  * task's tables are small (asyncio.sleep alone is ten functions; an async_tree_io leaf
- * task 13) and hold few lookups (each is made once, then found through the call
- * caches), so a full small table spares each task a few hundred bytes and a growth,
- * and costs fewer instructions than it saves. Larger ones (a thread's own context)
- * stay at most half full, for short probes. */
+ * task 13 on 3.12, 16 functions and 17 edges on 3.10) and hold few lookups (each is
+ * made once, then found through the call caches), so a full small table spares each
+ * task a few hundred bytes and a growth, and costs fewer instructions than it saves.
+ * Larger ones (a thread's own context) stay at most half full, for short probes. */
 #define TABLE_FIRST 16
+#define TABLE_DENSE 32
 
 /* Nonzero when one more entry needs a larger table. */
 static inline int table_full(const struct cp_table *tb)
 {
-	if (tb->cap <= TABLE_FIRST)
+	if (tb->cap <= TABLE_DENSE)
 		return (tb->n + 1) * 8 > tb->cap * 7;
 	return (tb->n + 1) * 2 > tb->cap;
 }
@@ -184,6 +185,35 @@ static inline uint32_t call_slot(const struct cp_rec *parent, uintptr_t key)
 	return (uint32_t)(h >> 56) & (CP_CALL_CACHE - 1);
 }
 
+/* Record r of c stops having a virtual edge (cp_rec.via): a second caller, or a call
+ * with none, is coming. The edge from its one caller so far becomes a record holding
+ * r's numbers so far, open activations included, and every frame and call cache that
+ * held the virtual edge now holds the record. 0 when out of memory (r unchanged). */
+static int via_mix(struct coprof_ctx *c, struct cp_rec *r)
+{
+	struct cp_rec *p = cp_via_caller(r);
+	if (p) {
+		struct cp_erec *e = cp_edge_get(c, p, r);
+		if (!e)
+			return 0;
+		e->nc = r->nc;
+		e->cc = r->cc;
+		e->tt = r->tt;
+		e->ct = r->ct;
+		e->level = r->level;
+		if (p->last_rec == r)
+			p->last_edge = e;
+		struct cp_call *cc = &c->t->calls[call_slot(p, r->key)];
+		if (cc->parent == p && cc->key == r->key)
+			cc->edge = e;
+		for (uint32_t i = 0; i < c->depth; i++)
+			if (c->frames[i].rec == r)
+				c->frames[i].edge = e;
+	}
+	r->via = CP_VIA_MIXED;
+	return 1;
+}
+
 /* The slow part of a push: the callee is not the caller's last callee. Tries the
  * thread's call cache, then the context's tables (creating the records). */
 static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t key,
@@ -203,6 +233,15 @@ static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t ke
 	struct cp_rec *r = cp_rec_get(c, key);
 	if (!r) {
 		cp_overflow(t->p, "function table");
+		return 0;
+	}
+	if (parent && (r->via == parent || !r->via)) {
+		r->via = parent; /* its only caller so far: the edge stays virtual */
+		*cc = (struct cp_call){parent, key, r, CP_EDGE_VIRTUAL};
+		goto found;
+	}
+	if (r->via != CP_VIA_MIXED && !via_mix(c, r)) {
+		cp_overflow(t->p, "edge table");
 		return 0;
 	}
 	if (!parent) {
@@ -376,25 +415,47 @@ void coprof_leave_again(struct coprof_thread *t, uintptr_t key)
 /* Adds c's records into `into` (the thread's aggregate) and frees c's tables. Both
  * contexts belong to the calling thread. On out-of-memory the rest is dropped. Each of
  * c's records, finished with, keeps its counterpart in `into` in its call cache
- * (last_rec), so that its edges find both ends without hashing them again. */
+ * (last_rec), so that its edges find both ends without hashing them again. A virtual
+ * edge stays virtual in `into` while every record folded into its callee had it. */
 void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 {
 	int all = 1;
-	for (uint32_t i = 0; i < c->recs.cap; i++) {
+	for (uint32_t i = 0; i < c->recs.cap && all; i++) {
 		struct cp_rec *r = c->recs.slots[i];
-		if (!r)
-			continue;
-		struct cp_rec *a = cp_rec_get(into, r->key);
-		if (!a) {
+		if (r && !(r->last_rec = cp_rec_get(into, r->key))) {
 			cp_overflow(c->t->p, "function table");
 			all = 0;
+		}
+	}
+	for (uint32_t i = 0; i < c->recs.cap && all; i++) {
+		struct cp_rec *r = c->recs.slots[i];
+		if (!r || !r->via)
+			continue;
+		struct cp_rec *a = r->last_rec, *p = cp_via_caller(r);
+		struct cp_rec *from = p ? p->last_rec : CP_VIA_MIXED;
+		if (from != CP_VIA_MIXED && (a->via == from || !a->via)) {
+			a->via = from;
+		} else if (a->via != CP_VIA_MIXED && !via_mix(into, a)) {
+			all = 0;
+		} else if (from != CP_VIA_MIXED) {
+			struct cp_erec *e = cp_edge_get(into, from, a);
+			if (!e) {
+				all = 0;
+			} else {
+				e->nc += r->nc;
+				e->cc += r->cc;
+				e->tt += r->tt;
+				e->ct += r->ct;
+			}
+		}
+		if (!all) {
+			cp_overflow(c->t->p, "edge table");
 			break;
 		}
 		a->nc += r->nc;
 		a->cc += r->cc;
 		a->tt += r->tt;
 		a->ct += r->ct;
-		r->last_rec = a;
 	}
 	for (uint32_t i = 0; i < c->edges.cap && all; i++) {
 		struct cp_erec *e = c->edges.slots[i];
@@ -418,9 +479,9 @@ void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 
 /* Gives c's records, tables and stack back to the pool; c is empty afterwards. The
  * thread's call cache forgets c's calls: each entry is an edge of its context (made by
- * push_lookup with the edge found), so clearing the slot of each of c's edges leaves
- * no entry naming a record of c, without wiping the whole cache for every task
- * folded. */
+ * push_lookup with the edge found), a record or a virtual one, so clearing the slot of
+ * each of c's edges leaves no entry naming a record of c, without wiping the whole
+ * cache for every task folded. */
 void cp_ctx_release(struct coprof_ctx *c)
 {
 	struct cp_pool *pl = &c->t->pool;
@@ -430,6 +491,14 @@ void cp_ctx_release(struct coprof_ctx *c)
 			continue;
 		struct cp_call *cc = &c->t->calls[call_slot(e->caller, e->callee->key)];
 		if (cc->parent == e->caller)
+			*cc = (struct cp_call){0};
+	}
+	for (uint32_t i = 0; i < c->recs.cap; i++) {
+		struct cp_rec *r = c->recs.slots[i], *p = r ? cp_via_caller(r) : NULL;
+		if (!p)
+			continue;
+		struct cp_call *cc = &c->t->calls[call_slot(p, r->key)];
+		if (cc->parent == p)
 			*cc = (struct cp_call){0};
 	}
 	for (uint32_t i = 0; i < c->recs.cap; i++)

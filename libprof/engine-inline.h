@@ -72,13 +72,13 @@ cp_push_rec(struct coprof_ctx *c, struct cp_rec *r, struct cp_erec *e, uint64_t 
 	if (call) {
 		r->nc++;
 		r->cc += r->level == 0;
-		if (e) {
+		if (cp_edge_real(e)) {
 			e->nc++;
 			e->cc += e->level == 0;
 		}
 	}
 	r->level++;
-	if (e)
+	if (cp_edge_real(e))
 		e->level++;
 }
 
@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) void cp_pop(struct coprof_ctx *c, u
 	if (--r->level == 0)
 		r->ct += el;
 	struct cp_erec *e = f->edge;
-	if (e) {
+	if (cp_edge_real(e)) {
 		e->tt += own;
 		if (--e->level == 0)
 			e->ct += el;

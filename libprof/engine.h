@@ -34,7 +34,7 @@ enum cp_ctx_state {
 	CP_CTX_FINISHED = 2,
 };
 
-/* The pstats four of one function in one context, plus what accounting needs. 64
+/* The pstats four of one function in one context, plus what accounting needs. 72
  * bytes (a pool class): a task holds one per function it ran. */
 struct cp_rec {
 	uintptr_t key;
@@ -45,9 +45,32 @@ struct cp_rec {
 	 * with its edge, so a loop calling the same function hashes nothing. */
 	struct cp_rec *last_rec;
 	struct cp_erec *last_edge;
+	/* Who called it: NULL before its first activation; a record of the same context
+	 * when every activation so far was that function's call (the edge from it is
+	 * then virtual: its numbers are this record's, and no edge record exists); else
+	 * CP_VIA_MIXED, and its callers' edges are records. Most functions of a task have
+	 * one caller, so most of a task's edges cost nothing. */
+	struct cp_rec *via;
 	uint32_t level;	   /* activations of this function open on the context's stack */
 	uint32_t snap_idx; /* the dumper's scratch (snapshot.c) */
 };
+
+/* cp_rec.via of a function called from two places, or also with no caller. */
+#define CP_VIA_MIXED ((struct cp_rec *)1)
+/* A frame's (or a call cache's) edge when it is its callee's virtual one. */
+#define CP_EDGE_VIRTUAL ((struct cp_erec *)1)
+
+/* The caller whose edge to r is virtual, or NULL. */
+static inline struct cp_rec *cp_via_caller(const struct cp_rec *r)
+{
+	return (uintptr_t)r->via > (uintptr_t)CP_VIA_MIXED ? r->via : NULL;
+}
+
+/* 1 when e is an edge record (not none, not virtual). */
+static inline int cp_edge_real(const struct cp_erec *e)
+{
+	return (uintptr_t)e > (uintptr_t)CP_EDGE_VIRTUAL;
+}
 
 /* The four numbers of one caller->callee edge in one context (cProfile's subentry). */
 struct cp_erec {
@@ -60,7 +83,7 @@ struct cp_erec {
 
 struct cp_frame {
 	struct cp_rec *rec;
-	struct cp_erec *edge; /* NULL for a frame with no caller in its context */
+	struct cp_erec *edge; /* NULL: no caller in its context; or CP_EDGE_VIRTUAL */
 	uint64_t start;	      /* ns, on the context's virtual clock */
 	uint64_t children;    /* ns, elapsed time of closed children */
 };

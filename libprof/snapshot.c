@@ -143,7 +143,7 @@ static void close_open_frames(struct snap *s, struct coprof_ctx *c, uint64_t now
 		r->tt += own;
 		if (--f->rec->level == 0)
 			r->ct += el;
-		if (f->edge) {
+		if (cp_edge_real(f->edge)) { /* a virtual edge's row is copied afterwards */
 			struct erow *e = &s->erows[f->edge->snap_idx];
 			e->tt += own;
 			if (--f->edge->level == 0)
@@ -153,7 +153,7 @@ static void close_open_frames(struct snap *s, struct coprof_ctx *c, uint64_t now
 	}
 	for (uint32_t i = 0; i < c->depth; i++) {
 		c->frames[i].rec->level++;
-		if (c->frames[i].edge)
+		if (cp_edge_real(c->frames[i].edge))
 			c->frames[i].edge->level++;
 	}
 }
@@ -162,7 +162,7 @@ static int copy_ctx(struct snap *s, struct coprof_ctx *c, int64_t task, uint64_t
 {
 	if (grow(&s->groups, &s->cgroups, s->ngroups + 1, sizeof(*s->groups)) ||
 	    grow(&s->rows, &s->crows, s->nrows + c->recs.n, sizeof(*s->rows)) ||
-	    grow(&s->erows, &s->cerows, s->nerows + c->edges.n, sizeof(*s->erows)))
+	    grow(&s->erows, &s->cerows, s->nerows + c->edges.n + c->recs.n, sizeof(*s->erows)))
 		return -ENOMEM;
 	struct group *g = &s->groups[s->ngroups++];
 	g->task = task;
@@ -186,6 +186,15 @@ static int copy_ctx(struct snap *s, struct coprof_ctx *c, int64_t task, uint64_t
 	}
 	if (active && c->depth)
 		close_open_frames(s, c, now);
+	/* Virtual edges (engine.h: cp_rec.via): the numbers of their callee's row. */
+	for (uint32_t i = 0; i < c->recs.cap; i++) {
+		struct cp_rec *r = c->recs.slots[i], *p = r ? cp_via_caller(r) : NULL;
+		if (!p)
+			continue;
+		struct row *w = &s->rows[r->snap_idx];
+		s->erows[s->nerows++] =
+		    (struct erow){p->snap_idx, r->snap_idx, w->nc, w->cc, w->tt, w->ct};
+	}
 	g->row1 = s->nrows;
 	g->erow1 = s->nerows;
 	return 0;

@@ -6,7 +6,7 @@ pyperf's own runner, each profiler wrapped around the worker processes
 
 usage: pyperf-suite.py [--shim LABEL=PATH ...] [--python EXE ...] [--runs 3]
                        [--values 3] [--warmups 1] [--timer wall|cpu] [--bench NAME ...]
-                       [--config NAME ...] [--loops N]
+                       [--config NAME ...] [--loops N] [--raw FILE]
 
 For each interpreter it makes (once) a virtual environment under build/ with
 pyperformance, pyperf and yappi 1.7 from PyPI, and builds the floor there
@@ -22,7 +22,8 @@ median over --runs rounds of each run's median, as a ratio to unprofiled. --time
 makes the workers time with their CPU time (time.process_time) instead of the wall
 clock, for a machine that others load. Prints
 Markdown tables: the ratios, then overheads (ratio - 1) of coprof, cProfile and
-yappi relative to the floor's overhead, and coprof's overhead / cProfile's.
+yappi relative to the floor's overhead, and coprof's overhead / cProfile's. --raw
+keeps each round's value per column (seconds), to read the spread.
 """
 import argparse
 import glob
@@ -159,6 +160,7 @@ def main():
     ap.add_argument("--bench", action="append", choices=sorted(BENCHES))
     ap.add_argument("--config", action="append")
     ap.add_argument("--loops", type=int, help="loops per value, not calibrated")
+    ap.add_argument("--raw", help="also write each round's value per column (JSON) here")
     args = ap.parse_args()
     shims = {}
     for s in args.shim or ["coprof=" + os.path.join(ROOT, "build/preload/libcoprof-preload.so")]:
@@ -176,6 +178,7 @@ def main():
           flush=True)
     t_start = time.time()
     tables = []
+    raw = []
     with tempfile.TemporaryDirectory(prefix="coprof-pyperf-") as tmp:
         for py in pythons:
             ver, tag, inc, ext = describe(py)
@@ -194,12 +197,16 @@ def main():
                     for c in here:
                         times[c].append(one(vpy, script, bargs, c, shims, tmp, loops,
                                             args.values, args.warmups, args.timer)[0])
+                raw.append({"python": tag, "bench": bench, "loops": loops, "times": times})
                 med = {c: statistics.median(t) for c, t in times.items()}
                 ratio = {c: med[c] / med["none"] for c in here}
                 tables.append((tag, bench, loops, ratio))
                 print("%s %s loops=%s %s" % (tag, bench, loops, " ".join(
                     "%s=%.3f" % (c, r) for c, r in ratio.items())), file=sys.stderr,
                     flush=True)
+    if args.raw:
+        with open(args.raw, "w") as f:
+            json.dump(raw, f, indent=1)
     print("load average at end: %.1f %.1f %.1f; %.0f s" % (os.getloadavg() + (
         time.time() - t_start,)))
     shown = [c for c in configs if c != "none"]

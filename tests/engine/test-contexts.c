@@ -444,3 +444,153 @@ Test(contexts, functions_are_found_again_as_a_tasks_tables_grow)
 	}
 	fx_expect(s, "main", 1, 1, 201, 601);
 }
+
+/* A task that calls n functions from "main", finished. Returns its context. */
+static struct coprof_ctx *fan_task(uint64_t id, int n)
+{
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, id, "t", "asyncio", &c), 0);
+	coprof_ctx_switch(f.t, c);
+	enter("main");
+	for (int i = 0; i < n; i++)
+		at(fk_now + 1), enter(nth("h", i)), at(fk_now + 1), leave(nth("h", i));
+	leave("main");
+	return c;
+}
+
+/* A task's tables fill to seven eighths up to 32 slots, then to half: an
+ * async_tree_io leaf task on 3.10 (16 functions) grows its table once, to 32 slots.
+ * The numbers are the same at every size. */
+Test(contexts, a_tasks_tables_fill_to_seven_eighths_up_to_32_slots)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *c = fan_task(1, 13); /* 14 functions, 13 edges */
+	cr_expect_eq(c->recs.cap, 16, "16 slots hold 14");
+	cr_expect_eq(c->edges.cap, 0, "each function has one caller: no edge record");
+	c = fan_task(2, 27); /* 28 functions, 27 edges */
+	cr_expect_eq(c->recs.cap, 32, "32 slots hold 28");
+	c = fan_task(3, 28); /* 29 functions: a 64 filled to half */
+	cr_expect_eq(c->recs.cap, 64);
+	c = fan_task(4, 40);
+	cr_expect_eq(c->recs.cap, 128, "41 is past half of 64");
+	fx_snap(&f);
+	fx_expect(&fx_task(f.prof, 2)->stats, "main", 1, 1, 27, 54);
+	for (int i = 0; i < 40; i++)
+		fx_expect_edge(&fx_task(f.prof, 4)->stats, "main", nth("h", i), 1, 1, 1, 1);
+	cr_expect_eq(fx_task(f.prof, 3)->stats.nfuncs, 29);
+}
+
+/* The root of `name` among thread 0's roots, or NULL. */
+static const struct cp_stat *root_of(const char *name)
+{
+	const struct cp_thread *th = &f.prof->ex.threads[0];
+	for (uint32_t i = 0; i < th->nroots; i++)
+		if (!strcmp(th->roots[i].key.name, name))
+			return &th->roots[i].s;
+	return NULL;
+}
+
+static void expect_root(const char *name, uint64_t nc, uint64_t tt, uint64_t ct)
+{
+	const struct cp_stat *r = root_of(name);
+	cr_assert_not_null(r, "%s is a root of the thread's own stack", name);
+	cr_expect_eq(r->nc, nc, "%s: nc %llu", name, (unsigned long long)r->nc);
+	cr_expect_eq(fx_ns(r->tt), tt, "%s: tt %llu", name, (unsigned long long)fx_ns(r->tt));
+	cr_expect_eq(fx_ns(r->ct), ct, "%s: ct %llu", name, (unsigned long long)fx_ns(r->ct));
+}
+
+/* The numbers of a_second_caller_turns_a_virtual_edge_into_a_record's task, with
+ * `more` 1-ns calls of f elsewhere. */
+static void expect_mixed_task(const struct cp_stats *s, uint64_t more)
+{
+	fx_expect(s, "f", 2 + more, 3 + more, 6 + more, 8 + more); /* 1-3, 4-10, 6-8 */
+	fx_expect_edge(s, "a", "f", 2, 2, 4, 8);
+	fx_expect_edge(s, "b", "f", 1, 1, 2, 2);
+	fx_expect_edge(s, "f", "b", 1, 1, 2, 4);
+	fx_expect_edge(s, "a", "g", 1, 1, 1, 1);
+	fx_expect(s, "a", 1, 1, 13 - 2 - 6 - 1, 13);
+}
+
+/* An edge is a record of its own only once its callee has a second caller (or a call
+ * with none): until then its numbers are the callee's. When the second caller comes,
+ * the first one's edge takes the callee's numbers so far, open calls included, and
+ * goes on from there; folded into the thread's "(finished tasks)", each edge keeps
+ * its numbers. */
+Test(contexts, a_second_caller_turns_a_virtual_edge_into_a_record)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, 1, "t", "asyncio", &c), 0);
+	coprof_ctx_switch(f.t, c);
+	at(0), enter("a");
+	at(1), enter("f"), at(3), leave("f"); /* a -> f */
+	at(4), enter("f"), at(5), enter("b"); /* a -> f open, f -> b */
+	cr_expect_eq(c->edges.n, 0, "every function has had one caller");
+	at(6), enter("f"); /* b -> f: f's second caller, while a -> f's call is open */
+	cr_expect_eq(c->edges.n, 2, "a -> f and b -> f are records now");
+	at(8), leave("f");
+	at(9), leave("b");
+	at(10), leave("f");
+	at(11), enter("g"), at(12), leave("g"); /* only from a: stays virtual */
+	at(13), leave("a");
+	cr_expect_eq(c->edges.n, 2);
+	coprof_ctx_switch(f.t, NULL);
+	at(20), enter("f"), at(21), leave("f"); /* on the thread's own stack, no caller */
+	fx_snap(&f);
+	expect_mixed_task(&fx_task(f.prof, 1)->stats, 0);
+	fx_expect(&f.prof->stats, "f", 3, 4, 7, 9);
+	expect_root("f", 1, 1, 1);
+	cr_expect_null(root_of("a"), "the task is not folded yet");
+
+	coprof_ctx_finish(f.t, c);
+	for (uint64_t i = 0; i < CP_KEEP_FINISHED; i++)
+		coprof_ctx_finish(f.t, fan_task(10 + i, 1));
+	fx_snap(&f);
+	cr_expect_eq(fx_task(f.prof, 1)->stats.nfuncs, 0, "folded");
+	expect_mixed_task(&f.prof->stats, 1);
+	expect_root("a", 1, 13 - 2 - 6 - 1, 13);
+	expect_root("f", 1, 1, 1);
+	cr_expect_null(root_of("b"));
+	cr_expect_null(root_of("g"));
+	cr_expect_eq(f.prof->ex.threads[0].nroots, 2);
+	fx_expect_edge(&f.prof->stats, "main", nth("h", 0), CP_KEEP_FINISHED, CP_KEEP_FINISHED,
+		       CP_KEEP_FINISHED, CP_KEEP_FINISHED);
+}
+
+/* One task: `caller` (or no caller when NULL) calls f for 2 ns. */
+static void caller_task(uint64_t id, const char *caller)
+{
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, id, "t", "asyncio", &c), 0);
+	coprof_ctx_switch(f.t, c);
+	if (caller)
+		enter(caller);
+	at(fk_now + 1), enter("f"), at(fk_now + 2), leave("f");
+	if (caller)
+		at(fk_now + 1), leave(caller);
+	coprof_ctx_finish(f.t, c);
+}
+
+/* Folded tasks whose f each had one caller, but not the same one (or none): the
+ * thread's "(finished tasks)" keeps an edge record per caller, and f's calls with no
+ * caller are the thread's roots. */
+Test(contexts, tasks_with_different_sole_callers_fold_into_edge_records)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	at(0);
+	caller_task(1, "a");
+	caller_task(2, "a");
+	caller_task(3, "b");
+	caller_task(4, NULL);
+	caller_task(5, "a");
+	for (uint64_t i = 0; i < CP_KEEP_FINISHED; i++)
+		coprof_ctx_finish(f.t, fan_task(10 + i, 1));
+	fx_snap(&f);
+	const struct cp_stats *s = &f.prof->stats;
+	fx_expect(s, "f", 5, 5, 10, 10);
+	fx_expect_edge(s, "a", "f", 3, 3, 6, 6);
+	fx_expect_edge(s, "b", "f", 1, 1, 2, 2);
+	expect_root("f", 1, 2, 2);
+	expect_root("a", 3, 6, 12);
+	expect_root("b", 1, 2, 4);
+}
