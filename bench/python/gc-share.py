@@ -3,10 +3,11 @@
 of gather, 6 wide, each of the 46,656 leaves sleeping 50 ms once) is the host's own
 garbage collector, which takes over half of an unprofiled pass on 3.10 (issue 16).
 
-usage: gc-share.py --python EXE [--rounds 3] [--passes 3] [--cprofile] [LABEL=]SHIM...
+usage: gc-share.py --python EXE [--rounds 3] [--passes 3] [--cprofile] [--clock cpu|wall]
+                   [LABEL=]SHIM...
 
 Each configuration (unprofiled, cProfile with --cprofile, each shim with
-COPROF_CLOCK=cpu) is a child process that runs the tree --passes times with
+COPROF_CLOCK=--clock, cpu by default) is a child process that runs the tree --passes times with
 asyncio.run, timing each pass and, through gc.callbacks, the collections within it;
 the configurations interleave, round after round. Prints per configuration the
 medians over every pass: the pass, the collector's part, the rest, and the
@@ -53,10 +54,10 @@ for _ in range(int(sys.argv[1])):
 CPROFILE = "import cProfile; _p = cProfile.Profile(); _p.enable()\n"
 
 
-def child(py, passes, prelude, shim, tmp):
+def child(py, passes, prelude, shim, tmp, clock):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COPROF_", "LD_PRELOAD"))}
     if shim:
-        env.update(LD_PRELOAD=shim, COPROF_CLOCK="cpu",
+        env.update(LD_PRELOAD=shim, COPROF_CLOCK=clock,
                    COPROF_OUT=os.path.join(tmp, "out.pstat"))
     p = subprocess.run([py, "-c", prelude + CHILD, str(passes)], env=env,
                        capture_output=True, text=True, timeout=900)
@@ -71,6 +72,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--cprofile", action="store_true")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     ap.add_argument("shims", nargs="*")
     args = ap.parse_args()
     configs = [("none", "", None)] + ([("cProfile", CPROFILE, None)] if args.cprofile else [])
@@ -81,7 +83,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
             for label, prelude, shim in configs:
-                rows[label] += child(args.python, args.passes, prelude, shim, tmp)
+                rows[label] += child(args.python, args.passes, prelude, shim, tmp, args.clock)
     med = {}
     print("| configuration | passes | pass (s) | collector (s) | rest (s) | collections |")
     print("|---|---|---|---|---|---|")
