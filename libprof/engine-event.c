@@ -185,6 +185,18 @@ static inline uint32_t call_slot(const struct cp_rec *parent, uintptr_t key)
 	return (uint32_t)(h >> 56) & (CP_CALL_CACHE - 1);
 }
 
+/* Adds the pstats four of src to dst, records or edges. */
+#define ADD_FOUR(dst, src)                                                                         \
+	((dst)->nc += (src)->nc, (dst)->cc += (src)->cc, (dst)->tt += (src)->tt,                   \
+	 (dst)->ct += (src)->ct)
+
+/* 1 when caller p can be r's only one so far (cp_rec.via): r has had no activation,
+ * or every one was p's call. */
+static inline int via_sole(const struct cp_rec *r, const struct cp_rec *p)
+{
+	return r->via == p || !r->via;
+}
+
 /* Record r of c stops having a virtual edge (cp_rec.via): a second caller, or a call
  * with none, is coming. The edge from its one caller so far becomes a record holding
  * r's numbers so far, open activations included, and every frame and call cache that
@@ -235,7 +247,7 @@ static int push_lookup(struct coprof_ctx *c, struct cp_rec *parent, uintptr_t ke
 		cp_overflow(t->p, "function table");
 		return 0;
 	}
-	if (parent && (r->via == parent || !r->via)) {
+	if (parent && via_sole(r, parent)) {
 		r->via = parent; /* its only caller so far: the edge stays virtual */
 		*cc = (struct cp_call){parent, key, r, CP_EDGE_VIRTUAL};
 		goto found;
@@ -412,6 +424,30 @@ void coprof_leave_again(struct coprof_thread *t, uintptr_t key)
 	event_leave(t, key, 1);
 }
 
+/* Folds how r (of a finished context) was called into a, its counterpart in `into`,
+ * before r's numbers are added to a's: a keeps a virtual edge from the counterpart of
+ * r's sole caller while that is a's sole caller too; otherwise its edges are records,
+ * and r's virtual edge is added to the one from that caller (r's edge records are
+ * folded with the context's edges). 0 when out of memory. */
+static int fold_via(struct coprof_ctx *into, struct cp_rec *a, const struct cp_rec *r)
+{
+	struct cp_rec *p = cp_via_caller(r);
+	struct cp_rec *from = p ? p->last_rec : CP_VIA_MIXED;
+	if (from != CP_VIA_MIXED && via_sole(a, from)) {
+		a->via = from;
+		return 1;
+	}
+	if (a->via != CP_VIA_MIXED && !via_mix(into, a))
+		return 0;
+	if (from == CP_VIA_MIXED)
+		return 1;
+	struct cp_erec *e = cp_edge_get(into, from, a);
+	if (!e)
+		return 0;
+	ADD_FOUR(e, r);
+	return 1;
+}
+
 /* Adds c's records into `into` (the thread's aggregate) and frees c's tables. Both
  * contexts belong to the calling thread. On out-of-memory the rest is dropped. Each of
  * c's records, finished with, keeps its counterpart in `into` in its call cache
@@ -429,33 +465,14 @@ void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 	}
 	for (uint32_t i = 0; i < c->recs.cap && all; i++) {
 		struct cp_rec *r = c->recs.slots[i];
-		if (!r || !r->via)
+		if (!r)
 			continue;
-		struct cp_rec *a = r->last_rec, *p = cp_via_caller(r);
-		struct cp_rec *from = p ? p->last_rec : CP_VIA_MIXED;
-		if (from != CP_VIA_MIXED && (a->via == from || !a->via)) {
-			a->via = from;
-		} else if (a->via != CP_VIA_MIXED && !via_mix(into, a)) {
-			all = 0;
-		} else if (from != CP_VIA_MIXED) {
-			struct cp_erec *e = cp_edge_get(into, from, a);
-			if (!e) {
-				all = 0;
-			} else {
-				e->nc += r->nc;
-				e->cc += r->cc;
-				e->tt += r->tt;
-				e->ct += r->ct;
-			}
-		}
-		if (!all) {
+		if (r->via && !fold_via(into, r->last_rec, r)) {
 			cp_overflow(c->t->p, "edge table");
+			all = 0;
 			break;
 		}
-		a->nc += r->nc;
-		a->cc += r->cc;
-		a->tt += r->tt;
-		a->ct += r->ct;
+		ADD_FOUR(r->last_rec, r);
 	}
 	for (uint32_t i = 0; i < c->edges.cap && all; i++) {
 		struct cp_erec *e = c->edges.slots[i];
@@ -468,13 +485,18 @@ void cp_ctx_fold(struct coprof_ctx *into, struct coprof_ctx *c)
 			cp_overflow(c->t->p, "edge table");
 			break;
 		}
-		a->nc += e->nc;
-		a->cc += e->cc;
-		a->tt += e->tt;
-		a->ct += e->ct;
+		ADD_FOUR(a, e);
 	}
 	cp_ctx_release(c);
 	c->folded = 1;
+}
+
+/* Clears the thread's call cache entry of caller's call of key, if it holds one. */
+static void forget_call(struct coprof_thread *t, const struct cp_rec *caller, uintptr_t key)
+{
+	struct cp_call *cc = &t->calls[call_slot(caller, key)];
+	if (cc->parent == caller)
+		*cc = (struct cp_call){0};
 }
 
 /* Gives c's records, tables and stack back to the pool; c is empty afterwards. The
@@ -487,23 +509,17 @@ void cp_ctx_release(struct coprof_ctx *c)
 	struct cp_pool *pl = &c->t->pool;
 	for (uint32_t i = 0; i < c->edges.cap; i++) {
 		struct cp_erec *e = c->edges.slots[i];
-		if (!e)
-			continue;
-		struct cp_call *cc = &c->t->calls[call_slot(e->caller, e->callee->key)];
-		if (cc->parent == e->caller)
-			*cc = (struct cp_call){0};
+		if (e)
+			forget_call(c->t, e->caller, e->callee->key);
 	}
 	for (uint32_t i = 0; i < c->recs.cap; i++) {
-		struct cp_rec *r = c->recs.slots[i], *p = r ? cp_via_caller(r) : NULL;
-		if (!p)
+		struct cp_rec *r = c->recs.slots[i];
+		if (!r)
 			continue;
-		struct cp_call *cc = &c->t->calls[call_slot(p, r->key)];
-		if (cc->parent == p)
-			*cc = (struct cp_call){0};
+		if (cp_via_caller(r))
+			forget_call(c->t, r->via, r->key);
+		cp_pool_free(pl, r, sizeof(struct cp_rec));
 	}
-	for (uint32_t i = 0; i < c->recs.cap; i++)
-		if (c->recs.slots[i])
-			cp_pool_free(pl, c->recs.slots[i], sizeof(struct cp_rec));
 	for (uint32_t i = 0; i < c->edges.cap; i++)
 		if (c->edges.slots[i])
 			cp_pool_free(pl, c->edges.slots[i], sizeof(struct cp_erec));

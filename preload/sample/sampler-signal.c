@@ -68,19 +68,16 @@ static uint64_t next_rng(struct pl_sthread *st)
  * a lateness of half a period or more is a restart's, and is not. */
 static void dither_period(struct pl_sthread *st)
 {
-	if (st->period_set && ++st->since_draw < DITHER_EVERY) {
-		st->due += st->period_set;
+	if (st->undrawn && --st->undrawn)
 		return;
-	}
 	uint64_t now = cp_clock_now(&st->clock);
 	uint64_t late = now > st->due ? now - st->due : 0;
 	if (late >= pl_sconf.period / 2)
 		late = 0;
 	uint64_t p = pl_sconf.period / 2 + next_rng(st) % pl_sconf.period - late / DITHER_EVERY;
 	ioctl(st->perf_fd, PERF_EVENT_IOC_PERIOD, &p);
-	st->period_set = p;
-	st->since_draw = 0;
-	st->due = now + p;
+	st->undrawn = DITHER_EVERY;
+	st->due = now + DITHER_EVERY * p;
 }
 
 /* The wall weight of a perf tick under wall: the CPU since the last run tick (for a run
