@@ -420,14 +420,21 @@ Test(contexts, a_snapshot_of_an_open_recursion_leaves_it_as_it_was)
 	fx_expect_edge(&f.prof->stats, "r", "r", 1, 1, 20, 20);
 }
 
+/* A new asyncio task "t", switched in. */
+static struct coprof_ctx *running_task(uint64_t id)
+{
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, id, "t", "asyncio", &c), 0);
+	coprof_ctx_switch(f.t, c);
+	return c;
+}
+
 /* A task's tables fill to seven eighths while small, then to half: every function
  * and edge is found again across each growth. */
 Test(contexts, functions_are_found_again_as_a_tasks_tables_grow)
 {
 	fx_setup(&f, COPROF_CLOCK_CPU);
-	struct coprof_ctx *c;
-	cr_assert_eq(coprof_ctx_create(f.t, 1, "t", "asyncio", &c), 0);
-	coprof_ctx_switch(f.t, c);
+	running_task(1);
 	at(0), enter("main");
 	for (int round = 0; round < 2; round++)
 		for (int i = 0; i < 100; i++) {
@@ -448,9 +455,7 @@ Test(contexts, functions_are_found_again_as_a_tasks_tables_grow)
 /* A task that calls n functions from "main", finished. Returns its context. */
 static struct coprof_ctx *fan_task(uint64_t id, int n)
 {
-	struct coprof_ctx *c;
-	cr_assert_eq(coprof_ctx_create(f.t, id, "t", "asyncio", &c), 0);
-	coprof_ctx_switch(f.t, c);
+	struct coprof_ctx *c = running_task(id);
 	enter("main");
 	for (int i = 0; i < n; i++)
 		at(fk_now + 1), enter(nth("h", i)), at(fk_now + 1), leave(nth("h", i));
@@ -519,9 +524,7 @@ static void expect_mixed_task(const struct cp_stats *s, uint64_t more)
 Test(contexts, a_second_caller_turns_a_virtual_edge_into_a_record)
 {
 	fx_setup(&f, COPROF_CLOCK_CPU);
-	struct coprof_ctx *c;
-	cr_assert_eq(coprof_ctx_create(f.t, 1, "t", "asyncio", &c), 0);
-	coprof_ctx_switch(f.t, c);
+	struct coprof_ctx *c = running_task(1);
 	at(0), enter("a");
 	at(1), enter("f"), at(3), leave("f"); /* a -> f */
 	at(4), enter("f"), at(5), enter("b"); /* a -> f open, f -> b */
@@ -560,9 +563,7 @@ Test(contexts, a_second_caller_turns_a_virtual_edge_into_a_record)
 /* One task: `caller` (or no caller when NULL) calls f for 2 ns. */
 static void caller_task(uint64_t id, const char *caller)
 {
-	struct coprof_ctx *c;
-	cr_assert_eq(coprof_ctx_create(f.t, id, "t", "asyncio", &c), 0);
-	coprof_ctx_switch(f.t, c);
+	struct coprof_ctx *c = running_task(id);
 	if (caller)
 		enter(caller);
 	at(fk_now + 1), enter("f"), at(fk_now + 2), leave("f");
