@@ -99,7 +99,9 @@ struct pl_sthread {
 	uint64_t wall_last;    /* wall, perf: ns of CLOCK_MONOTONIC at the last tick */
 	uint64_t cpu_wall;     /* wall, perf: ns on clock at the last tick */
 	uint64_t wall_acc;     /* wall, perf: ns not yet counted in whole ticks */
-	uint64_t rng;	       /* wall, perf: xorshift state, never 0 */
+	uint64_t rng;	       /* perf: xorshift state, never 0 */
+	uint64_t due;	       /* perf: ns on clock when the next draw's tick is due */
+	uint32_t undrawn;      /* perf: run ticks until the next draw (0: the first) */
 	atomic_int rebase;     /* set by start: forget cpu_last and carry */
 	uint32_t switch_ticks; /* ticks in a row that found in_switch set */
 

@@ -42,6 +42,44 @@ void pl_sampler_arm(struct pl_sthread *st, int on)
 		timer_settime(st->mono, 0, &its, NULL);
 }
 
+/* The next xorshift draw of the thread's generator. */
+static uint64_t next_rng(struct pl_sthread *st)
+{
+	st->rng ^= st->rng << 13;
+	st->rng ^= st->rng >> 7;
+	st->rng ^= st->rng << 17;
+	return st->rng;
+}
+
+/* Ticks between two draws of the task-clock event's period (dither_period). */
+#define DITHER_EVERY 4
+
+/* Every DITHER_EVERY ticks, draws the task-clock event's period afresh, uniformly from
+ * [period/2, 3*period/2): the same rate on average, but ticks that no longer keep step
+ * with a program that repeats itself every few periods. With a fixed period a loop
+ * whose round is close to a multiple of it is sampled at the same few points of each
+ * round for seconds, and one function takes the ticks of the next (a 2:1 split read
+ * 0.76 in one run of ten). Each tick is weighed by the CPU time it covers, so uneven
+ * intervals change no total. Not every tick: an ioctl that restarts the event's timer
+ * costs some 20 us on a VM, where the timer is the hypervisor's; a new spacing every
+ * few ticks mixes the phase as well over a run. The event counts the new period from
+ * the ioctl, so the time since this tick was due (the interrupt, the signal's
+ * delivery) is spread over the next DITHER_EVERY periods, or the rate would fall by it;
+ * a lateness of half a period or more is a restart's, and is not. */
+static void dither_period(struct pl_sthread *st)
+{
+	if (st->undrawn && --st->undrawn)
+		return;
+	uint64_t now = cp_clock_now(&st->clock);
+	uint64_t late = now > st->due ? now - st->due : 0;
+	if (late >= pl_sconf.period / 2)
+		late = 0;
+	uint64_t p = pl_sconf.period / 2 + next_rng(st) % pl_sconf.period - late / DITHER_EVERY;
+	ioctl(st->perf_fd, PERF_EVENT_IOC_PERIOD, &p);
+	st->undrawn = DITHER_EVERY;
+	st->due = now + DITHER_EVERY * p;
+}
+
 /* The wall weight of a perf tick under wall: the CPU since the last run tick (for a run
  * tick) plus the time off CPU since the last tick of either kind, which the thread spent
  * blocked or preempted where it now resumes (a wake tick comes on its first return to
@@ -71,12 +109,8 @@ static uint64_t perf_wall_weight(struct pl_sthread *st, int wake)
 	st->wall_acc += dw;
 	atomic_fetch_add_explicit(&st->ticks, st->wall_acc / pl_sconf.period, memory_order_relaxed);
 	st->wall_acc %= pl_sconf.period;
-	if (off < pl_sconf.period) {
-		st->rng ^= st->rng << 13;
-		st->rng ^= st->rng >> 7;
-		st->rng ^= st->rng << 17;
-		off = st->rng % pl_sconf.period < off ? pl_sconf.period : 0;
-	}
+	if (off < pl_sconf.period)
+		off = next_rng(st) % pl_sconf.period < off ? pl_sconf.period : 0;
 	return run + off;
 }
 
@@ -275,6 +309,8 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		pl_sampler_arm(st, 0);
 		goto out;
 	}
+	if (perf && !wake && st->perf_fd >= 0)
+		dither_period(st);
 	if (st->tls && st->tls->in_switch && ucv && switch_over(st, ucv))
 		st->tls->in_switch = 0;
 	if (st->tls && !st->tls->in_switch)
