@@ -21,7 +21,7 @@
 
 #define PL_SAMPLE_DEPTH 128 /* frames kept per stack; deeper stacks are truncated */
 #define PL_SAMPLE_SKIP 8    /* frames of the handler itself, at most, above the pc */
-#define PL_RING_SLOTS 256   /* records per thread between two folds */
+#define PL_RING_BYTES (256u * 1024) /* records per thread between two folds (a power of 2) */
 #define PL_WAIT_SLOTS 256   /* suspended coroutines per thread with a wait stack */
 #define PL_HELD_MAX 4096    /* ticks per thread held back for a scan of tasks */
 
@@ -32,11 +32,13 @@ enum pl_rec_kind {
 
 struct pl_stack;
 
+/* A record in the ring takes its header and `depth` pcs (pl_rec_size); kind comes
+ * first so that the ring's last 8 bytes can hold a record that is never read. */
 struct pl_rec {
-	struct coprof_ctx *ctx; /* NULL: the thread's own context */
-	uint64_t weight;
 	uint32_t kind;
 	uint32_t depth;
+	struct coprof_ctx *ctx; /* NULL: the thread's own context */
+	uint64_t weight;
 	/* A sample on a stack nobody follows (the fold finds its context: pl_stack_fold):
 	 * the interrupted stack pointer, 0 for any other sample; and the stack pointer of
 	 * the stack's outermost frame when the walk reached it, else 0. */
@@ -110,9 +112,10 @@ struct pl_sthread {
 	_Atomic uint64_t deferred, dropped, truncated, failed; /* counters, see sampler.c */
 	_Atomic uint64_t py_failed; /* Python frames that could not be read whole */
 
-	_Atomic uint32_t head; /* next record to write (producer) */
-	_Atomic uint32_t tail; /* next record to read (folding thread) */
-	struct pl_rec ring[PL_RING_SLOTS];
+	/* Byte counts, modulo 2^32: a record is written at head and read at tail. */
+	_Atomic uint32_t head; /* producer */
+	_Atomic uint32_t tail; /* folding thread */
+	_Alignas(struct pl_rec) unsigned char ring[PL_RING_BYTES];
 
 	/* The folding thread's: ticks held back for the adapter's claim (pl_rec's
 	 * new_coro), oldest first; at most PL_HELD_MAX. */
@@ -192,20 +195,47 @@ static inline uint32_t pl_stack_user_depth(const uintptr_t *pcs, uint32_t depth)
 	return depth;
 }
 
-/* The ring, for the producers: the slot to fill, or NULL when it is full. */
-static inline struct pl_rec *pl_ring_reserve(struct pl_sthread *st)
+/* The bytes a record takes in the ring (a multiple of 8). */
+static inline uint32_t pl_rec_size(const struct pl_rec *rec)
 {
-	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
-	uint32_t t = atomic_load_explicit(&st->tail, memory_order_acquire);
-	if (h - t >= PL_RING_SLOTS)
-		return NULL;
-	return &st->ring[h % PL_RING_SLOTS];
+	return (uint32_t)(offsetof(struct pl_rec, pcs) + rec->depth * sizeof(rec->pcs[0]));
 }
 
-static inline void pl_ring_publish(struct pl_sthread *st)
+/* Where the record at byte count `at` starts: a record is whole in the ring, so where
+ * less than the largest one fits before the end, the next starts over at its start.
+ * Producer and consumer both skip that rest, so no marker is written there. */
+static inline uint32_t pl_ring_start(uint32_t at)
 {
-	uint32_t h = atomic_load_explicit(&st->head, memory_order_relaxed);
-	atomic_store_explicit(&st->head, h + 1, memory_order_release);
+	uint32_t left = PL_RING_BYTES - at % PL_RING_BYTES;
+	return left < sizeof(struct pl_rec) ? at + left : at;
+}
+
+/* The ring, for the producers: room for the largest record, or NULL when the ring is
+ * too full. A tick stores a few dozen frames, not PL_SAMPLE_DEPTH: the ring holds
+ * thousands of them. */
+static inline struct pl_rec *pl_ring_reserve(struct pl_sthread *st)
+{
+	uint32_t at = pl_ring_start(atomic_load_explicit(&st->head, memory_order_relaxed));
+	uint32_t t = atomic_load_explicit(&st->tail, memory_order_acquire);
+	if ((uint32_t)(at + (uint32_t)sizeof(struct pl_rec) - t) > PL_RING_BYTES)
+		return NULL; /* (in 32 bits: the counts wrap every 4 GB of records) */
+	return (struct pl_rec *)(void *)&st->ring[at % PL_RING_BYTES];
+}
+
+/* The folding thread's: the record at byte count *t, which moves past the ring's
+ * unused end; the next is pl_rec_size of it further (read that before the fold cuts
+ * the record's frames). */
+static inline struct pl_rec *pl_ring_at(struct pl_sthread *st, uint32_t *t)
+{
+	*t = pl_ring_start(*t);
+	return (struct pl_rec *)(void *)&st->ring[*t % PL_RING_BYTES];
+}
+
+/* Hands the record filled since pl_ring_reserve to the folding thread. */
+static inline void pl_ring_publish(struct pl_sthread *st, const struct pl_rec *rec)
+{
+	uint32_t at = pl_ring_start(atomic_load_explicit(&st->head, memory_order_relaxed));
+	atomic_store_explicit(&st->head, at + pl_rec_size(rec), memory_order_release);
 }
 
 /* runtime/stack/sampled.c, on the folding thread: the context of a sample `rec` took

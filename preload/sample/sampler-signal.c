@@ -371,7 +371,7 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 			rec->new_frames = py.task_frames;
 		}
 	}
-	pl_ring_publish(st);
+	pl_ring_publish(st, rec);
 out:
 	errno = saved;
 }

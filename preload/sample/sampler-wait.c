@@ -50,7 +50,7 @@ static void release(struct pl_sthread *st, struct pl_wait *w)
 	rec->weight = now - since;
 	rec->depth = w->depth;
 	memcpy(rec->pcs, w->pcs, w->depth * sizeof(w->pcs[0]));
-	pl_ring_publish(st);
+	pl_ring_publish(st, rec);
 }
 
 /* A free slot, or NULL (counted as dropped). Owning thread only. */

@@ -26,7 +26,7 @@
 #include "sampler-ring.h"
 #include "unwind.h"
 
-#define FOLD_NS 10000000u /* ns between folds: 10 ms, PL_RING_SLOTS ticks at 25 kHz */
+#define FOLD_NS 10000000u /* ns between folds: 10 ms */
 #define MAX_HZ 10000u	  /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
 
 int pl_sampler_force_timer;
@@ -106,11 +106,6 @@ static int place(struct pl_sthread *st, struct pl_rec *rec, int force)
 	return 0;
 }
 
-static size_t rec_size(const struct pl_rec *rec)
-{
-	return offsetof(struct pl_rec, pcs) + rec->depth * sizeof(rec->pcs[0]);
-}
-
 /* Keeps a tick for a later fold: 1, or 0 when there is no room (PL_HELD_MAX). */
 static int hold(struct pl_sthread *st, const struct pl_rec *rec)
 {
@@ -123,7 +118,7 @@ static int hold(struct pl_sthread *st, const struct pl_rec *rec)
 		st->held = more;
 		st->held_cap = cap;
 	}
-	memcpy(&st->held[st->nheld++], rec, rec_size(rec));
+	memcpy(&st->held[st->nheld++], rec, pl_rec_size(rec));
 	return 1;
 }
 
@@ -138,14 +133,15 @@ static void drain(struct pl_sthread *st, int keep, int force)
 		if (!place(st, &st->held[i], force))
 			continue;
 		if (kept != i)
-			memcpy(&st->held[kept], &st->held[i], rec_size(&st->held[i]));
+			memcpy(&st->held[kept], &st->held[i], pl_rec_size(&st->held[i]));
 		kept++;
 	}
 	st->nheld = kept;
 	uint32_t t = atomic_load_explicit(&st->tail, memory_order_relaxed);
 	uint32_t h = atomic_load_explicit(&st->head, memory_order_acquire);
-	for (; t != h; t++) {
-		struct pl_rec *rec = &st->ring[t % PL_RING_SLOTS];
+	for (uint32_t next; t != h; t = next) {
+		struct pl_rec *rec = pl_ring_at(st, &t);
+		next = t + pl_rec_size(rec);
 		if (!keep || !st->thread || !rec->depth)
 			continue;
 		if (rec->kind == PL_REC_SAMPLE && rec->new_coro && pl_sampler_python_claim) {

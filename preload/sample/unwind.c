@@ -172,7 +172,10 @@ int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int ma
 			rc = n < max ? step_fn(cursor) : -1;
 		} while (rc > 0);
 	}
-	if (rc == 0)
+	/* No caller of the interrupted frame itself is no end: libunwind says so of code
+	 * with no unwind information when the frame pointer is 0, as in a switch written
+	 * in assembly that has just popped a new coroutine's zeroed registers. */
+	if (rc == 0 && n > 1)
 		*base = last;
 	end_walk(tls, saved);
 	return n ? n : -1;

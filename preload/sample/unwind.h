@@ -23,7 +23,7 @@ PL_HIDDEN int pl_unw_backtrace(struct pl_tls *tls, const ucontext_t *uc, uintptr
 /* async-signal-safe: the interrupted stack of a signal whose context is `uc`, innermost
  * first (its pc is pcs[0]), at most `max`, walked frame by frame. *base gets the stack
  * pointer of the outermost frame when the walk reached the end of the stack (a return
- * address of 0 or no caller), else 0. -1 when no walk may run (as for
+ * address of 0 or no caller, past the interrupted frame), else 0. -1 when no walk may run (as for
  * pl_unw_backtrace). */
 PL_HIDDEN int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max,
 			  uintptr_t *base);
