@@ -15,7 +15,6 @@
 #include <time.h>
 #include <ucontext.h>
 
-#include "clock.h"
 #include "python/adapter.h"
 #include "shim.h"
 
@@ -88,21 +87,19 @@ struct pl_sthread {
 	int has_mono, has_cpu;
 	int perf_fd;	 /* the thread's task-clock event, -1 when it has none */
 	int wake_fd;	 /* wall: its context-switch event, -1 when it has none */
-	int has_clock;	 /* clock below was initialised (cpu, or wall on perf events) */
 	atomic_int dead; /* the thread exited: fold what is left, then free */
 
 	uintptr_t own_lo, own_hi;  /* the thread's own stack; own_hi 0: not known */
 	struct pl_fstack *fstacks; /* the folding thread's: stacks found in its samples */
 
-	/* Written by the handler only. */
-	struct cp_clock clock; /* cpu: the thread's CPU clock */
-	uint64_t cpu_last;     /* ns on clock at the last tick counted; 0: none yet */
+	/* Written by the handler only. CPU times are the thread's CPU clock's. */
+	uint64_t cpu_last;     /* ns of CPU time at the last tick counted; 0: none yet */
 	uint64_t carry;	       /* wall: ns of ticks deferred because of a switch */
 	uint64_t wall_last;    /* wall, perf: ns of CLOCK_MONOTONIC at the last tick */
-	uint64_t cpu_wall;     /* wall, perf: ns on clock at the last tick */
+	uint64_t cpu_wall;     /* wall, perf: ns of CPU time at the last tick */
 	uint64_t wall_acc;     /* wall, perf: ns not yet counted in whole ticks */
 	uint64_t rng;	       /* perf: xorshift state, never 0 */
-	uint64_t due;	       /* perf: ns on clock when the next draw's tick is due */
+	uint64_t due;	       /* perf: ns of CPU time when the next draw's tick is due */
 	uint32_t undrawn;      /* perf: run ticks until the next draw (0: the first) */
 	atomic_int rebase;     /* set by start: forget cpu_last and carry */
 	uint32_t switch_ticks; /* ticks in a row that found in_switch set */

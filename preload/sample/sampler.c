@@ -426,9 +426,6 @@ static void thread_start(void)
 	 * in a signal handler (mmap'ed by malloc: pages are touched only when used). */
 	if (pl_sconf.wall)
 		st->waits = calloc(PL_WAIT_SLOTS, sizeof(*st->waits));
-	int clock = !pl_sconf.wall || pl_sconf.perf;
-	if (clock)
-		cp_clock_init(&st->clock, COPROF_CLOCK_CPU);
 	uintptr_t warm[PL_SAMPLE_DEPTH];
 	pl_unw_backtrace(st->tls, NULL, warm, PL_SAMPLE_DEPTH);
 	if (pl_sconf.perf) {
@@ -445,13 +442,10 @@ static void thread_start(void)
 	else if (st->perf_fd < 0)
 		st->has_cpu = make_timer(CLOCK_THREAD_CPUTIME_ID, PL_TIMER_CPU, &st->cpu) == 0;
 	if (!st->has_mono && !st->has_cpu && st->perf_fd < 0) {
-		if (clock)
-			cp_clock_fini(&st->clock);
 		free(st->waits);
 		free(st);
 		return;
 	}
-	st->has_clock = clock;
 	pthread_mutex_lock(&lock);
 	st->next = threads;
 	threads = st;
@@ -485,8 +479,6 @@ static void thread_exit(void)
 		return;
 	self = NULL;
 	close_source(st);
-	if (st->has_clock)
-		cp_clock_fini(&st->clock);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
 }
 
@@ -557,14 +549,11 @@ static void sampler_after_fork_child(void)
 	pthread_mutex_init(&fork_lock, NULL);
 	/* The shim starts the child's profiler again if the parent's was running. */
 	atomic_store(&pl_sampler_on, 0);
-	/* Every state goes, this thread's too: their clocks' perf events watch the
-	 * parent's threads (the descriptors were inherited and are closed here). */
+	/* Every state goes, this thread's too: their perf events watch the parent's
+	 * threads (the descriptors were inherited and are closed here). */
 	struct pl_sthread *st = threads;
 	while (st) {
 		struct pl_sthread *next = st->next;
-		if (st->has_clock && !atomic_load(&st->dead))
-			cp_clock_fini(&st->clock);
-		/* Events watching a thread of the parent's. */
 		if (st->perf_fd >= 0)
 			close(st->perf_fd);
 		if (st->wake_fd >= 0)
