@@ -5,8 +5,12 @@ x86-64 switch no adapter knows), st (State Threads) and fiber (boost::context::f
 the fcontext adapter), or asm-plain and st-plain: the same built without
 -finstrument-functions (sample mode only: their stacks are found at ticks alone). Each
 program runs a heavy (20 ms a round) and a light (5 ms) coroutine that take turns, R
-rounds each, yielding through task_yield."""
+rounds each, yielding through task_yield, and says how much CPU time each one's work
+took by the thread's clock: CPU checks hold coprof to that, which is more than asked
+when the host of this VM took the CPU away inside a burn (up to 50 ms here: the guest
+counts it as the thread's, and so does coprof)."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -18,13 +22,14 @@ BIN = os.environ["COPROF_BIN"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
 TMP = tempfile.mkdtemp(prefix="coprof-runtimes-")
 R, HEAVY, LIGHT = 6, 0.020, 0.005
+HZ = 2999  # sample mode's rate: 90 ticks for the light coroutine's 30 ms
 RUNTIME = {"asm": "stack", "st": "stack", "fiber": "fcontext", "asm-plain": "stack",
            "st-plain": "stack", "fiber-plain": "fcontext"}
 
 
 def profile(prog, mode, clock):
     out = os.path.join(TMP, f"{prog}-{mode}-{clock}.pstat")
-    opts = ["--mode", mode, "-c", clock, "-o", out] + (["--hz", "997"] if mode == "sample" else [])
+    opts = ["--mode", mode, "-c", clock, "-o", out] + (["--hz", str(HZ)] if mode == "sample" else [])
     cmd = [BIN, "record"] + opts + ["--", os.path.join(TESTBIN, "rt-" + prog), str(R),
                                      str(HEAVY * 1e3), str(LIGHT * 1e3)]
     env = base_env()
@@ -36,10 +41,12 @@ def profile(prog, mode, clock):
             f.write("leak:libst.so\n")
         env["LSAN_OPTIONS"] = (env.get("LSAN_OPTIONS", "") + f":suppressions={supp}").lstrip(":")
     p = subprocess.run(cmd, env=env, cwd=TMP, capture_output=True, text=True, timeout=120)
-    check(p.returncode == 0 and f"{R} rounds done" in p.stdout,
-          f"{cmd} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    said = re.search(rf"{R} rounds done; work ms heavy ([0-9.]+) light ([0-9.]+)", p.stdout)
+    check(p.returncode == 0 and said, f"{cmd} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     check(not [l for l in p.stderr.splitlines() if l.startswith("coprof:")], f"coprof said: {p.stderr}")
-    return load(out)
+    stats, ex = load(out)
+    ex["work"] = {"heavy": float(said[1]) / 1e3, "light": float(said[2]) / 1e3}
+    return stats, ex
 
 
 def funcs(task):
@@ -70,11 +77,11 @@ def near(value, want, rel, what):
     check(abs(value - want) <= rel * want, f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}")
 
 
-def check_ttot(tasks):
+def check_ttot(tasks, work):
     """Under cpu each coroutine's task time is its own work (the issue's 10%); the
     sanitizer build's hooks add a fixed cost per call, which shows on the light one."""
-    near(tasks["heavy"]["ttot"], R * HEAVY, 0.10, "heavy task ttot")
-    near(tasks["light"]["ttot"], R * LIGHT, 0.25 if ASAN else 0.10, "light task ttot")
+    near(tasks["heavy"]["ttot"], work["heavy"], 0.10, "heavy task ttot")
+    near(tasks["light"]["ttot"], work["light"], 0.25 if ASAN else 0.10, "light task ttot")
 
 
 def check_calls(stats):
@@ -90,11 +97,11 @@ def check_calls(stats):
 def trace_cpu(prog):
     stats, ex = profile(prog, "trace", "cpu")
     tasks = tasks_by_work(prog, ex)
-    check_ttot(tasks)
+    check_ttot(tasks, ex["work"])
     check_calls(stats)
     for kind, work in (("heavy", HEAVY), ("light", LIGHT)):
         f = funcs(tasks[kind])
-        near(f[kind + "_task"][3], R * work, 0.25 if ASAN and kind == "light" else 0.10,
+        near(f[kind + "_task"][3], ex["work"][kind], 0.25 if ASAN and kind == "light" else 0.10,
              f"{kind}_task ct")
         check(f["task_yield"][2] < 0.1 * R * work, f"{kind}: task_yield tt {f['task_yield'][2]:.4f} s under cpu")
 
@@ -126,11 +133,12 @@ def trace_wall(prog):
 def sample_cpu(prog):
     stats, ex = profile(prog, "sample", "cpu")
     tasks = tasks_by_work(prog, ex)
-    check_ttot(tasks)
-    for kind, work in (("heavy", HEAVY), ("light", LIGHT)):
+    check_ttot(tasks, ex["work"])
+    for kind in ("heavy", "light"):
         f = funcs(tasks[kind])
-        # samples at 997 Hz: 120 and 30 of them; the light one within 2 ticks a round
-        near(f[kind + "_work"][3], R * work, 0.25 if kind == "heavy" else 0.5, f"sampled {kind}_work ct")
+        # 360 and 90 ticks; the light one's work within 6 ticks a round
+        near(f[kind + "_work"][3], ex["work"][kind], 0.25 if kind == "heavy" else 0.5,
+             f"sampled {kind}_work ct")
     check(not any(w for *_, w in ex["stacks"]), "waiting stacks under cpu")
 
 
@@ -157,7 +165,7 @@ def sample_wall(prog):
         else:
             check(False, f"light coroutine waits at {names[:4]}")
     # heavy works 20 ms while light waits, R times (R - 1 when light runs first)
-    low = 0.8 * (R - 1) * HEAVY * 997
+    low = 0.8 * (R - 1) * HEAVY * HZ
     check(yielded >= low, f"light coroutine waited {yielded} ticks in {want}, expected >= {low:.0f}")
     heavy = list(ex["tasks"]).index(tasks["heavy"])
     hwait = sum(n for task, tid, frames, n, waiting in ex["stacks"] if task == heavy and waiting)
@@ -171,13 +179,14 @@ def plain_cpu(prog):
     two within 5 points of its work's."""
     stats, ex = profile(prog, "sample", "cpu")
     tasks = tasks_by_work(prog, ex)
-    check_ttot(tasks)
+    work = ex["work"]
+    check_ttot(tasks, work)
     share = tasks["light"]["ttot"] / (tasks["light"]["ttot"] + tasks["heavy"]["ttot"])
-    want = LIGHT / (LIGHT + HEAVY)
+    want = work["light"] / (work["light"] + work["heavy"])
     check(abs(share - want) <= 0.05, f"light share {share:.3f}, expected {want:.3f} ±0.05")
-    for kind, work in (("heavy", HEAVY), ("light", LIGHT)):
+    for kind in ("heavy", "light"):
         f = funcs(tasks[kind])
-        near(f[kind + "_work"][3], R * work, 0.25 if kind == "heavy" else 0.5, f"sampled {kind}_work ct")
+        near(f[kind + "_work"][3], work[kind], 0.25 if kind == "heavy" else 0.5, f"sampled {kind}_work ct")
     check(not any(w for *_, w in ex["stacks"]), "waiting stacks under cpu")
     # the thread's own samples (the scheduler on the main stack) hold no coroutine work
     for task, tid, frames, n, waiting in ex["stacks"]:

@@ -66,13 +66,13 @@ void task_yield(struct coro *c)
 void heavy_work(double ms);
 void heavy_work(double ms)
 {
-	rt_burn(ms);
+	rt_burn(ms, RT_HEAVY);
 }
 
 void light_work(double ms);
 void light_work(double ms)
 {
-	rt_burn(ms);
+	rt_burn(ms, RT_LIGHT);
 }
 
 void heavy_task(struct coro *c);
@@ -117,6 +117,6 @@ int main(int argc, char **argv)
 	run(cs, 2);
 	free(cs[0].stack);
 	free(cs[1].stack);
-	printf("asm: %d rounds done\n", a.rounds);
+	rt_report("asm", a.rounds);
 	return 0;
 }

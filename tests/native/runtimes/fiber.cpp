@@ -20,13 +20,13 @@ ctx::fiber task_yield(ctx::fiber &&main_fiber)
 void heavy_work(double ms);
 void heavy_work(double ms)
 {
-	rt_burn(ms);
+	rt_burn(ms, RT_HEAVY);
 }
 
 void light_work(double ms);
 void light_work(double ms)
 {
-	rt_burn(ms);
+	rt_burn(ms, RT_LIGHT);
 }
 
 ctx::fiber heavy_task(ctx::fiber &&main_fiber);
@@ -60,6 +60,6 @@ int main(int argc, char **argv)
 		if (light)
 			light = std::move(light).resume();
 	}
-	std::printf("fiber: %d rounds done\n", args.rounds);
+	rt_report("fiber", args.rounds);
 	return 0;
 }

@@ -17,13 +17,13 @@ void task_yield(void)
 void heavy_work(double ms);
 void heavy_work(double ms)
 {
-	rt_burn(ms);
+	rt_burn(ms, RT_HEAVY);
 }
 
 void light_work(double ms);
 void light_work(double ms)
 {
-	rt_burn(ms);
+	rt_burn(ms, RT_LIGHT);
 }
 
 void *heavy_task(void *arg);
@@ -61,6 +61,6 @@ int main(int argc, char **argv)
 	}
 	st_thread_join(h, NULL);
 	st_thread_join(l, NULL);
-	printf("st: %d rounds done\n", args.rounds);
+	rt_report("st", args.rounds);
 	return 0;
 }
