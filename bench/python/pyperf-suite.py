@@ -28,6 +28,7 @@ keeps each round's value per column (seconds), to read the spread.
 import argparse
 import glob
 import json
+import marshal
 import os
 import shutil
 import statistics
@@ -139,9 +140,21 @@ def one(vpy, script, args, config, shims, tmp, loops, nvalues, warmups=1, timer=
         cmd += ["--loops", str(loops)]
     run(cmd, env=env, timeout=1800)
     vals, got = values(out)
-    for f in glob.glob(os.path.join(tmp, "w-*.pstat")):
+    dumps = glob.glob(os.path.join(tmp, "w-*.pstat"))
+    if label in shims and not any(profiled_python(f) for f in dumps):
+        # a shim that profiles nothing times as unprofiled: no figure beats that
+        raise SystemExit("%s: no worker's profile holds a Python function (%d files); is "
+                         "the shim's python/ folder beside it?" % (config, len(dumps)))
+    for f in dumps:
         os.unlink(f)
     return statistics.median(vals), got
+
+
+def profiled_python(path):
+    """Whether the pstats file at `path` holds a function of a .py file."""
+    with open(path, "rb") as f:
+        stats = marshal.load(f)
+    return any(str(k[0]).endswith(".py") for k in stats)
 
 
 def fmt(x):
