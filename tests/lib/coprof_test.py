@@ -1,6 +1,6 @@
 """coprof_test: helpers shared by the integration-test drivers tests/native/run.py and
 tests/sample/run.py: check, wait_for, catches (a process handles a signal), load (a
-.pstat file's pstats dict and coprof extras), base_env, toggle, toggle_window,
+.pstat file's pstats dict and coprof extras), base_env, toggle, toggle_window, sched_measured (what the sched sample measured),
 resp_windows (a resp server profiled in windows under redis-benchmark) and run_cases.
 Runs in the driver's process; reads COPROF_BIN and COPROF_ASAN_RUNTIME as meson sets them."""
 import marshal
@@ -122,6 +122,21 @@ def resp_windows(cmd, cwd, tmpl, toggles, requests, clients):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def sched_measured(stdout):
+    """What samples/native/sched says its work, its tasks and its scheduler took by the thread's CPU
+    clock, in seconds: coprof's cpu clock reads that clock, so the CPU checks hold it to
+    these, not to the nominal times. They differ when this VM's host takes the CPU away
+    (the guest counts that as the running thread's time): a CI run's sleeper_work read
+    12.5 ms for its nominal 10, and coprof rightly said so too."""
+    m = re.search(r"^sched: CPU ms crunch_work ([0-9.]+) sleeper_work ([0-9.]+); tasks "
+                  r"crunch-1 ([0-9.]+) crunch-2 ([0-9.]+) sleeper ([0-9.]+); scheduler ([0-9.]+)$",
+                  stdout, re.M)
+    check(m, f"sched said {stdout!r}")
+    v = [float(x) / 1e3 for x in m.groups()]
+    return {"crunch_work": v[0], "sleeper_work": v[1], "crunch": sorted(v[2:4]), "sleeper": v[4],
+            "scheduler": v[5]}
 
 
 def run_cases(namespace):

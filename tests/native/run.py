@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
-                         toggle, toggle_window, wait_for)
+                         sched_measured, toggle, toggle_window, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -98,29 +98,37 @@ def check_sched_calls(stats, src=SCHED_SRC):
 
 def case_sched_cpu():
     out = os.path.join(TMP, "cpu.pstat")
-    record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "sched"), str(R), "20", "10"])
+    p = record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "sched"), str(R), "20", "10"])
+    took = sched_measured(p.stdout)
+    for name, want in (("crunch_work", 2 * R * 0.020), ("sleeper_work", R * 0.002)):
+        check(took[name] >= want, f"sched measured {name} {took[name]:.4f} s, below {want:.4f}")
     stats, ex = load(out)
     check_sched_calls(stats)
     check(ex["clock"] == "cpu" and ex["mode"] == "trace", f"clock/mode {ex['clock']}/{ex['mode']}")
-    near(ct(stats, "crunch_work"), 2 * R * 0.020, 0.10, "crunch_work ct")
+    near(ct(stats, "crunch_work"), took["crunch_work"], 0.10, "crunch_work ct")
     # 2 ms a call: under the sanitizer build the hooks around burn_cpu's own instrumented
     # calls cost ~10x, and that fixed cost shows on so short a span; crunch_work keeps
     # the 10% everywhere
-    near(ct(stats, "sleeper_work"), R * 0.002, 0.25 if ASAN else 0.10, "sleeper_work ct")
-    # the driver's clock stops while its coroutines run
-    check(ct(stats, "main") < 0.05, f"main ct {ct(stats, 'main'):.3f} s includes coroutine work")
+    near(ct(stats, "sleeper_work"), took["sleeper_work"], 0.25 if ASAN else 0.10, "sleeper_work ct")
+    # the driver's clock stops while its coroutines run: main holds the scheduler's own
+    # CPU time (as sched measured it, plus the hooks') and none of the tasks' 210 ms
+    check(ct(stats, "main") < took["scheduler"] + 0.02,
+          f"main ct {ct(stats, 'main'):.3f} s includes coroutine work (the scheduler took "
+          f"{took['scheduler']:.3f} s)")
     tasks = ex["tasks"]
     check(sorted(t["name"] for t in tasks) == ["crunch", "crunch", "sleeper"], f"tasks {tasks}")
+    crunch_ttot = sorted(t["ttot"] for t in tasks if t["name"] == "crunch")
+    for got, want in zip(crunch_ttot, took["crunch"]):
+        near(got, want, 0.10, "crunch task ttot")
     for t in tasks:
         check(t["runtime"] == "ucontext" and t["state"] == "finished", f"task {t}")
         check(t["thread"] == ex["pid"], f"task thread {t['thread']} != pid {ex['pid']}")
         check(t["resumes"] == R + 1, f"{t['name']} resumed {t['resumes']} times, expected {R + 1}")
         names = {k[2]: v for k, v in t["stats"].items()}
         if t["name"] == "crunch":
-            check(0.9 * R * 0.020 <= t["ttot"] <= 1.2 * R * 0.020, f"crunch ttot {t['ttot']}")
             check(names["crunch_work"][1] == R and "sleeper_work" not in names, f"crunch stats {names.keys()}")
         else:
-            check(0.9 * R * 0.002 <= t["ttot"] <= 1.5 * R * 0.002, f"sleeper ttot {t['ttot']}")
+            near(t["ttot"], took["sleeper"], 0.25 if ASAN else 0.10, "sleeper task ttot")
             check(names["sleeper_work"][1] == R and "crunch_work" not in names, f"sleeper stats {names.keys()}")
     # rule 10: own times add up to the thread's CPU time
     total_tt = sum(v[2] for v in stats.values())
@@ -590,7 +598,7 @@ def case_exec():
         os.mkdir(d)
         out = os.path.join(d, "x.pstat")
         p = run([execer, mode, sched, "1", "1", "1"], preload_env(COPROF_OUT=out))
-        check(re.fullmatch(rf"execer: {mode}\nsched: 3 tasks, .*\n", p.stdout), f"{mode}: output {p.stdout!r}")
+        check(re.fullmatch(rf"execer: {mode}\nsched: 3 tasks, .*\nsched: CPU ms .*\n", p.stdout), f"{mode}: output {p.stdout!r}")
         check(coprof_lines(p.stderr) == [], f"{mode}: stderr {p.stderr!r}")
         check(sorted(os.listdir(d)) == ["x.2.pstat", "x.pstat"], f"{mode}: files {os.listdir(d)}")
         stats, ex = load(out)

@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
-                         toggle_window, wait_for)
+                         sched_measured, toggle_window, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -198,9 +198,10 @@ def case_threads():
 
 
 def sched(opts):
+    """The sched sample's profile (stats, extras) and what it measured it took."""
     out = os.path.join(TMP, "sched.pstat")
-    record(["-o", out] + opts, [os.path.join(NATIVE, "sched"), str(R), "40", "20"])
-    return load(out)
+    p = record(["-o", out] + opts, [os.path.join(NATIVE, "sched"), str(R), "40", "20"])
+    return load(out) + (sched_measured(p.stdout),)
 
 
 def task_leaves(ex, stats_funcs=None):
@@ -215,7 +216,7 @@ def task_leaves(ex, stats_funcs=None):
 
 
 def case_sched_cpu():
-    stats, ex = sched(["-c", "cpu"])
+    stats, ex, took = sched(["-c", "cpu"])
     check_sampled(ex, 997)
     tasks = ex["tasks"]
     check(sorted(t["name"] for t in tasks) == ["crunch", "crunch", "sleeper"], f"tasks {tasks}")
@@ -229,15 +230,17 @@ def case_sched_cpu():
         else:
             check("sleeper_work" in names and "crunch_work" not in names, f"sleeper task has {sorted(names)}")
             cpu["sleeper"] = [names["sleeper_work"][3]]
-    # crunch burns 40 ms a round, sleeper 4 ms: each crunch task ~10x the sleeper
-    for c in cpu["crunch"]:
-        check(abs(c - R * 0.040) <= 0.2 * R * 0.040, f"crunch_work ct {c:.3f} s, expected {R * 0.040:.3f}")
-    s = cpu["sleeper"][0]
-    check(abs(s - R * 0.004) <= 0.5 * R * 0.004, f"sleeper_work ct {s:.4f} s, expected {R * 0.004:.4f}")
+    # crunch burns 40 ms a round, sleeper 4 ms: each crunch task ~10x the sleeper, held
+    # to what each took by the thread's clock (a crunch task's CPU is its work's but for
+    # its naps' few microseconds)
+    for c, want in zip(sorted(cpu["crunch"]), took["crunch"]):
+        check(abs(c - want) <= 0.2 * want, f"crunch_work ct {c:.3f} s, the task took {want:.3f}")
+    s, want = cpu["sleeper"][0], took["sleeper_work"]
+    check(abs(s - want) <= 0.5 * want, f"sleeper_work ct {s:.4f} s, it took {want:.4f}")
 
 
 def case_sched_wall():
-    stats, ex = sched(["-c", "wall"])
+    stats, ex, _ = sched(["-c", "wall"])
     check_sampled(ex, 997)
     leaves = task_leaves(ex)
     for name in ("crunch", "sleeper"):
