@@ -1,8 +1,10 @@
-"""coprof_test: helpers shared by the integration-test drivers tests/native/run.py and
-tests/sample/run.py: check, wait_for, catches (a process handles a signal), load (a
-.pstat file's pstats dict and coprof extras), base_env, toggle, toggle_window, sched_measured (what the sched sample measured),
-resp_windows (a resp server profiled in windows under redis-benchmark) and run_cases.
-Runs in the driver's process; reads COPROF_BIN and COPROF_ASAN_RUNTIME as meson sets them."""
+"""coprof_test: helpers shared by the integration-test drivers tests/native/run.py,
+tests/native/runtimes.py and tests/sample/run.py: check, wait_for, catches (a process
+handles a signal), load (a .pstat file's pstats dict and coprof extras), near (a time
+within a tolerance), base_env, toggle, toggle_window, sched_measured (what the sched
+sample measured), resp_windows (a resp server profiled in windows under
+redis-benchmark) and run_cases. Runs in the driver's process; reads COPROF_BIN and
+COPROF_ASAN_RUNTIME as meson sets them."""
 import marshal
 import os
 import pstats
@@ -21,6 +23,14 @@ ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
+
+
+def near(value, want, rel, what, outside=0.0):
+    """value is want within rel, or above it by at most `outside` more: the thread's CPU
+    time outside the work, which a span holding more than the work may hold some of."""
+    check(want * (1 - rel) <= value <= want * (1 + rel) + outside,
+          f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}"
+          + (f" (+ up to {outside:.4f} s outside the work)" if outside else ""))
 
 
 def wait_for(pred, timeout, what):
@@ -125,9 +135,9 @@ def resp_windows(cmd, cwd, tmpl, toggles, requests, clients):
 
 
 def sched_measured(stdout):
-    """What samples/native/sched says its work, its tasks and its scheduler took by the thread's CPU
-    clock, in seconds: coprof's cpu clock reads that clock, so the CPU checks hold it to
-    these, not to the nominal times. They differ when this VM's host takes the CPU away
+    """What samples/native/sched says its work, its tasks and its scheduler took by the
+    thread's CPU clock, in seconds: coprof's cpu clock reads that clock, so the CPU
+    checks hold it to these, not to the nominal times. They differ when this VM's host takes the CPU away
     (the guest counts that as the running thread's time): a CI run's sleeper_work read
     12.5 ms for its nominal 10, and coprof rightly said so too."""
     m = re.search(r"^sched: CPU ms crunch_work ([0-9.]+) sleeper_work ([0-9.]+); tasks "

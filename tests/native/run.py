@@ -18,8 +18,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import (ASAN, base_env, catches, check, load, resp_windows, run_cases,  # noqa: E402
-                         sched_measured, toggle, toggle_window, wait_for)
+from coprof_test import (ASAN, base_env, catches, check, load, near, resp_windows,  # noqa: E402
+                         run_cases, sched_measured, toggle, toggle_window, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -72,10 +72,6 @@ def def_line(path, name):
             if re.match(r"^[A-Za-z_].*\b" + re.escape(name) + r"\(", line) and not line.rstrip().endswith(";"):
                 return i
     raise AssertionError(f"{name} not defined in {path}")
-
-
-def near(value, want, rel, what):
-    check(abs(value - want) <= rel * want, f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}")
 
 
 def coprof_lines(stderr):

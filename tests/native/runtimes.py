@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import ASAN, base_env, check, load  # noqa: E402
+from coprof_test import ASAN, base_env, check, load, near  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
@@ -77,14 +77,6 @@ def tasks_by_work(prog, ex):
     for kind, t in out.items():
         check(t["name"] == kind + "_task", f"task named {t['name']}, expected {kind}_task")
     return out
-
-
-def near(value, want, rel, what, outside=0.0):
-    """value is want within rel, or above it by at most `outside` more: the thread's CPU
-    time outside the work, which a span holding more than the work may hold some of."""
-    check(want * (1 - rel) <= value <= want * (1 + rel) + outside,
-          f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}"
-          + (f" (+ up to {outside:.4f} s outside the work)" if outside else ""))
 
 
 def check_ttot(tasks, ex):
