@@ -383,6 +383,11 @@ int coprof_set_note(struct coprof *p, const char *note)
 	return 0;
 }
 
+void coprof_clock_no_perf(enum coprof_clock kind)
+{
+	cp_clock_force(kind, kind == COPROF_CLOCK_CPU ? "thread-cputime" : "monotonic");
+}
+
 void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n)
 {
 	if (!p || !what)

@@ -129,6 +129,9 @@ COPROF_API int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void 
 /* Metadata for the extras. The command line defaults to /proc/self/cmdline. */
 COPROF_API int coprof_set_note(struct coprof *p, const char *note);
 COPROF_API void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n);
+/* From now on, threads set up no TSC clock, whose perf page costs a perf_event_open
+ * (which a seccomp filter may punish with death), but the kernel's clock of `kind`. */
+COPROF_API void coprof_clock_no_perf(enum coprof_clock kind);
 /* Nonzero once a limit was hit and recording stopped (the sticky flag). */
 COPROF_API int coprof_overflowed(const struct coprof *p);
 

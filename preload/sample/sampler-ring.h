@@ -78,6 +78,14 @@ enum pl_timer_id {
  * without it is not ours and goes to whoever had SIGTRAP before. */
 #define PL_PERF_COOKIE 0x636f70726f66ull /* +1: the context-switch event (wall) */
 
+/* What a perf event's descriptor was opened on. Perf events share one anonymous inode
+ * with eventfd, timerfd and the like, so the event's own id tells ours apart. */
+struct pl_event_id {
+	dev_t dev;
+	ino_t ino;
+	uint64_t id; /* PERF_EVENT_IOC_ID */
+};
+
 struct pl_sthread {
 	struct pl_sthread *next; /* the list of threads, under the sampler's mutex */
 	struct coprof_thread *thread;
@@ -85,8 +93,13 @@ struct pl_sthread {
 	pid_t tid;
 	timer_t mono, cpu;
 	int has_mono, has_cpu;
-	int perf_fd;	 /* the thread's task-clock event, -1 when it has none */
-	int wake_fd;	 /* wall: its context-switch event, -1 when it has none */
+	/* The thread's task-clock event and (wall) context-switch event, -1 when it has
+	 * none; owned by identity (pl_event_ours): the program may close the number and
+	 * reuse it. Written by the thread and, under the list's lock, by the folding
+	 * thread when it opens an event again (perf_id first, then the number). */
+	volatile sig_atomic_t perf_fd;
+	volatile sig_atomic_t wake_fd;
+	struct pl_event_id perf_id, wake_id;
 	atomic_int dead; /* the thread exited: fold what is left, then free */
 
 	uintptr_t own_lo, own_hi;  /* the thread's own stack; own_hi 0: not known */
@@ -153,6 +166,17 @@ PL_HIDDEN struct pl_sthread *pl_sampler_self(void);
 /* The engine thread of the sampled thread whose kernel id is `tid`, NULL when no
  * sampled thread has it (the shim's own threads). Any thread, outside any signal. */
 PL_HIDDEN struct coprof_thread *pl_sampler_thread_of(pid_t tid);
+
+/* async-signal-safe: nonzero while `fd` still names the perf event `id` was taken from.
+ * `full` 0 skips the event-id ioctl (fstat alone: any anonymous inode matches). */
+PL_HIDDEN int pl_event_ours(int fd, const struct pl_event_id *id, int full);
+/* Nonzero once the process may run under a seccomp filter (pl_sampler_sandbox): from
+ * then on the sampler makes no system call the program may not expect (no period
+ * ioctl, no CPU-clock read in the handler, no event for a new thread). */
+extern PL_HIDDEN atomic_int pl_sampler_sandboxed;
+/* Called before the program installs a seccomp filter (preload/seccomp.c), and when a
+ * thread finds one: sets pl_sampler_sandboxed, and says so once. Not in a handler. */
+PL_HIDDEN void pl_sampler_sandbox(const char *how);
 
 /* sampler-signal.c: installs the tick handler on pl_sconf.signo. */
 PL_HIDDEN int pl_sampler_install_handler(void);

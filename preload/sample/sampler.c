@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,9 +33,11 @@
 
 int pl_sampler_force_timer;
 static unsigned kernel_hz(void);
+static void reopen_lost(void);
 
 struct pl_sampler_conf pl_sconf;
 atomic_int pl_sampler_on;
+atomic_int pl_sampler_sandboxed;
 _Atomic uint64_t pl_sampler_epoch;
 
 static __thread struct pl_sthread *self __attribute__((tls_model("initial-exec")));
@@ -51,6 +55,13 @@ static pid_t folder_tid; /* its kernel id, for folder_fork_pause */
 /* The program took the tick signal: never sample again. 1: said on stderr by the
  * signal guard, the folding thread still has to disarm and note it; 2: all done. */
 static atomic_int gave_up;
+/* Sampling was set up (pl_sampler_init): a seccomp filter matters from then on. */
+static int sampler_ready;
+/* Folding thread: events opened again after the program closed them (reopen_lost),
+ * and whether the notes say so yet. */
+static uint64_t events_reopened;
+static int events_noted;
+#define CHECK_FOLDS 5 /* folds between two checks of the events' numbers: 50 ms */
 
 struct pl_sthread *pl_sampler_self(void)
 {
@@ -252,6 +263,7 @@ static void *fold_loop(void *arg)
 {
 	(void)arg;
 	folder_tid = (pid_t)syscall(SYS_gettid);
+	unsigned folds = 0;
 	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
 		struct timespec ts = {0, FOLD_NS};
 		nanosleep(&ts, NULL);
@@ -264,6 +276,11 @@ static void *fold_loop(void *arg)
 				    pl_prof, "sampling stopped: the program took the tick signal");
 		}
 		int on = atomic_load_explicit(&pl_sampler_on, memory_order_relaxed);
+		if (on && ++folds % CHECK_FOLDS == 0 && !atomic_load(&pl_sampler_sandboxed)) {
+			pthread_mutex_lock(&lock);
+			reopen_lost();
+			pthread_mutex_unlock(&lock);
+		}
 		if (on) {
 			fold_all(1, 0);
 			if (pl_sampler_python_fold)
@@ -316,6 +333,51 @@ static void folder_fork_resume(void)
 		start_folder();
 }
 
+/* --- seccomp ----------------------------------------------------------------------- */
+
+/* Whether the calling thread runs under a seccomp filter or in strict mode
+ * (/proc/thread-self/status: "Seccomp:" other than 0). Filters are per thread and
+ * inherited: a thread has its creator's. Three system calls any program that reads a
+ * file makes; not for a handler. */
+static int seccomp_filtered(void)
+{
+	char buf[4096];
+	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *line = strstr(buf, "\nSeccomp:");
+	if (!line)
+		return 0;
+	line += strlen("\nSeccomp:");
+	while (*line == ' ' || *line == '\t')
+		line++;
+	return *line == '1' || *line == '2';
+}
+
+/* A filter may kill the process for any system call the program did not expect of
+ * itself (SECCOMP_RET_KILL_*), and coprof cannot read which: from now on the handler
+ * neither restarts the event's period (ioctl) nor reads the thread's CPU clock (a tick
+ * weighs its period), no new thread opens an event or a timer, and the events already
+ * open are never checked, disarmed nor opened again (ioctl, perf_event_open). */
+void pl_sampler_sandbox(const char *how)
+{
+	if (!sampler_ready || atomic_exchange(&pl_sampler_sandboxed, 1))
+		return;
+	coprof_clock_no_perf(pl_cfg.clock);
+	char note[320];
+	snprintf(note, sizeof(note),
+		 "sample mode: %s; threads started from then on are not sampled, and ticks "
+		 "are not dithered: each weighs one period",
+		 how);
+	pl_say("%s", note);
+	coprof_set_note(pl_prof, note);
+}
+
 /* --- threads ----------------------------------------------------------------------- */
 
 static int make_timer(clockid_t clk, int id, timer_t *out)
@@ -349,13 +411,37 @@ static int move_high(int fd)
 	return high;
 }
 
-/* Opens a perf event on the calling thread that, each `period` of it, queues a SIGTRAP
- * carrying `cookie`, which the kernel delivers as the thread next returns to user
- * space. As the signal is only raised on the way out, it never cuts a syscall short (a
- * tick signalled from inside one, as a fasync signal or a CPU-time timer would be,
- * makes a sleep fail with EINTR). Disabled until pl_sampler_arm. Returns the fd or
- * -errno. */
-static int open_event(uint64_t config, uint64_t period, uint64_t cookie, int user_only)
+/* async-signal-safe: fstat first, so that no ioctl reaches a number that names a file
+ * of the program's now (an anonymous inode at most: eventfd, timerfd, whose ioctls
+ * reject perf's). The event id tells ours from any other perf event. */
+int pl_event_ours(int fd, const struct pl_event_id *id, int full)
+{
+	struct stat sb;
+	uint64_t ev;
+	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_dev != id->dev || sb.st_ino != id->ino)
+		return 0;
+	return !full || (ioctl(fd, PERF_EVENT_IOC_ID, &ev) == 0 && ev == id->id);
+}
+
+/* Closes an event's number, only while it still names the event (a number the program
+ * closed and reused stays the program's), and forgets it. Under a seccomp filter the
+ * check is fstat alone: the id's ioctl may be forbidden. */
+static void close_event(volatile sig_atomic_t *fd, const struct pl_event_id *id)
+{
+	int n = *fd;
+	*fd = -1;
+	if (pl_event_ours(n, id, !atomic_load(&pl_sampler_sandboxed)))
+		close(n);
+}
+
+/* Opens a perf event on thread `tid` (0: the calling thread) that, each `period` of
+ * it, queues a SIGTRAP carrying `cookie`, which the kernel delivers as the thread next
+ * returns to user space. As the signal is only raised on the way out, it never cuts a
+ * syscall short (a tick signalled from inside one, as a fasync signal or a CPU-time
+ * timer would be, makes a sleep fail with EINTR). Disabled until pl_sampler_arm.
+ * Returns the fd, whose identity goes to `id`, or -errno. */
+static int open_event(pid_t tid, uint64_t config, uint64_t period, uint64_t cookie, int user_only,
+		      struct pl_event_id *id)
 {
 	struct perf_event_attr a;
 	memset(&a, 0, sizeof(a));
@@ -369,25 +455,35 @@ static int open_event(uint64_t config, uint64_t period, uint64_t cookie, int use
 	a.sigtrap = 1;
 	a.remove_on_exec = 1; /* sigtrap requires it; exec drops our handler anyway */
 	a.sig_data = cookie;
-	int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	int fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	return move_high(fd);
+	fd = move_high(fd);
+	struct stat sb;
+	if (fstat(fd, &sb) != 0 || ioctl(fd, PERF_EVENT_IOC_ID, &id->id) != 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	id->dev = sb.st_dev;
+	id->ino = sb.st_ino;
+	return fd;
 }
 
 /* The thread's task-clock event: a tick each period of its CPU time (in the kernel too,
  * unless user_only), so never in a blocked thread, and time in a syscall is charged to
  * the syscall's caller. */
-static int open_task_clock(int user_only)
+static int open_task_clock(pid_t tid, int user_only, struct pl_event_id *id)
 {
-	return open_event(PERF_COUNT_SW_TASK_CLOCK, pl_sconf.period, PL_PERF_COOKIE, user_only);
+	return open_event(tid, PERF_COUNT_SW_TASK_CLOCK, pl_sconf.period, PL_PERF_COOKIE, user_only,
+			  id);
 }
 
 /* Under wall, the thread's context-switch event: a tick as it resumes after each switch,
  * where it waited. (Switches happen in the kernel: useless with exclude_kernel.) */
-static int open_wake_event(void)
+static int open_wake_event(pid_t tid, struct pl_event_id *id)
 {
-	return open_event(PERF_COUNT_SW_CONTEXT_SWITCHES, 1, PL_PERF_COOKIE + 1, 0);
+	return open_event(tid, PERF_COUNT_SW_CONTEXT_SWITCHES, 1, PL_PERF_COOKIE + 1, 0, id);
 }
 
 /* The calling thread's own stack, which samples off it may be a coroutine's. */
@@ -411,8 +507,12 @@ static void own_stack(struct pl_sthread *st)
  * timer instead (at the kernel's tick rate at most); under wall it is not sampled. */
 static void thread_start(void)
 {
-	if (self)
+	if (self || atomic_load(&pl_sampler_sandboxed))
 		return;
+	if (seccomp_filtered()) {
+		pl_sampler_sandbox("a thread started under a seccomp filter");
+		return;
+	}
 	struct pl_sthread *st = calloc(1, sizeof(*st));
 	if (!st)
 		return;
@@ -429,8 +529,9 @@ static void thread_start(void)
 	uintptr_t warm[PL_SAMPLE_DEPTH];
 	pl_unw_backtrace(st->tls, NULL, warm, PL_SAMPLE_DEPTH);
 	if (pl_sconf.perf) {
-		st->perf_fd = open_task_clock(pl_sconf.perf_user);
-		if (pl_sconf.wall && st->perf_fd >= 0 && (st->wake_fd = open_wake_event()) < 0) {
+		st->perf_fd = open_task_clock(0, pl_sconf.perf_user, &st->perf_id);
+		if (pl_sconf.wall && st->perf_fd >= 0 &&
+		    (st->wake_fd = open_wake_event(0, &st->wake_id)) < 0) {
 			close(st->perf_fd);
 			st->perf_fd = st->wake_fd = -1;
 		}
@@ -462,24 +563,81 @@ static void close_source(struct pl_sthread *st)
 		timer_delete(st->mono);
 	if (st->has_cpu)
 		timer_delete(st->cpu);
-	if (st->perf_fd >= 0)
-		close(st->perf_fd);
-	if (st->wake_fd >= 0)
-		close(st->wake_fd);
+	close_event(&st->perf_fd, &st->perf_id);
+	close_event(&st->wake_fd, &st->wake_id);
 	st->has_mono = st->has_cpu = 0;
-	st->perf_fd = st->wake_fd = -1;
 }
 
 /* The thread is exiting: its tick source goes now (no tick may find it gone); its state is
- * freed by the folding thread once its last records are folded. */
+ * freed by the folding thread once its last records are folded. Under the list's lock,
+ * so the folding thread never opens an event again for a thread that has gone. */
 static void thread_exit(void)
 {
 	struct pl_sthread *st = self;
 	if (!st)
 		return;
 	self = NULL;
+	pthread_mutex_lock(&lock);
 	close_source(st);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
+	pthread_mutex_unlock(&lock);
+}
+
+/* Folding thread, list lock held. The program closed the number of some thread's event
+ * (a daemon's close-all loop, close_range): the kernel freed the event with it, and the
+ * thread ticks no more. Opens it again for that thread (perf_event_open takes a tid),
+ * armed as sampling is; or, when that fails, the thread is sampled no more. Either way
+ * the file's notes say so, once, and how many events were lost. Never under a seccomp
+ * filter (ioctl and perf_event_open may be forbidden). */
+static void reopen_lost(void)
+{
+	for (struct pl_sthread *st = threads; st; st = st->next) {
+		if (atomic_load(&st->dead) || st->perf_fd < 0)
+			continue;
+		int ok = pl_event_ours(st->perf_fd, &st->perf_id, 1);
+		int wake_ok = st->wake_fd < 0 || pl_event_ours(st->wake_fd, &st->wake_id, 1);
+		if (ok && wake_ok)
+			continue;
+		if (pl_prof)
+			coprof_count_dropped(pl_prof, "sample perf events closed by the program",
+					     (uint64_t)(!ok + !wake_ok));
+		/* Both go, and both come again: the handler reads the id after the number. */
+		close_event(&st->perf_fd, &st->perf_id);
+		close_event(&st->wake_fd, &st->wake_id);
+		struct pl_event_id perf_id, wake_id;
+		int fd = open_task_clock(st->tid, pl_sconf.perf_user, &perf_id), wake = -1;
+		if (fd >= 0 && pl_sconf.wall && (wake = open_wake_event(st->tid, &wake_id)) < 0) {
+			close(fd);
+			fd = wake;
+		}
+		if (fd < 0) {
+			char note[256];
+			snprintf(note, sizeof(note),
+				 "sample mode: the program closed coprof's perf event of thread "
+				 "%d, which could not be opened again (%s): that thread was not "
+				 "sampled from then on",
+				 (int)st->tid, strerror(-fd));
+			pl_say("%s", note);
+			if (pl_prof)
+				coprof_set_note(pl_prof, note);
+			continue;
+		}
+		st->perf_id = perf_id;
+		if (wake >= 0)
+			st->wake_id = wake_id;
+		atomic_thread_fence(memory_order_release);
+		st->wake_fd = wake;
+		st->perf_fd = fd;
+		if (atomic_load(&pl_sampler_on))
+			pl_sampler_arm(st, 1);
+		events_reopened++;
+	}
+	if (events_reopened && !events_noted && pl_prof) {
+		events_noted = 1;
+		coprof_set_note(pl_prof, "sample mode: the program closed coprof's perf event "
+					 "descriptors (a close-all loop); they were opened again "
+					 "within 50 ms, the ticks in between are lost");
+	}
 }
 
 /* A coroutine moved to another thread (the ucontext adapter): whichever thread had it
@@ -554,10 +712,8 @@ static void sampler_after_fork_child(void)
 	struct pl_sthread *st = threads;
 	while (st) {
 		struct pl_sthread *next = st->next;
-		if (st->perf_fd >= 0)
-			close(st->perf_fd);
-		if (st->wake_fd >= 0)
-			close(st->wake_fd);
+		close_event(&st->perf_fd, &st->perf_id);
+		close_event(&st->wake_fd, &st->wake_id);
 		pl_stack_fold_free(st);
 		free(st->held);
 		free(st->waits);
@@ -641,13 +797,14 @@ static int choose_source(unsigned *hz)
 		snprintf(why, sizeof(why), "turned off");
 		goto timer;
 	}
-	fd = open_task_clock(0);
+	struct pl_event_id id;
+	fd = open_task_clock(0, 0, &id);
 	if ((fd == -EACCES || fd == -EPERM) && !pl_sconf.wall) {
-		fd = open_task_clock(1);
+		fd = open_task_clock(0, 1, &id);
 		pl_sconf.perf_user = fd >= 0;
 	}
 	if (fd >= 0 && pl_sconf.wall) {
-		int wake = open_wake_event();
+		int wake = open_wake_event(0, &id);
 		if (wake < 0) {
 			close(fd);
 			fd = wake;
@@ -729,6 +886,14 @@ int pl_sampler_init(void)
 	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
+	if (seccomp_filtered()) {
+		static const char why[] = "sample mode: the process runs under a seccomp filter, "
+					  "which may kill it for the system calls sampling "
+					  "makes; not sampling";
+		pl_say("%s", why);
+		coprof_set_note(pl_prof, why);
+		return -EPERM;
+	}
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 2048)
 		fd_floor = (int)(rl.rlim_cur / 2);
@@ -775,6 +940,7 @@ int pl_sampler_init(void)
 		       "native stacks");
 	pl_unw_load();
 	pl_runtime_add(&sampler_runtime);
+	sampler_ready = 1;
 	pthread_atfork(fork_prepare, fork_parent, NULL);
 	thread_start(); /* the thread running the constructor */
 	start_folder();

@@ -89,6 +89,11 @@ void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n)
 	__atomic_add_fetch(&dropped, n, __ATOMIC_RELAXED);
 }
 
+void coprof_clock_no_perf(enum coprof_clock kind)
+{
+	(void)kind;
+}
+
 int coprof_set_note(struct coprof *p, const char *n)
 {
 	(void)p;

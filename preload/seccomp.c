@@ -1,0 +1,70 @@
+/* seccomp.c: the ways a program installs a seccomp filter (prctl, and syscall() with
+ * SYS_seccomp, which libseccomp uses), interposed so that the sampler learns of a
+ * filter before it goes in (pl_sampler_sandbox): a filter may kill the process for a
+ * system call of the sampler's the program never makes itself. Runs on whichever thread
+ * calls; syscall() also in the shim's own signal handlers, so the calls themselves are
+ * made with the syscall instruction, as glibc's wrappers do, with no lookup first. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/seccomp.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include "internal.h"
+#include "sample/sampler-ring.h"
+
+/* async-signal-safe: the system call `nr`, -1 and errno on failure. */
+static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long rc;
+	__asm__ volatile("syscall"
+			 : "=a"(rc)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	if ((unsigned long)rc > -4096ul) {
+		errno = (int)-rc;
+		return -1;
+	}
+	return rc;
+}
+
+/* Whether system call `nr` with first argument `op` installs a filter or strict mode. */
+static int installs_filter(long nr, long op)
+{
+	if (nr == SYS_prctl)
+		return op == PR_SET_SECCOMP;
+	if (nr == SYS_seccomp)
+		return op == SECCOMP_SET_MODE_STRICT || op == SECCOMP_SET_MODE_FILTER;
+	return 0;
+}
+
+PL_EXPORT int prctl(int option, ...)
+{
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a[4];
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (installs_filter(SYS_prctl, option))
+		pl_sampler_sandbox("the program installed a seccomp filter");
+	return (int)raw_syscall(SYS_prctl, option, (long)a[0], (long)a[1], (long)a[2], (long)a[3],
+				0);
+}
+
+PL_EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (installs_filter(nr, a[0]))
+		pl_sampler_sandbox("the program installed a seccomp filter");
+	return raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
