@@ -109,6 +109,9 @@ PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2))
  * returns 0 when it has nothing to do (not a Python process, not sample mode). */
 PL_HIDDEN int pl_python_init(void);  /* python-loader.c */
 PL_HIDDEN int pl_sampler_init(void); /* sampler.c */
+/* A new thread, before anything is set up for it: under a seccomp filter (its
+ * creator's), the sampler makes no system call the program may forbid from then on. */
+PL_HIDDEN void pl_sampler_thread_check(void);
 /* control.c, for the Python adapter's os.fork callbacks (python-loader.c), called
  * without the GIL: pause stops the shim's own threads before the fork; resume, in the
  * parent and in the child after it, starts them again. Pauses nest. */

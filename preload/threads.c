@@ -117,6 +117,7 @@ static void *thread_main(void *arg)
 	t->guard = 1;
 	if (live_armed)
 		pthread_setspecific(live_key, (void *)1);
+	pl_sampler_thread_check();
 	struct coprof_thread *th = pl_thread();
 	if (th)
 		remember(pthread_self(), th);

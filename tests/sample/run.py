@@ -517,5 +517,77 @@ def case_cxx_throws():
                   f"{name}: throw_loop has {loop[0][3]:.3f} s of {total:.3f} s sampled")
 
 
+HOSTILE = os.environ.get("COPROF_HOSTILE", "")
+
+
+def fd_limit():
+    """The program's descriptor limit: 4096, so the sampler keeps its events from 1024 up
+    (half the limit below 2048) and the program's 1,100 files cover them."""
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    soft = 4096 if hard == resource.RLIM_INFINITY else min(4096, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def hostile(mode, clock, out):
+    """Runs hostile.c's `mode` under sample mode and `clock`: (exit code, stdout, the
+    coprof: lines of stderr)."""
+    p = subprocess.run([BIN, "record", "--mode", "sample", "-c", clock, "--hz", "997", "-o", out,
+                        "--", HOSTILE, mode], env=base_env(), cwd=TMP, capture_output=True,
+                       text=True, timeout=120, preexec_fn=fd_limit)
+    return p.returncode, p.stdout, [l for l in p.stderr.splitlines() if l.startswith("coprof:")]
+
+
+def case_closeall_fds():
+    """Issue 39.5: after the program's close-all loop, its own files take the numbers of
+    the sampler's perf events. A thread's exit and a fork child must close none of them,
+    nor take one for a pipe: every one of the 1,100 is still its /dev/null."""
+    for clock in ("cpu", "wall"):
+        for mode, who in (("closeall-thread", "main"), ("closeall-fork", "child")):
+            rc, out, _ = hostile(mode, clock, os.path.join(TMP, f"{mode}-{clock}.%p.pstat"))
+            check(rc == 0 and out == f"{who}: 1100 fds still the program's\n",
+                  f"{mode} -c {clock}: exit {rc}, printed {out!r}")
+
+
+def case_closeall_rearm():
+    """Issue 39.6: a daemon-style close-all closes the thread's perf events; the sampler
+    opens them again, so the function that runs after it is sampled, and the notes and
+    the dropped counts say what happened (one event under cpu, two under wall)."""
+    for clock, events in (("cpu", 1), ("wall", 2)):
+        out = os.path.join(TMP, f"daemon-{clock}.pstat")
+        rc, printed, _ = hostile("daemon", clock, out)
+        check(rc == 0 and printed == "done\n", f"-c {clock}: exit {rc}, printed {printed!r}")
+        stats, ex = load(out)
+        for f in ("before_close", "after_close"):
+            check(nc(stats, f) > 0, f"-c {clock}: {f} has no sample")
+        note = ("sample mode: the program closed coprof's perf event descriptors (a close-all "
+                "loop); they were opened again within 50 ms, the ticks in between are lost")
+        check(ex["notes"].count(note) == 1, f"-c {clock}: notes {ex['notes']}")
+        lost = ex["dropped"].get("sample perf events closed by the program")
+        check(lost == events, f"-c {clock}: {lost} events closed, expected {events}")
+
+
+def case_seccomp():
+    """Issue 39.7: a program whose seccomp filter kills on ioctl, or on perf_event_open,
+    runs as it does unprofiled; the sampler says once, on stderr and in the notes, that
+    it stepped back. A filter installed with no libc call (seccomp-raw) is found as the
+    next thread starts. Under ioctl the main thread is still sampled after the filter."""
+    for clock in ("cpu", "wall"):
+        for mode, how in (("seccomp-ioctl", "the program installed a seccomp filter"),
+                          ("seccomp-perf", "the program installed a seccomp filter"),
+                          ("seccomp-raw", "a thread started under a seccomp filter")):
+            out = os.path.join(TMP, f"{mode}-{clock}.pstat")
+            rc, printed, said = hostile(mode, clock, out)
+            what = f"{mode} -c {clock}"
+            check(rc == 0 and printed == "sandboxing\ndone\n", f"{what}: exit {rc}, printed {printed!r}")
+            note = (f"sample mode: {how}; threads started from then on are not sampled, and "
+                    "ticks are not dithered: each weighs one period")
+            check(said == ["coprof: " + note], f"{what}: stderr {said}")
+            stats, ex = load(out)
+            check(ex["notes"].count(note) == 1, f"{what}: notes {ex['notes']}")
+            if mode == "seccomp-ioctl":
+                check(nc(stats, "sandboxed") > 0, f"{what}: sandboxed() has no sample")
+
+
 if __name__ == "__main__":
     run_cases(globals())
