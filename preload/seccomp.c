@@ -1,9 +1,9 @@
 /* seccomp.c: the ways a program installs a seccomp filter (prctl, and syscall() with
- * SYS_seccomp, which libseccomp uses), interposed so that the sampler learns of a
- * filter before it goes in (pl_sampler_sandbox): a filter may kill the process for a
- * system call of the sampler's the program never makes itself. Runs on whichever thread
- * calls; syscall() also in the shim's own signal handlers, so the calls themselves are
- * made with the syscall instruction, as glibc's wrappers do, with no lookup first. */
+ * SYS_seccomp, which libseccomp uses), interposed so that the shim learns of a filter
+ * before it goes in: a filter may kill the process for a system call of the shim's the
+ * program never makes itself (a new thread's perf page, the sampler's ioctl). Runs on whichever
+ * thread calls; syscall() also in the shim's own signal handlers, so the calls themselves are made
+ * with the syscall instruction, as glibc's wrappers do, with no lookup first. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -42,6 +42,15 @@ static int installs_filter(long nr, long op)
 	return 0;
 }
 
+/* Before a filter goes in: new threads' clocks open no perf page (the engine's TSC
+ * clock does, in either mode), and the sampler steps back. */
+static void filter_coming(void)
+{
+	if (pl_prof)
+		coprof_clock_no_perf(pl_cfg.clock);
+	pl_sampler_sandbox("the program installed a seccomp filter");
+}
+
 PL_EXPORT int prctl(int option, ...)
 {
 	va_list ap;
@@ -51,7 +60,7 @@ PL_EXPORT int prctl(int option, ...)
 		a[i] = va_arg(ap, unsigned long);
 	va_end(ap);
 	if (installs_filter(SYS_prctl, option))
-		pl_sampler_sandbox("the program installed a seccomp filter");
+		filter_coming();
 	return (int)raw_syscall(SYS_prctl, option, (long)a[0], (long)a[1], (long)a[2], (long)a[3],
 				0);
 }
@@ -65,6 +74,6 @@ PL_EXPORT long syscall(long nr, ...)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	if (installs_filter(nr, a[0]))
-		pl_sampler_sandbox("the program installed a seccomp filter");
+		filter_coming();
 	return raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
