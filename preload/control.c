@@ -51,8 +51,8 @@ static int forked;		   /* this process is a forked child */
 static unsigned requests;	   /* toggle requests applied (toggle-state.h) */
 static int made_children;	   /* this process forked: a child may be the one profiled */
 static int last_stop = PL_RUN_OFF; /* what the last stop did: PL_RUN_OFF/EMPTY/FAILED */
-static int exec_wrote; /* dump dumps+1 was written for an exec under way */
-static int adopted;    /* this image took over the numbering of the one before exec */
+static int exec_wrote;		   /* dump dumps+1 was written for an exec under way */
+static int adopted;		   /* this image took over the numbering of the one before exec */
 
 /* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
  * start-up, pause_lock guards control_up, control_th and paused. */
