@@ -51,6 +51,8 @@ static int forked;		   /* this process is a forked child */
 static unsigned requests;	   /* toggle requests applied (toggle-state.h) */
 static int made_children;	   /* this process forked: a child may be the one profiled */
 static int last_stop = PL_RUN_OFF; /* what the last stop did: PL_RUN_OFF/EMPTY/FAILED */
+static int exec_wrote;		   /* dump dumps+1 was written for an exec under way */
+static int adopted;		   /* this image took over the numbering of the one before exec */
 
 /* The control thread, and pausing it around os.fork (pl_control_fork_pause). After
  * start-up, pause_lock guards control_up, control_th and paused. */
@@ -123,7 +125,9 @@ void pl_runtimes_after_fork_child(void)
 			runtimes[i]->after_fork_child();
 }
 
-static void start_locked(void)
+/* Starts recording, in a new window, or (`resume`) on in the window a failed exec
+ * stopped, whose start stays as it was. */
+static void start_window_locked(int resume)
 {
 	if (pl_running || !pl_prof)
 		return;
@@ -139,10 +143,16 @@ static void start_locked(void)
 			runtimes[i]->start();
 	/* The window's start is when every runtime records: Python's waited for the
 	 * GIL (under load, for a good part of a short window). */
-	coprof_mark_start(pl_prof);
+	if (!resume)
+		coprof_mark_start(pl_prof);
 	__atomic_store_n(&pl_running, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_tracing, pl_cfg.mode == COPROF_MODE_TRACE, __ATOMIC_RELEASE);
 	pl_interval_open();
+}
+
+static void start_locked(void)
+{
+	start_window_locked(0);
 }
 
 /* Says why dump `path` was not written, as the OS (or coprof_dump) says it. A shell
@@ -157,12 +167,9 @@ static void say_dump_error(int rc, const char *path)
 		pl_say("cannot write the profile to %s: %s", path, coprof_strerror(rc));
 }
 
-/* Stops, writes dump number dumps+1 and clears, so the next window starts empty. A
- * window in which nothing was recorded writes no file and uses no number. */
-static void stop_dump_locked(void)
+/* Stops recording: the window is closed, its data kept. */
+static void stop_locked(void)
 {
-	if (!pl_running)
-		return;
 	pl_interval_close();
 	__atomic_store_n(&pl_tracing, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_running, 0, __ATOMIC_RELEASE);
@@ -170,16 +177,32 @@ static void stop_dump_locked(void)
 		if (runtimes[i]->stop)
 			runtimes[i]->stop();
 	coprof_stop(pl_prof);
+}
+
+/* Writes the window as dump number dumps+1: 0, COPROF_ENODATA when it recorded nothing
+ * (no file, no number), or an error, said. */
+static int write_locked(void)
+{
 	char path[PATH_MAX];
 	int rc = pl_out_path(pl_cfg.out, (long)getpid(), dumps + 1, forked, path, sizeof(path));
 	if (rc != 0) /* the path itself is too long to make */
 		pl_say("cannot write the profile to COPROF_OUT=%s: %s", pl_cfg.out,
 		       coprof_strerror(rc));
-	else if ((rc = pl_creds_dump(path, dumps + 1, forked, 0)) == 0)
-		pl_interval_keep(++dumps, forked);
-	else if (rc != COPROF_ENODATA)
+	else if ((rc = pl_creds_dump(path, dumps + 1, forked, 0)) != 0 && rc != COPROF_ENODATA)
 		say_dump_error(rc, path);
 	last_stop = rc == 0 ? PL_RUN_OFF : rc == COPROF_ENODATA ? PL_RUN_EMPTY : PL_RUN_FAILED;
+	return rc;
+}
+
+/* Stops, writes dump number dumps+1 and clears, so the next window starts empty. A
+ * window in which nothing was recorded writes no file and uses no number. */
+static void stop_dump_locked(void)
+{
+	if (!pl_running)
+		return;
+	stop_locked();
+	if (write_locked() == 0)
+		pl_interval_keep(++dumps, forked);
 	coprof_clear(pl_prof);
 }
 
@@ -515,11 +538,16 @@ void pl_control_quick_exit(void)
 		exit_wait(1, in_handler ? PL_EXIT_HANDLER_WAIT_S : PL_EXIT_DUMP_WAIT_S);
 }
 
-/* Before exec: the window so far is written as a toggle's stop writes it, and toggles
- * wait until the exec fails or the image is gone. Gives up after a moment, like
- * pl_control_quick_exit, when the control thread holds the lock (it may wait for the
- * GIL this thread holds): then the window is lost, and said so. Puts in `state` what
- * the image after exec takes over (pl_control_adopt_exec), or "" when it needs
+/* Before exec: the window so far is written as dump number dumps+1, as a toggle's stop
+ * writes it, but not cleared and not yet counted, and toggles wait until the exec
+ * fails or the image is gone. An exec may fail (os.execvp tries each folder of PATH in
+ * turn), and a failed one must leave the profile as it was: pl_control_exec_failed
+ * then removes the file and the window goes on, so the next dump (exit, a later exec)
+ * writes it, with the same number. COPROF_KEEP's removal of an older file is the new
+ * image's (pl_control_exec_keep), as it cannot be undone. Gives up after a moment,
+ * like pl_control_quick_exit, when the control thread holds the lock (it may wait for
+ * the GIL this thread holds): then the window is lost, and said so. Puts in `state`
+ * what the image after exec takes over (pl_control_adopt_exec), or "" when it needs
  * nothing. Returns 1 when profiling was on, 0 when off, -1 when it gave up. */
 int pl_control_exec_prepare(char *state, size_t len)
 {
@@ -535,27 +563,40 @@ int pl_control_exec_prepare(char *state, size_t len)
 	}
 	int was_running = pl_running;
 	exiting = 1;
-	stop_dump_locked();
+	exec_wrote = 0;
+	if (was_running) {
+		stop_locked();
+		exec_wrote = write_locked() == 0;
+	}
 	/* A pid that wrote files goes on numbering them after exec (and naming them as a
 	 * forked child, if it was one), so the new image overwrites none of them. One that
 	 * wrote none starts afresh, as a program a launcher (timeout, sh) forks and execs
 	 * did before exec was hooked: it writes the name COPROF_OUT gives. */
-	if (dumps > 0)
-		snprintf(state, len, "%ld:%u:%d", (long)getpid(), dumps, forked);
+	if (dumps + exec_wrote > 0)
+		snprintf(state, len, "%ld:%u:%d", (long)getpid(), dumps + exec_wrote, forked);
 	pthread_mutex_unlock(&lock);
 	return was_running;
 }
 
-/* The exec failed and the program goes on: toggles work again, and profiling resumes
- * in a new window if it was on. */
+/* The exec failed and the program goes on as if it had not tried: the file written
+ * for it is removed, toggles work again, and the window it stopped goes on. */
 void pl_control_exec_failed(int was_running)
 {
 	if (was_running < 0) /* prepare gave up: the lock may still be held, leave all be */
 		return;
 	pthread_mutex_lock(&lock);
+	char path[PATH_MAX];
+	if (exec_wrote &&
+	    pl_out_path(pl_cfg.out, (long)getpid(), dumps + 1, forked, path, sizeof(path)) == 0) {
+		int rc = pl_creds_remove(path, dumps + 1, forked);
+		if (rc != 0)
+			pl_say("cannot remove %s, written for an exec that failed: %s", path,
+			       coprof_strerror(rc));
+	}
+	exec_wrote = 0;
 	exiting = 0;
 	if (was_running > 0)
-		start_locked();
+		start_window_locked(1);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -569,7 +610,17 @@ void pl_control_adopt_exec(const char *state)
 	if (state && sscanf(state, "%ld:%u:%d", &pid, &n, &f) == 3 && pid == (long)getpid()) {
 		dumps = n;
 		forked = f != 0;
+		adopted = 1;
 	}
+}
+
+/* Once the configuration is read: COPROF_KEEP's removal for the last file the image
+ * before exec wrote, which it left to this one (pl_control_exec_prepare). Removing a
+ * number again that is already gone (that image wrote nothing at exec) is no error. */
+void pl_control_exec_keep(void)
+{
+	if (adopted && dumps > 0)
+		pl_interval_keep(dumps, forked);
 }
 
 void pl_control_fork_prepare(void)

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -45,6 +46,10 @@ static struct pl_fd keeper_fd = PL_FD_NONE; /* the shim's end of the socketpair 
 static pid_t keeper_pid;		    /* 0: no keeper */
 static char keeper_exe[PATH_MAX];	    /* coprof-keeper, next to the shim; "": none */
 static int said_no_keeper;		    /* the reason it could not start was said */
+/* A process this one was forked from (in this image) received orphans when it forked:
+ * a keeper started here would end as its child (reaps_orphans). parent_reaps carries
+ * the parent's answer from fork's prepare step into the child. */
+static int ancestor_reaps, parent_reaps;
 /* The stacks of the two processes that start a keeper (spawn_locked), used while the
  * caller waits, under keeper_lock. */
 static char keeper_stack[32 * 1024] __attribute__((aligned(16)));
@@ -196,6 +201,14 @@ static int seccomp_filtered(void)
 	return *line == '2';
 }
 
+/* async-signal-safe: orphaned descendants of this process come to it: it is a child
+ * subreaper (PR_SET_CHILD_SUBREAPER), or pid 1 of its pid namespace. */
+static int reaps_orphans(void)
+{
+	int on = 0;
+	return getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &on, 0, 0, 0) == 0 && on);
+}
+
 /* Starts the keeper with the caller's rights, through a go-between, so that it is no
  * child of the program (go_between says why), and from an empty environment (no
  * LD_PRELOAD); waits for its "ready". */
@@ -208,6 +221,26 @@ static void spawn_locked(void)
 	}
 	if (seccomp_filtered()) {
 		say_no_keeper("the process runs under a seccomp filter, which may not allow it", 0);
+		return;
+	}
+	/* An orphan goes to the nearest ancestor that takes orphans: when that is this
+	 * process, or a profiled one it was forked from, the keeper would be a child of
+	 * the program after all, seen by its wait() for all children, which would wait
+	 * for it until this process exits. No process made here can avoid that, so no
+	 * keeper starts; the files this process cannot write are lost, and said so. A
+	 * subreaper set after a keeper started changes nothing: the keeper was already
+	 * re-parented when the go-between left, before this returns. */
+	if (reaps_orphans()) {
+		say_no_keeper("it would become a child of this process, which takes orphaned "
+			      "processes: a child subreaper, or pid 1 of its pid namespace",
+			      0);
+		return;
+	}
+	if (ancestor_reaps) {
+		say_no_keeper("it would become a child of the process this one was forked "
+			      "from, which takes orphaned processes: a child subreaper, or pid 1 "
+			      "of its pid namespace",
+			      0);
 		return;
 	}
 	if (out_dir(dir) != 0)
@@ -585,19 +618,16 @@ int pl_creds_remove(const char *path, unsigned n, int child)
 	return rc;
 }
 
-void pl_creds_exec(void)
+void pl_creds_fork_prepare(void)
 {
-	if (!lock_keeper(pl_sig_maybe_in_handler()))
-		return;
-	if (keeper_pid > 0)
-		dismiss_locked();
-	pthread_mutex_unlock(&keeper_lock);
+	parent_reaps = reaps_orphans();
 }
 
 /* A forked child has its own pid, so its own files: the parent's keeper is not its
  * (it answers only the parent), and a thread of the parent may have held the lock. */
 void pl_creds_fork_child(void)
 {
+	ancestor_reaps = ancestor_reaps || parent_reaps;
 	pthread_mutex_init(&keeper_lock, NULL);
 	pl_fd_close(&keeper_fd);
 	keeper_pid = 0;

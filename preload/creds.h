@@ -18,10 +18,8 @@ PL_HIDDEN int pl_creds_dump(const char *path, unsigned n, int child, int clear);
  * 0 (also when there was nothing), -errno. */
 PL_HIDDEN int pl_creds_remove(const char *path, unsigned n, int child);
 
-/* Before exec, once the last dump is written: the keeper goes, so that it is not left
- * a child the new image cannot see to reap. If the exec fails, later dumps the process
- * cannot write are lost (said as usual). */
-PL_HIDDEN void pl_creds_exec(void);
+/* In the parent, just before fork: whether it takes orphans, for the child. */
+PL_HIDDEN void pl_creds_fork_prepare(void);
 
 /* In a forked child, right after fork. */
 PL_HIDDEN void pl_creds_fork_child(void);

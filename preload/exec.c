@@ -4,7 +4,9 @@
  * files after it, told through COPROF_EXEC_STATE in its environment, which its shim
  * takes out again at start. Runs on whichever thread execs; in a vfork child, in a
  * thread the shim itself runs, or before the shim is up it only passes the call on. If
- * exec fails, profiling resumes and errno is the exec's. glibc's exec functions call
+ * exec fails, the file written for it is removed, the window goes on as if no exec had
+ * been tried, and errno is the exec's. The keeper (creds.c), if any, stays: its socket
+ * closes on exec, and it answers the dumps after a failed one. glibc's exec functions call
  * its own execve inside, not ours, so each is wrapped here. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -14,7 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "creds.h"
 #include "internal.h"
 
 extern char **environ;
@@ -87,7 +88,6 @@ static char *const *with_state(char *const env[], char **out, char *var)
 		size_t off_ = strlen(var_);                                                        \
 		pl_tls_data.guard = 1; /* nothing the shim does here is the program's */           \
 		int was_ = pl_control_exec_prepare(var_ + off_, sizeof(var_) - off_);              \
-		pl_creds_exec();                                                                   \
 		char *new_env_[count(env) + 2];                                                    \
 		char *const *envp_ = with_state((env), new_env_, var_[off_] ? var_ : NULL);        \
 		int rc_ = (call);                                                                  \

@@ -62,10 +62,13 @@ PL_HIDDEN void pl_control_exit(void);  /* at exit: stop, dump, say what is missi
  * waits for it a few seconds at most. */
 PL_HIDDEN void pl_control_quick_exit(void);
 /* exec.c's around exec: stop and dump (1: was on, 0: off, -1: gave up), puts in
- * `state` what the next image takes over (PL_EXEC_ENV); then, if exec failed, resume. */
+ * `state` what the next image takes over (PL_EXEC_ENV); then, if exec failed, remove
+ * that file and go on in the same window. At start, the image after exec adopts the
+ * state, and once configured does the COPROF_KEEP removal left to it. */
 PL_HIDDEN int pl_control_exec_prepare(char *state, size_t len);
 PL_HIDDEN void pl_control_exec_failed(int was_running);
 PL_HIDDEN void pl_control_adopt_exec(const char *state);
+PL_HIDDEN void pl_control_exec_keep(void);
 #define PL_EXEC_ENV "COPROF_EXEC_STATE"
 /* exec.c: at start, takes PL_EXEC_ENV out of the environment and adopts its state. */
 PL_HIDDEN void pl_exec_init(void);

@@ -109,6 +109,7 @@ static const char *env_get(const char *name)
 
 static void fork_prepare(void)
 {
+	pl_creds_fork_prepare();
 	pl_control_fork_prepare();
 	if (pl_syms)
 		pl_symbols_lock(pl_syms);
@@ -163,6 +164,7 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_uctx_init();
 	pl_threads_init();
 	pl_creds_init();
+	pl_control_exec_keep();
 	pl_thread();
 	pl_signals_install(pl_cfg.signo);
 	pl_control_init();

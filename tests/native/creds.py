@@ -320,6 +320,67 @@ def case_exec():
     check(p.stdout == "children:\n", f"the shell after exec has children: {p.stdout!r}")
 
 
+REAPER = os.path.join(TESTBIN, "reaper")
+NO_KEEPER = ("coprof: cannot start coprof-keeper (it would become a child of {}, which takes orphaned "
+             "processes: a child subreaper, or pid 1 of its pid namespace); a profile this process can no "
+             "longer write after changing its credentials is lost")
+NO_KEEPER_SELF = NO_KEEPER.format("this process")
+NO_KEEPER_PARENT = NO_KEEPER.format("the process this one was forked from")
+
+
+def case_subreaper():
+    """A process that takes orphans (a child subreaper, or pid 1 of a pid namespace) and
+    waits for all its children, with privileges dropped (tests/native/reaper.c): a
+    keeper would be re-parented to it when its go-between leaves, so that its wait()
+    would wait for the keeper until the program exits. It ends at once, exit 0, reaping
+    only its worker, as unprofiled; no keeper starts where it would be the program's
+    child (said once), and the files that then cannot be written are said lost. A
+    subreaper set after the keeper started leaves the keeper where it was (not its
+    child): the file is written."""
+    need_root()
+    cmds = {"self": [REAPER, "self", str(NOBODY)], "late": [REAPER, "late", str(NOBODY)],
+            "child": [REAPER, "child", str(NOBODY)]}
+    # --kill-child: a reaper that hangs goes with unshare when the timeout kills it
+    if subprocess.run(["unshare", "--pid", "--fork", "--kill-child", "true"], capture_output=True).returncode == 0:
+        cmds["pid1"] = ["unshare", "--pid", "--fork", "--kill-child", REAPER, "plain", str(NOBODY)]
+    else:
+        print("creds-subreaper: unshare --pid fails here; pid 1 of a pid namespace is not checked")
+    for how, cmd in cmds.items():
+        bare = subprocess.run(cmd, cwd=TMP, capture_output=True, text=True, timeout=20, env=base_env())
+        check(bare.returncode == 0 and bare.stderr == "", f"{how}: unprofiled: {bare}")
+        d = fresh("reaper-" + how)
+        tmpl = os.path.join(d, "r.%p.pstat")
+        try:
+            p = subprocess.run(cmd, env=preload_env(COPROF_OUT=tmpl), cwd=TMP, capture_output=True, text=True,
+                               timeout=20, preexec_fn=lambda: os.umask(0o022))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{how}: hung in its wait() loop (20 s)")
+        check(p.returncode == 0, f"{how}: exited {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+        m = re.fullmatch(r"worker (\d+)\nreaped \1\nno children left\n", p.stdout)
+        check(m, f"{how}: output {p.stdout!r} (unprofiled: {bare.stdout!r})")
+        worker = int(m.group(1))
+        lost = lambda pid: f"coprof: cannot write the profile to {tmpl.replace('%p', str(pid))}: Permission denied"
+        lines = sorted(p.stderr.splitlines())
+        files = sorted(os.listdir(d))
+        if how == "late":  # the reaper's keeper started before it took orphans
+            reaper = int(files[0].split(".")[1]) if len(files) == 1 else 0
+            check(files == [f"r.{reaper}.pstat"], f"{how}: files {files}")
+            check_file(os.path.join(d, files[0]), NOBODY, "reaper_work", ["worker_work"])
+            check(lines == [lost(worker)], f"{how}: stderr {p.stderr!r}")
+        elif how == "child":  # the reaper stays root; its worker drops
+            reaper = int(files[0].split(".")[1]) if len(files) == 1 else 0
+            check(files == [f"r.{reaper}.pstat"], f"{how}: files {files}")
+            check_file(os.path.join(d, files[0]), 0, "reaper_work", ["worker_work"])
+            check(lines == sorted([NO_KEEPER_PARENT, lost(worker)]), f"{how}: stderr {p.stderr!r}")
+        else:  # self, pid1: the reaper drops
+            check(files == [], f"{how}: files {files}")
+            named = {int(x) for x in re.findall(r"r\.(\d+)\.pstat", p.stderr)} - {worker}
+            reaper = named.pop() if len(named) == 1 else 0
+            check(how != "pid1" or reaper == 1, f"{how}: the reaper is not pid 1: {p.stderr!r}")
+            check(lines == sorted([NO_KEEPER_SELF, lost(worker), lost(reaper)]), f"{how}: stderr {p.stderr!r}")
+        no_leftovers(d)
+
+
 # Functions of nginx's request path (its dynamic symbols): a sample in a request has
 # some of them on its stack.
 NGX_REQUEST = {"ngx_http_wait_request_handler", "ngx_http_init_connection", "ngx_http_create_request",

@@ -2,7 +2,9 @@
  * prints "execer: MODE", then replaces itself with PROG A1 A2 A3 through the exec
  * function MODE names (execv, execve, execvp, execvpe, execl, execle, execlp,
  * fexecve, execveat). MODE "fail" first tries to exec a path that does not exist,
- * then works again and exits 0, printing the exec's errno. */
+ * then works again and exits 0, printing the exec's errno. MODE "search" looks for
+ * PROG as os.execvp does: it tries execv in each folder of PATH in turn, working in
+ * after_failed_exec after each that fails, until one runs PROG A1 A2 A3. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -71,7 +73,19 @@ int main(int argc, char **argv)
 		printf("execer: exec returned %d, %s\n", rc, strerror(err));
 		return 0;
 	}
-	run(argv[1], argv + 2);
+	if (!strcmp(argv[1], "search")) {
+		char *path = getenv("PATH"), *save = NULL, file[4096];
+		const char *name = argv[2];
+		argv[2] = file;
+		for (char *dir = strtok_r(path, ":", &save); dir;
+		     dir = strtok_r(NULL, ":", &save)) {
+			snprintf(file, sizeof(file), "%s/%s", dir, name);
+			execv(file, argv + 2);
+			after_failed_exec();
+		}
+	} else {
+		run(argv[1], argv + 2);
+	}
 	perror("execer");
 	return 127;
 }

@@ -610,18 +610,53 @@ def case_exec():
     files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(TMP, "p.*.pstat")))
     m = re.fullmatch(r"p\.(\d+)\.2\.pstat", files[0]) if len(files) == 2 else None
     check(m and files[1] == f"p.{m.group(1)}.pstat", f"files {files}")
-    # a failed exec: errno is the exec's, profiling resumes in a new window
+    # a failed exec: errno is the exec's, and the window goes on as if no exec had been
+    # tried: one file, holding the work before and after it
     d = os.path.join(TMP, "exec-fail")
     os.mkdir(d)
     p = run([execer, "fail", sched, "1", "1", "1"], preload_env(COPROF_OUT=os.path.join(d, "x.pstat")))
     check(p.stdout.endswith(f"exec returned -1, {os.strerror(errno.ENOENT)}\n"), f"fail: output {p.stdout!r}")
+    check(coprof_lines(p.stderr) == [], f"fail: stderr {p.stderr!r}")
+    check(os.listdir(d) == ["x.pstat"], f"fail: files {os.listdir(d)}")
     stats, _ = load(os.path.join(d, "x.pstat"))
-    check(nc(stats, "before_exec") == 1 and not any(k[2] == "after_failed_exec" for k in stats), "fail: window 1")
-    stats, _ = load(os.path.join(d, "x.2.pstat"))
-    check(nc(stats, "after_failed_exec") == 1, "fail: window 2 (profiling resumed)")
+    check(nc(stats, "before_exec") == 1 and nc(stats, "after_failed_exec") == 1, "fail: the one window")
     # the hand-over variable never reaches the program after exec
     p = run([execer, "execv", "/bin/sh", "-c", "env", "sh"], preload_env(COPROF_OUT=os.path.join(TMP, "e.pstat")))
     check("COPROF_EXEC_STATE" not in p.stdout and "COPROF_OUT=" in p.stdout, f"environment after exec: {p.stdout!r}")
+
+
+def case_exec_search():
+    """A PATH search that execs in each folder in turn (as os.execvp does): the
+    attempts that fail write no file and leave the window going on, so the program's
+    work is dump 1 and the image after exec dump 2, with COPROF_KEEP 2 as with a PATH
+    that finds the program first; with COPROF_KEEP 1 the image after exec removes dump
+    1 (the image before it cannot: its exec might still fail)."""
+    execer, sched = os.path.join(TESTBIN, "execer"), os.path.join(SAMPLES, "sched")
+    junk = os.path.join(TMP, "junk")  # holds a "sched" the kernel cannot run: ENOEXEC
+    os.mkdir(junk)
+    with open(os.path.join(junk, "sched"), "w") as f:
+        f.write("not a program\n")
+    os.chmod(os.path.join(junk, "sched"), 0o755)
+    misses = ["/nonexistent1", "/nonexistent2", junk, "/nonexistent3"]
+    for keep, left, fails in [("2", ["x.1.pstat", "x.2.pstat"], 4), ("1", ["x.2.pstat"], 4),
+                              ("2", ["x.1.pstat", "x.2.pstat"], 0)]:
+        d = os.path.join(TMP, f"search-{keep}-{fails}")
+        os.mkdir(d)
+        path = ":".join(misses[:fails] + [os.path.dirname(sched)])
+        p = run([execer, "search", "sched", "1", "1", "1"],
+                preload_env(COPROF_OUT=os.path.join(d, "x.%n.pstat"), COPROF_KEEP=keep, PATH=path))
+        check(re.fullmatch(r"execer: search\nsched: 3 tasks, .*\nsched: CPU ms .*\n", p.stdout),
+              f"keep {keep}: output {p.stdout!r}")
+        check(coprof_lines(p.stderr) == [], f"keep {keep}: stderr {p.stderr!r}")
+        check(sorted(os.listdir(d)) == left, f"keep {keep}, {fails} misses: files {sorted(os.listdir(d))}")
+        if "x.1.pstat" in left:
+            stats, ex = load(os.path.join(d, "x.1.pstat"))
+            after = sum(v[1] for k, v in stats.items() if k[2] == "after_failed_exec")
+            check(nc(stats, "before_exec") == 1 and after == fails and not any(k[2] == "crunch_work" for k in stats),
+                  f"{fails} misses: the window before exec (after_failed_exec {after})")
+        stats, ex2 = load(os.path.join(d, "x.2.pstat"))
+        check(nc(stats, "crunch_work") == 2 and not any(k[2] in ("before_exec", "after_failed_exec") for k in stats),
+              f"{fails} misses: the image after exec")
 
 
 def case_resp_long_connections():

@@ -763,6 +763,31 @@ def case_exec(r):
     check(second.nc("after_exec") == 1 and not second.funcs("before_exec"), "the image after exec")
 
 
+def case_exec_search(r):
+    """os.execvp tries each folder of PATH in turn, calling execve in each: the attempts
+    that fail write no file and the window goes on, so with COPROF_KEEP=2 the files are
+    the program's work (dump 1) and the image after exec (dump 2), as with a PATH that
+    finds the interpreter first. They used to write a file each, and COPROF_KEEP then
+    removed the program's work."""
+    bindir, name = os.path.split(r.python)
+    for misses in (0, 3):
+        d = os.path.join(r.tmp, "search%d" % misses)
+        os.mkdir(d)
+        path = ":".join(["/nonexistent%d" % i for i in range(misses)] + [bindir, "/usr/bin", "/bin"])
+        p = subprocess.run([r.python, os.path.join(PROGS, "execsearch.py"), name],
+                           env=r.env(COPROF_OUT=os.path.join(d, "ex.%n.pstat"), COPROF_KEEP="2", PATH=path),
+                           capture_output=True, text=True, timeout=60)
+        what = "%d misses" % misses
+        check(p.returncode == 0 and p.stdout == "before exec\nafter exec\n",
+              "%s: exit %d: %r %s" % (what, p.returncode, p.stdout, p.stderr[-2000:]))
+        check("coprof:" not in p.stderr, "%s: the shim complained: %s" % (what, p.stderr[-2000:]))
+        files = sorted(os.listdir(d))
+        check(files == ["ex.1.pstat", "ex.2.pstat"], "%s: files %s" % (what, files))
+        first, second = Profile(os.path.join(d, "ex.1.pstat")), Profile(os.path.join(d, "ex.2.pstat"))
+        check(first.nc("work") == 20 and not first.funcs("after_exec"), "%s: the window before exec" % what)
+        check(second.nc("after_exec") == 1 and not second.funcs("work"), "%s: the image after exec" % what)
+
+
 def proc_cpu(pid):
     """The CPU seconds the process has used so far (all its threads)."""
     with open("/proc/%d/stat" % pid) as f:
