@@ -1541,22 +1541,26 @@ static int backend(void)
 #endif
 }
 
-/* The backend in use, in the profile's notes (once per profiler: a forked child has
- * its own). */
-static void note_backend(void)
+/* The backend in use, in the profile's notes: at each window's start (a window may
+ * find another frame-evaluation function in the slot where the last one did not, or
+ * coprof's own put back), and for a new profiler (a forked child's), not when a thread
+ * started later is hooked (after a hand-over the window still began under evalframe). */
+static void note_backend(int starting)
 {
 	static struct coprof *noted;
 	struct coprof *p = *pl_py_host->prof;
-	if (!p || p == noted)
+	if (!p || (p == noted && !starting))
 		return;
 	noted = p;
-	(void)coprof_set_note(p, evalframe    ? "python hook: evalframe (PEP 523 frame evaluation)"
-				 : monitoring ? "python hook: monitoring (sys.monitoring)"
-					      : "python hook: profile (the profile function)");
+	(void)coprof_replace_note(p, "python hook: ",
+				  evalframe    ? "python hook: evalframe (PEP 523 frame evaluation)"
+				  : monitoring ? "python hook: monitoring (sys.monitoring)"
+					       : "python hook: profile (the profile function)");
 }
 
 void pl_py_install(PyThreadState *skip)
 {
+	int starting = !pl_py_installed;
 	int b = backend();
 	if (b < 0)
 		return;
@@ -1585,7 +1589,7 @@ void pl_py_install(PyThreadState *skip)
 	}
 	if (!monitoring && !evalframe)
 		profile_install(skip);
-	note_backend();
+	note_backend(starting);
 	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }

@@ -1409,9 +1409,9 @@ def case_chained_slot(r):
     evalframe_python(r)
     check(os.path.exists(os.environ.get("CHAIN523", "")),
           "no chain523 module built: CHAIN523=%r" % os.environ.get("CHAIN523"))
-    profiled = r.hook != "profile"
-    slots = {"plain": "default other default" if profiled else "default default default",
-             "chain": "mine other default" if profiled else "mine default default",
+    slot = r.hook != "profile"  # the frame-evaluation backend, when the slot is free
+    slots = {"plain": "default other default" if slot else "default default default",
+             "chain": "mine other default" if slot else "mine default default",
              "held": "mine mine mine"}
     for mode in ("plain", "chain", "held"):
         tmpl = os.path.join(r.tmp, mode + ".%n.pstat")
@@ -1427,6 +1427,13 @@ def case_chained_slot(r):
         check(callers == ["work"], "%s: leaf called by %s" % (mode, callers))
         check(p.stdout.strip() == slots[mode], "%s: the slot held %r, not %r" % (
             mode, p.stdout.strip(), slots[mode]))
+        # Window 2 goes through the profile function while chain523's function holds
+        # the slot, and says so.
+        want = ["evalframe" if slot else "profile"] * 2
+        if mode == "held":
+            want[1] = "profile"
+        notes = [hook_note(Profile(f)) for f in files]
+        check(notes == want, "%s: the windows' notes name %s, not %s" % (mode, notes, want))
 
 
 def case_deep_recursion(r):
