@@ -1440,9 +1440,10 @@ def case_deep_recursion(r):
     """3.10 and 3.11: a recursion in the main thread (8 MiB of C stack) that runs to
     its end unprofiled runs to its end under coprof, and is counted whole. 3.10 makes
     a C frame per call anyway, and coprof's frame-evaluation function adds 16 bytes to
-    each (the profile function, as cProfile, a C frame of the interpreter's): so on
-    3.10 the depth is found unprofiled by bisection, and coprof must reach 95% of it
-    (96% measured; 85% before, 78% under the profile function, 81% measured). 3.11
+    each (32 built with clang; the profile function, as cProfile, a C frame of the
+    interpreter's): so on 3.10 the depth is found unprofiled by bisection, and coprof
+    must reach 90% of it (96% measured, clang 93%; 85% before), 78% under the profile
+    function (81% measured). 3.11
     runs Python calls in one C frame unprofiled: 60000 calls, where the
     frame-evaluation backend hands over to the profile function at the start."""
     ver = evalframe_python(r)
@@ -1463,7 +1464,7 @@ def case_deep_recursion(r):
         while hi - lo > 50:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if passes(mid) else (lo, mid)
-        depth = int(lo * (0.78 if r.hook == "profile" else 0.95))
+        depth = int(lo * (0.78 if r.hook == "profile" else 0.90))
     else:
         depth = 60000
         check(passes(depth), "unprofiled: %d does not pass" % depth)
