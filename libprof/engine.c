@@ -388,6 +388,27 @@ void coprof_clock_no_perf(enum coprof_clock kind)
 	cp_clock_force(kind, kind == COPROF_CLOCK_CPU ? "thread-cputime" : "monotonic");
 }
 
+int coprof_replace_note(struct coprof *p, const char *prefix, const char *note)
+{
+	if (!p || !prefix || !note)
+		return -EINVAL;
+	char *s = strdup(note);
+	if (!s)
+		return -ENOMEM;
+	size_t len = strlen(prefix);
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; i < p->nnotes; i++)
+		if (strncmp(p->notes[i], prefix, len) == 0) {
+			free(p->notes[i]);
+			p->notes[i] = s;
+			pthread_mutex_unlock(&p->lock);
+			return 0;
+		}
+	pthread_mutex_unlock(&p->lock);
+	free(s);
+	return coprof_set_note(p, note);
+}
+
 void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n)
 {
 	if (!p || !what)

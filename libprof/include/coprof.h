@@ -128,6 +128,10 @@ COPROF_API int coprof_dump_fd(struct coprof *p, int fd, int clear);
 COPROF_API int coprof_add_resolver(struct coprof *p, coprof_resolve_fn fn, void *arg);
 /* Metadata for the extras. The command line defaults to /proc/self/cmdline. */
 COPROF_API int coprof_set_note(struct coprof *p, const char *note);
+/* The first note that starts with `prefix` becomes `note` (added when there is none):
+ * for a note that states what holds in the window being recorded (notes outlive a
+ * dump). */
+COPROF_API int coprof_replace_note(struct coprof *p, const char *prefix, const char *note);
 COPROF_API void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n);
 /* From now on, threads set up no TSC clock, whose perf page costs a perf_event_open
  * (which a seccomp filter may punish with death), but the kernel's clock of `kind`. */

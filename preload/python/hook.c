@@ -132,6 +132,12 @@ struct pl_py_thread {
 	 * not read yet; 1, 1: unknown). */
 	uintptr_t stack_base;
 	uintptr_t stack_low;
+	/* The C stack pointer and Python depth at the last frame run through the slot,
+	 * and the C stack a frame one Python call deeper took last (bytes; 0: none
+	 * seen yet): stack_short's measure. */
+	uintptr_t eval_sp;
+	int eval_depth;
+	uintptr_t eval_step;
 };
 
 /* The names name_task looks up, interned on first use (a C string made a new str at
@@ -1117,35 +1123,85 @@ static void stack_bounds(struct pl_py_thread *pt)
 	pthread_attr_destroy(&a);
 }
 
-struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, int thrown, unsigned *gen)
+/* A frame one Python call deeper than the last one is this far below it at most, to
+ * be taken for the cost of a call (a coroutine's own stack, a greenlet's copy: not). */
+#define EVAL_STEP_MAX (64 * 1024)
+
+/* The frame-evaluation backend hands over to the profile function for the C stack: on
+ * 3.11 (stack_short). */
+#define EVAL_HANDS_OVER (PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000)
+
+/* 3.11: nonzero when the thread must hand over to the profile function before running
+ * the frame whose C stack pointer is sp. Each frame run through the slot is a C frame
+ * of the interpreter, which otherwise runs Python-to-Python calls in one, and those
+ * frames stay on the stack after the hand-over. So the hand-over comes as soon as the
+ * rest of the recursion Python allows (the limit less the depth) would not fit above
+ * the stack's end at the cost of a call last measured here: most often at the
+ * program's first call after it raised the limit that far, with few frames on the
+ * stack; at the latest with three quarters of the stack used (a limit that fits, but
+ * calls that grew dearer). Frames on another stack than the thread's own (a coroutine
+ * library's) are not checked. (3.10 never hands over for its stack: there the profile
+ * function takes more C stack per Python call than coprof's eval(), evalframe.c.) */
+static inline int stack_short(struct pl_py_thread *pt, PyThreadState *ts, uintptr_t sp)
 {
-	struct pl_py_thread *pt = thread_current();
-	if (pl_py_unlikely(!pt || pt->busy))
-		return NULL;
-	/* Each frame run through the slot is a C call (3.11 runs Python-to-Python calls
-	 * in one C frame without it): a recursion that the C stack would not hold ends
-	 * with the profile function, which adds no C frame per Python call. */
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (!EVAL_HANDS_OVER)
+		return 0;
 	if (pl_py_unlikely(!pt->stack_low))
 		stack_bounds(pt);
-	if (pl_py_unlikely(sp < pt->stack_low) && sp >= pt->stack_base) {
-		evalframe_hand_over(pt);
-		return NULL;
+	if (sp < pt->stack_base)
+		return 0;
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+	int limit = ts->recursion_limit;
+	int depth = limit - ts->recursion_remaining;
+#else
+	int limit = 0, depth = 0;
+#endif
+	if (depth == pt->eval_depth + 1 && sp < pt->eval_sp && pt->eval_sp - sp < EVAL_STEP_MAX)
+		pt->eval_step = pt->eval_sp - sp;
+	pt->eval_sp = sp;
+	pt->eval_depth = depth;
+	if (pl_py_unlikely(sp < pt->stack_low))
+		return 1;
+	return depth < limit && (uintptr_t)(limit - depth) * pt->eval_step > sp - pt->stack_base;
+}
+
+struct pl_py_eval_run pl_py_eval_call(PyThreadState *ts, PL_PY_FRAME *fr, int thrown)
+{
+	struct pl_py_eval_run run = {(uintptr_t)fr | (thrown ? PL_PY_EVAL_THROWN : 0), ts};
+	/* Off, or another backend on: coprof's function runs only because a PEP 523
+	 * user chains to it, or put it back in the slot, where it is taken out (3.11
+	 * inlines Python calls again, as with the default the program found). */
+	if (pl_py_unlikely(!evalframe)) {
+		pl_py_evalframe_stop();
+		return run;
 	}
-	*gen = pt->gen;
+	struct pl_py_thread *pt = thread_current();
+	if (pl_py_unlikely(!pt || pt->busy))
+		return run;
+	if (pl_py_unlikely(stack_short(pt, ts, (uintptr_t)__builtin_frame_address(0)))) {
+		evalframe_hand_over(pt);
+		return run;
+	}
+	run.word |= PL_PY_EVAL_REPORTED | (pt->gen & 1 ? PL_PY_EVAL_GEN : 0);
 	pt->busy = 1;
 	on_call(pt, fr, thrown);
 	pt->busy = 0;
-	return pt;
+	return run;
 }
 
-void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr, PyObject *r)
+PyObject *pl_py_eval_return(uintptr_t word, PyObject *r)
 {
-	if (pl_py_unlikely(gen != __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED) || !evalframe))
-		return;
+	unsigned gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED);
+	struct pl_py_thread *pt = tls_pt;
+	if (pl_py_unlikely(!evalframe || !pt || !(word & PL_PY_EVAL_GEN) != !(gen & 1)))
+		return r;
+	pt = thread_ready(pt);
+	if (pl_py_unlikely(!pt))
+		return r;
 	pt->busy = 1;
-	on_return(pt, fr, r);
+	on_return(pt, (PL_PY_FRAME *)(word & ~PL_PY_EVAL_BITS), r);
 	pt->busy = 0;
+	return r;
 }
 
 /* --- the profile function backend ------------------------------------------------ */
@@ -1247,16 +1303,27 @@ static void find_start_thread(void)
 }
 #endif
 
-/* The first thread state of `in` that needs the hook put on (on nonzero) or taken
- * off, but `skip`; NULL: none left. The list is walked afresh each time: setting the
- * profile function of one thread state may drop the GIL (a finalizer run by the old
- * profile object's release), and any thread may have exited meanwhile. */
+/* The first thread state of `in` that needs the hook put on (on nonzero: it has no
+ * profile function) or taken off (it has coprof's), but `skip`; NULL: none left. A
+ * profile function of the program's own (sys.setprofile, cProfile) is never replaced
+ * nor removed. The list is walked afresh each time: setting the profile function of
+ * one thread state may drop the GIL (a finalizer run by the old profile object's
+ * release), and any thread may have exited meanwhile. */
 static PyThreadState *next_to_hook(PyInterpreterState *in, PyThreadState *skip, int on)
 {
 	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
-		if (ts != skip && (ts->c_profilefunc == on_event) != on)
+		if (ts != skip && (on ? !ts->c_profilefunc : ts->c_profilefunc == on_event))
 			return ts;
 	return NULL;
+}
+
+/* The thread states of `in` that run a profile function of the program's own. */
+static unsigned count_foreign(PyInterpreterState *in)
+{
+	unsigned n = 0;
+	for (PyThreadState *ts = PyInterpreterState_ThreadHead(in); ts; ts = PyThreadState_Next(ts))
+		n += ts->c_profilefunc && ts->c_profilefunc != on_event;
+	return n;
 }
 
 /* _PyEval_SetProfile(ts) raises the audit event "sys.setprofile" first, and the
@@ -1354,20 +1421,40 @@ static void profile_install(PyThreadState *skip)
 }
 
 /* The frame-evaluation backend's thread pt runs short of C stack (GIL held, in an
- * event): the slot is emptied (3.11 inlines Python calls again) and the profile
- * function goes on every thread for the rest of the window. It reports the returns
- * of the frames whose calls the slot reported (pl_py_eval_return reports none from
- * now on). The calling thread's task state moves to the profile function's state of
- * its thread; other threads' start afresh (their running task is adopted at its next
- * resume). Counted as dropped ("python evalframe stack"). */
+ * event, stack_short): the slot is emptied (3.11 inlines Python calls again) and the
+ * profile function goes on every thread that has none for the rest of the window. It
+ * reports the returns of the frames whose calls the slot reported (pl_py_eval_return
+ * reports none from now on). The calling thread's task state moves to the profile
+ * function's state of its thread; other threads' start afresh (their running task is
+ * adopted at its next resume). Counted as dropped ("python evalframe stack").
+ *
+ * A thread that runs a profile function of the program's own (cProfile,
+ * sys.setprofile) keeps it: the program's profiler sees every call, and coprof
+ * records nothing more on that thread in this window (its frames open then are
+ * closed at the dump, as when the program replaces coprof's profile function).
+ * Counted as dropped ("python threads kept their profiler", one per thread) and said
+ * once in the notes. */
 static void evalframe_hand_over(struct pl_py_thread *pt)
 {
 	pl_py_evalframe_stop();
 	evalframe = 0;
 	evalframe_handed = 1;
 	profile_install(NULL);
-	if (*pl_py_host->prof)
-		coprof_count_dropped(*pl_py_host->prof, "python evalframe stack", 1);
+	struct coprof *p = *pl_py_host->prof;
+	unsigned kept = count_foreign(PyThreadState_GetInterpreter(PyThreadState_Get()));
+	if (p)
+		coprof_count_dropped(p, "python evalframe stack", 1);
+	static struct coprof *said;
+	if (p && kept) {
+		coprof_count_dropped(p, "python threads kept their profiler", kept);
+		if (said != p)
+			(void)coprof_set_note(
+			    p, "python evalframe stack: a thread that ran a profile function of "
+			       "the program's own at the hand-over kept it, and was not profiled "
+			       "by coprof for the rest of that window (dropped: python threads "
+			       "kept their profiler)");
+		said = p;
+	}
 	PyThreadState *ts = PyThreadState_Get();
 	if (ts->c_profilefunc != on_event || !ts->c_profileobj)
 		return;
@@ -1454,22 +1541,26 @@ static int backend(void)
 #endif
 }
 
-/* The backend in use, in the profile's notes (once per profiler: a forked child has
- * its own). */
-static void note_backend(void)
+/* The backend in use, in the profile's notes: at each window's start (a window may
+ * find another frame-evaluation function in the slot where the last one did not, or
+ * coprof's own put back), and for a new profiler (a forked child's), not when a thread
+ * started later is hooked (after a hand-over the window still began under evalframe). */
+static void note_backend(int starting)
 {
 	static struct coprof *noted;
 	struct coprof *p = *pl_py_host->prof;
-	if (!p || p == noted)
+	if (!p || (p == noted && !starting))
 		return;
 	noted = p;
-	(void)coprof_set_note(p, evalframe    ? "python hook: evalframe (PEP 523 frame evaluation)"
-				 : monitoring ? "python hook: monitoring (sys.monitoring)"
-					      : "python hook: profile (the profile function)");
+	(void)coprof_replace_note(p, "python hook: ",
+				  evalframe    ? "python hook: evalframe (PEP 523 frame evaluation)"
+				  : monitoring ? "python hook: monitoring (sys.monitoring)"
+					       : "python hook: profile (the profile function)");
 }
 
 void pl_py_install(PyThreadState *skip)
 {
+	int starting = !pl_py_installed;
 	int b = backend();
 	if (b < 0)
 		return;
@@ -1498,7 +1589,7 @@ void pl_py_install(PyThreadState *skip)
 	}
 	if (!monitoring && !evalframe)
 		profile_install(skip);
-	note_backend();
+	note_backend(starting);
 	__atomic_store_n(&pl_py_installed, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&pl_py_new_threads, 0, __ATOMIC_RELEASE);
 }
@@ -1563,6 +1654,7 @@ void pl_py_remove(void)
 		pl_py_evalframe_stop();
 	else
 		profile_remove();
+	evalframe = 0; /* a PEP 523 user that chains to eval() finds it silent */
 	evalframe_handed = 0;
 	pl_py_installed = 0;
 }

@@ -426,20 +426,35 @@ PL_PY_HIDDEN void pl_py_monitor_stop(void);
 /* --- the frame-evaluation backend (evalframe.c) ------------------------------------ */
 
 /* Puts coprof's function in the interpreter's frame-evaluation slot (3.10, 3.11; GIL
- * held). 0; -EBUSY: another one is there (left alone); -ENOTSUP: 3.12+. */
+ * held). 0, also when it is there already; -EBUSY: another one is there (left alone);
+ * -ENOTSUP: 3.12+. */
 PL_PY_HIDDEN int pl_py_evalframe_start(void);
-/* Empties the slot again, if coprof's function is still the one in it (GIL held). */
+/* Empties the slot again, if coprof's function is the one in it (GIL held). */
 PL_PY_HIDDEN void pl_py_evalframe_stop(void);
-/* A frame starts a run through the slot (hook.c): its 'call' is reported, and the
- * calling thread's state returned, with the generation its 'return' must still be in
- * (*gen); NULL: this run is not reported (nothing is recorded for the thread, or it
- * runs inside another event's own call into Python, which no backend reports). */
-PL_PY_HIDDEN struct pl_py_thread *pl_py_eval_call(PL_PY_FRAME *fr, int thrown, unsigned *gen);
+/* What coprof's eval() keeps while a frame runs, in one word: the only value it holds
+ * on the C stack meanwhile, so that its frame there is as small as a C frame can be
+ * (a recursion that runs to its end unprofiled must run to its end through it): the
+ * frame (frames are 8-byte aligned), the throwflag, whether the frame's 'call' was
+ * reported, and the parity of the generation it was reported in. */
+#define PL_PY_EVAL_REPORTED ((uintptr_t)1)
+#define PL_PY_EVAL_THROWN ((uintptr_t)2)
+#define PL_PY_EVAL_GEN ((uintptr_t)4)
+#define PL_PY_EVAL_BITS ((uintptr_t)7)
+struct pl_py_eval_run {
+	uintptr_t word;
+	PyThreadState *ts; /* the frame's thread state, given back in a register */
+};
+/* A frame starts a run through coprof's function, on thread state ts (hook.c): its
+ * 'call' is reported (PL_PY_EVAL_REPORTED) unless the backend is not the one on,
+ * nothing is recorded for the thread, or it runs inside another event's own call into
+ * Python, which no backend reports. */
+PL_PY_HIDDEN struct pl_py_eval_run pl_py_eval_call(PyThreadState *ts, PL_PY_FRAME *fr, int thrown);
 /* The run pl_py_eval_call reported ended with `r` (the value returned or yielded;
- * NULL: an exception): its 'return', unless profiling stopped, restarted or the
- * process forked since. */
-PL_PY_HIDDEN void pl_py_eval_return(struct pl_py_thread *pt, unsigned gen, PL_PY_FRAME *fr,
-				    PyObject *r);
+ * NULL: an exception): its 'return', unless the backend was taken off, or profiling
+ * stopped, restarted or the process forked since (an odd number of times: an even one
+ * reports it, as the profile function does, and the engine drops a return whose call
+ * it has not seen). Returns r. */
+PL_PY_HIDDEN PyObject *pl_py_eval_return(uintptr_t word, PyObject *r);
 
 /* --- weak references (weakref.c) ---------------------------------------------------- */
 

@@ -213,6 +213,22 @@ Test(limits, notes_and_dropped_counts_reach_the_extras)
 	cr_expect_str_eq(ex->notes[0], "python 3.11");
 }
 
+Test(limits, a_replaced_note_keeps_its_place_and_is_added_when_missing)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	cr_assert_eq(coprof_replace_note(f.p, "hook: ", "hook: slot"), 0);
+	cr_assert_eq(coprof_set_note(f.p, "other"), 0);
+	cr_assert_eq(coprof_replace_note(f.p, "hook: ", "hook: profile"), 0);
+	at(0), coprof_enter(f.t, K("x"));
+	fx_snap(&f);
+	struct cp_extras *ex = &f.prof->ex;
+	cr_assert_geq(ex->nnotes, 2);
+	cr_expect_str_eq(ex->notes[0], "hook: profile");
+	cr_expect_str_eq(ex->notes[1], "other");
+	for (uint32_t i = 2; i < ex->nnotes; i++)
+		cr_expect_neq(strncmp(ex->notes[i], "hook: ", 6), 0);
+}
+
 Test(limits, thread_exit_closes_its_stacks_and_keeps_its_data)
 {
 	fx_setup(&f, COPROF_CLOCK_WALL);
