@@ -628,21 +628,23 @@ def case_vfork():
     """A vfork child shares the parent's memory and thread until it execs or exits: its
     instrumented calls, exec, _exit and signal changes leave the parent's profile and
     the shim's state (the toggle signal stays the shim's) alone."""
-    for clock in ["cpu", "wall"]:
-        d = os.path.join(TMP, "vfork-" + clock)
-        os.mkdir(d)
-        out = os.path.join(d, "v.pstat")
-        p = record(["-c", clock, "-o", out], [os.path.join(TESTBIN, "vforker")])
-        check(p.stdout == "children: 10 exited 0, 10 exited 127, 0 otherwise\n", f"{clock}: output {p.stdout!r}")
-        check(os.listdir(d) == ["v.pstat"], f"{clock}: files {os.listdir(d)}")
-        stats, _ = load(out)
-        callers = {k[2]: v[:2] for k, v in by_name(stats, "work")[1][4].items()}
-        check(callers == {"main": (1000, 1000)}, f"{clock}: work called from {callers}")
-        check(nc(stats, "work") == 1000 and nc(stats, "main") == 1, f"{clock}: work/main counts")
-        check(not any(k[2] in ("setup_and_exec", "on_usr2") for k in stats),
-              f"{clock}: the children's functions are in the parent's profile: {sorted(k[2] for k in stats)}")
-        # the children's signal() went to their own dispositions, not the shim's guard
-        check(coprof_lines(p.stderr) == [], f"{clock}: stderr {p.stderr!r}")
+    for opt in ["-O0", "-O1", "-O2"]:
+        for clock in ["cpu", "wall"]:
+            what = f"{opt} {clock}"
+            d = os.path.join(TMP, f"vfork{opt}-{clock}")
+            os.mkdir(d)
+            out = os.path.join(d, "v.pstat")
+            p = record(["-c", clock, "-o", out], [os.path.join(TESTBIN, "vforker" + opt)])
+            check(p.stdout == "children: 10 exited 0, 10 exited 127, 0 otherwise\n", f"{what}: output {p.stdout!r}")
+            check(os.listdir(d) == ["v.pstat"], f"{what}: files {os.listdir(d)}")
+            stats, _ = load(out)
+            callers = {k[2]: v[:2] for k, v in by_name(stats, "work")[1][4].items()}
+            check(callers == {"main": (1000, 1000)}, f"{what}: work called from {callers}")
+            check(nc(stats, "work") == 1000 and nc(stats, "main") == 1, f"{what}: work/main counts")
+            check(not any(k[2] in ("setup_and_exec", "on_usr2") for k in stats),
+                  f"{what}: the children's functions are in the parent's profile: {sorted(k[2] for k in stats)}")
+            # the children's signal() went to their own dispositions, not the shim's guard
+            check(coprof_lines(p.stderr) == [], f"{what}: stderr {p.stderr!r}")
 
 
 def case_clone_child():
