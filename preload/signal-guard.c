@@ -12,8 +12,8 @@
  * for pass untouched (pl_sig_raw_masks_from), whoever it works for, as do those asked
  * for while it runs for the shim (pl_tls()->raw_masks). In a vfork child (vfork.c)
  * every call passes untouched: its dispositions and mask are its own, the guards' state
- * is the parent's. Runs in the program's threads, maybe in its signal handlers: no lock, no allocation (one spin
- * word, reset in a forked child). */
+ * is the parent's. Runs in the program's threads, maybe in its signal handlers: no
+ * lock, no allocation (one spin word, reset in a forked child). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
