@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "clock-tsc.h"
 
@@ -23,6 +25,40 @@ static const char *const impl_names[CP_CLOCK_N_IMPL] = {
 
 /* Per clock kind: the forced implementation, or -1 to choose. */
 static int forced[2] = {-1, -1};
+
+/* The process's word (clock.h): 1 in a page of its own that the kernel zeroes in a
+ * child made without CLONE_VM. The first clock set up in a process where the word
+ * reads 0 (none yet, or the page was its parent's) maps a new one, so the clocks of
+ * each process point at a page whose word only that process sees nonzero. Where
+ * the kernel has no MADV_WIPEONFORK (before 4.14) the word is one nothing zeroes,
+ * and a child made by clone() must not read its parent's TSC clocks. */
+static const volatile uint32_t *proc_word;
+static const uint32_t never_wiped = 1;
+
+static const volatile uint32_t *process_word(void)
+{
+	const volatile uint32_t *w = __atomic_load_n(&proc_word, __ATOMIC_ACQUIRE);
+	if (w && *w)
+		return w;
+	size_t size = (size_t)sysconf(_SC_PAGESIZE);
+	const volatile uint32_t *mine = &never_wiped;
+	uint32_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p != MAP_FAILED) {
+#ifdef MADV_WIPEONFORK
+		if (madvise(p, size, MADV_WIPEONFORK) == 0) {
+			*p = 1;
+			mine = p;
+		} else
+#endif
+			munmap(p, size);
+	}
+	if (__atomic_compare_exchange_n(&proc_word, &w, mine, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return mine;
+	if (mine != &never_wiped) /* another thread of this process mapped one first */
+		munmap((void *)mine, size);
+	return w;
+}
 
 static int impl_is_cpu(enum cp_clock_impl impl)
 {
@@ -60,6 +96,7 @@ static int tsc_init(struct cp_clock *c, enum cp_clock_impl impl)
 		return err;
 	}
 	uint64_t span_ns = impl == CP_CLOCK_TSC_CPU ? SPAN_CPU_NS : SPAN_WALL_NS;
+	c->proc_word = process_word();
 	c->impl = impl;
 	c->mult = mult;
 	c->span = (uint64_t)(((unsigned __int128)span_ns << CP_CLOCK_SHIFT) / mult);
@@ -79,12 +116,22 @@ void cp_clock_init(struct cp_clock *c, enum coprof_clock kind)
 	c->impl = cpu ? CP_CLOCK_CPUTIME : CP_CLOCK_MONOTONIC;
 }
 
+/* The clock_gettime implementation that measures what TSC implementation `impl`
+ * does. */
+static enum cp_clock_impl fallback(enum cp_clock_impl impl)
+{
+	return impl == CP_CLOCK_TSC_CPU ? CP_CLOCK_CPUTIME : CP_CLOCK_MONOTONIC;
+}
+
+/* A clock of another process is not unmapped: its page is not mapped in this one,
+ * and something of the program's may have been mapped at that address since. */
 void cp_clock_fini(struct cp_clock *c)
 {
-	cp_perf_page_close(c->page);
+	if (c->page && *c->proc_word)
+		cp_perf_page_close(c->page);
 	c->page = NULL;
 	if (c->impl <= CP_CLOCK_TSC_WALL)
-		c->impl = c->impl == CP_CLOCK_TSC_CPU ? CP_CLOCK_CPUTIME : CP_CLOCK_MONOTONIC;
+		c->impl = fallback(c->impl);
 }
 
 const char *cp_clock_name(const struct cp_clock *c)
@@ -99,6 +146,13 @@ const char *cp_clock_name(const struct cp_clock *c)
 uint64_t cp_clock_resync(struct cp_clock *c)
 {
 #if CP_CLOCK_HAVE_TSC
+	if (!*c->proc_word) {
+		c->page = NULL;
+		c->impl = fallback(c->impl);
+		c->orphan = 1;
+		return cp_clock_gettime_ns(c->impl == CP_CLOCK_CPUTIME ? CLOCK_THREAD_CPUTIME_ID
+								       : CLOCK_MONOTONIC);
+	}
 	uint32_t seq = *c->seq_word;
 	uint64_t a = cp_rdtsc();
 	uint64_t ns = cp_clock_gettime_ns(c->impl == CP_CLOCK_TSC_CPU ? CLOCK_THREAD_CPUTIME_ID

@@ -23,7 +23,14 @@
  * others with one comparison. Both extrapolate a reference clock with the TSC from an
  * anchor (tsc0, ns0), and re-anchor (a "resync") whenever the lock word of the
  * thread's perf task-clock page has changed (the thread was scheduled out, or moved
- * to another CPU, since the anchor) or the anchor is older than `span`. */
+ * to another CPU, since the anchor) or the anchor is older than `span`.
+ *
+ * The kernel maps perf pages VM_DONTCOPY: a child process made without CLONE_VM has
+ * no page at that address, and a fork made by clone() itself runs no pthread_atfork
+ * handler that could set up another. So each TSC clock also points at its process's
+ * word (`proc_word`), in a page marked MADV_WIPEONFORK that the kernel zeroes in such a
+ * child: a zero there, read before the lock word, means the clock was set up in
+ * another process. It then reads through clock_gettime and says so (`orphan`). */
 enum cp_clock_impl {
 	CP_CLOCK_TSC_CPU,   /* TSC between reschedules, anchored on THREAD_CPUTIME */
 	CP_CLOCK_TSC_WALL,  /* TSC between reschedules, anchored on MONOTONIC */
@@ -45,9 +52,11 @@ struct cp_clock {
 	uint64_t span;			   /* TSC ticks an anchor is trusted for */
 	uint64_t mult;			   /* ns per tick, << CP_CLOCK_SHIFT */
 	uint64_t last;			   /* ns: the last value returned, to stay monotonic */
+	const volatile uint32_t *proc_word; /* nonzero in the process that set it up */
 	/* Cold. */
 	void *page;	  /* the perf event's page (which holds the event), or NULL */
 	uint64_t resyncs; /* anchors taken so far (tests, bench) */
+	int orphan;	  /* set up in another process, which the page stayed in */
 };
 
 /* Chooses and initialises the fastest correct implementation of `kind` for the
@@ -71,7 +80,8 @@ const char *cp_clock_name(const struct cp_clock *c);
 int cp_clock_force(enum coprof_clock kind, const char *name);
 
 /* The slow path of cp_clock_now for TSC clocks: takes a new anchor and returns the
- * reference clock's value (not yet clamped to stay monotonic). */
+ * reference clock's value (not yet clamped to stay monotonic). A clock set up in
+ * another process falls back to clock_gettime here, for good, and sets `orphan`. */
 uint64_t cp_clock_resync(struct cp_clock *c);
 
 #if CP_CLOCK_HAVE_TSC
@@ -92,15 +102,22 @@ static inline uint64_t cp_clock_gettime_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether a TSC clock's anchor holds `d` ticks after it: the clock's process, the
+ * thread not scheduled out since, the anchor young enough. d < span also rejects a
+ * TSC that went backwards (d wraps around), and keeps d * mult within 64 bits. The
+ * process's word is read first: in another process the lock word is not mapped. */
+static inline int cp_clock_anchor_holds(const struct cp_clock *c, uint64_t d)
+{
+	return __builtin_expect(*c->proc_word != 0, 1) && *c->seq_word == c->seq && d < c->span;
+}
+
 /* The current value of the clock, before the monotonic clamp. */
 static inline uint64_t cp_clock_read(struct cp_clock *c)
 {
 #if CP_CLOCK_HAVE_TSC
 	if (c->impl <= CP_CLOCK_TSC_WALL) {
 		uint64_t d = cp_rdtsc() - c->tsc0;
-		/* d < span also rejects a TSC that went backwards (d wraps around), and
-		 * keeps d * mult within 64 bits. */
-		if (*c->seq_word == c->seq && d < c->span)
+		if (cp_clock_anchor_holds(c, d))
 			return c->ns0 + ((d * c->mult) >> CP_CLOCK_SHIFT);
 		return cp_clock_resync(c);
 	}

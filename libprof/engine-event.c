@@ -339,11 +339,19 @@ void cp_wait_unpaused(struct coprof_thread *t)
 		sched_yield();
 }
 
+void cp_thread_orphaned(struct coprof_thread *t)
+{
+	t->exited = 1;
+	t->seen = CP_PAUSED;
+}
+
 int cp_thread_begin(struct coprof_thread *t, uint32_t st)
 {
 	if (!(st & CP_RECORDING) || t->exited)
 		return 0;
 	uint64_t now = cp_now(t);
+	if (t->exited) /* orphaned by that read */
+		return 0;
 	t->run_begin = now;
 	t->seen = st;
 	/* The running context was "away" since recording stopped on this thread. */

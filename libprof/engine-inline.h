@@ -12,9 +12,14 @@
 
 #include "engine.h"
 
+/* The thread's clock now. A clock set up in another process (clock.h: a child made
+ * without fork's handlers) makes the thread record no more: its data is its parent's
+ * copy, which this process is not to write out. */
 static inline uint64_t cp_now(struct coprof_thread *t)
 {
 	uint64_t ns = t->fake ? t->fake(t->fake_arg) : cp_clock_now(&t->clock);
+	if (__builtin_expect(t->clock.orphan, 0))
+		cp_thread_orphaned(t);
 	t->last = ns;
 	return ns;
 }
@@ -127,7 +132,7 @@ static inline uint64_t cp_now_fast(struct coprof_thread *t, int again)
 	if (t->fake || c->impl > CP_CLOCK_TSC_WALL)
 		return 0;
 	uint64_t d = cp_rdtsc() - c->tsc0;
-	if (*c->seq_word != c->seq || d >= c->span)
+	if (!cp_clock_anchor_holds(c, d))
 		return 0;
 	uint64_t ns = c->ns0 + ((d * c->mult) >> CP_CLOCK_SHIFT);
 	if (ns < c->last)

@@ -220,6 +220,9 @@ void cp_wait_unpaused(struct coprof_thread *t);
 /* Starts recording on t under state word st (the thread's first event of a run).
  * Returns nonzero when the event should be recorded. */
 int cp_thread_begin(struct coprof_thread *t, uint32_t st);
+/* Ends recording on t for good, as if it had exited, leaving its frames as they are:
+ * its clock was set up in another process. */
+void cp_thread_orphaned(struct coprof_thread *t);
 /* Closes every open frame of every context of t at its clock `now` and ends the
  * thread's recording run (stop, thread exit). */
 void cp_thread_end(struct coprof_thread *t, uint64_t now);

@@ -7,14 +7,15 @@
 #include "internal.h"
 #include "runtime/stack/stack.h"
 
-/* Common to enter and leave: records only while tracing, never inside another hook.
+/* Common to enter and leave: records only while tracing, never inside another hook
+ * nor in a vfork child (vfork.c sets the guard there).
  * Inlined into both hooks, so `event` is a direct call. In sample mode it records
  * nothing but still follows the switches the stack pointer shows, so ticks are
  * charged to the context that runs. */
 static inline __attribute__((always_inline)) void
 hook(void *fn, void (*event)(struct coprof_thread *, uintptr_t), int enter)
 {
-	if (pl_unlikely(!pl_seen_cyg))
+	if (pl_unlikely(!pl_seen_cyg) && !pl_tls_data.guard) /* (a vfork child's is not) */
 		__atomic_store_n(&pl_seen_cyg, 1, __ATOMIC_RELAXED);
 	int record = __atomic_load_n(&pl_tracing, __ATOMIC_RELAXED);
 	if (!record) {

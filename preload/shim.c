@@ -181,7 +181,9 @@ __attribute__((constructor)) static void pl_init(void)
  * before the program), before libcoprof's. */
 __attribute__((destructor)) static void pl_fini(void)
 {
-	if (!pl_active)
+	/* Not in a child the shim did not see made (vfork, or clone() without fork's
+	 * handlers): the state is the parent's, its control thread is not here. */
+	if (!pl_active || pl_tls_data.vfork_child || getpid() != pl_pid)
 		return;
 	pl_tls_data.guard = 1;
 	pl_control_exit();

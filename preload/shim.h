@@ -54,6 +54,9 @@ struct pl_tls {
 	/* nonzero while libunwind runs for the shim: its signal masks pass the signal
 	 * guard untouched (signal-guard.c), its pipe goes to high numbers (fd.c) */
 	volatile sig_atomic_t raw_masks;
+	/* nonzero in a vfork child (vfork.c), which shares this thread's memory with the
+	 * parent until it execs or exits: the shim leaves the parent's state alone */
+	int vfork_child;
 	/* The stack adapter's hot fields (runtime/stack/stack.h), here so that the __cyg
 	 * hooks reach them from the same thread-local base as the rest: the bounds of the
 	 * running context's stack [stack_lo, stack_lo + stack_span) (span 0: unknown, the

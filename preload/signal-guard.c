@@ -10,9 +10,10 @@
  * signal lets go (its `lost` callback says so on stderr) and the program's handler is
  * installed. libunwind blocks every signal around its own lock: the masks its code asks
  * for pass untouched (pl_sig_raw_masks_from), whoever it works for, as do those asked
- * for while it runs for the shim (pl_tls()->raw_masks). Runs in the
- * program's threads, maybe in its signal handlers: no lock, no allocation (one spin
- * word, reset in a forked child). */
+ * for while it runs for the shim (pl_tls()->raw_masks). In a vfork child (vfork.c)
+ * every call passes untouched: its dispositions and mask are its own, the guards' state
+ * is the parent's. Runs in the program's threads, maybe in its signal handlers: no
+ * lock, no allocation (one spin word, reset in a forked child). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -50,6 +51,8 @@ static __thread unsigned prog_blocked PL_TLS;
 /* The guard of `signo` while the shim still owns it, or NULL. */
 static struct guard *owned_guard(int signo)
 {
+	if (pl_tls_data.vfork_child) /* the child's dispositions are its own */
+		return NULL;
 	int n = atomic_load_explicit(&nguards, memory_order_acquire);
 	for (int i = 0; i < n; i++)
 		if (guards[i].signo == signo && signo > 0 && atomic_load(&guards[i].owned))
@@ -140,7 +143,7 @@ int pl_sig_maybe_in_handler(void)
 /* Remembers which signals have a handler of the program's (see `handled`). */
 static void note_handler(int signo, const struct sigaction *act)
 {
-	if (signo < 1 || signo > 64 || !act)
+	if (signo < 1 || signo > 64 || !act || pl_tls_data.vfork_child)
 		return;
 	uint64_t bit = 1ull << (signo - 1);
 	int has = (act->sa_flags & SA_SIGINFO) ||
@@ -377,12 +380,13 @@ void pl_sig_raw_masks_from(uintptr_t lo, uintptr_t hi)
 	atomic_store(&raw_hi, hi);
 }
 
-/* A mask call the guard lets through: none guarded, the shim's own libunwind walk, or
- * a call from libunwind's code (`ra`, the interposer's return address). */
+/* A mask call the guard lets through: none guarded, the shim's own libunwind walk, a
+ * vfork child (its mask is its own), or a call from libunwind's code (`ra`, the
+ * interposer's return address). */
 static int mask_passes(uintptr_t ra)
 {
 	return !atomic_load_explicit(&nguards, memory_order_acquire) || pl_tls_data.raw_masks ||
-	       (ra >= atomic_load(&raw_lo) && ra < atomic_load(&raw_hi));
+	       pl_tls_data.vfork_child || (ra >= atomic_load(&raw_lo) && ra < atomic_load(&raw_hi));
 }
 
 PL_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)

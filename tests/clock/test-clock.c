@@ -651,3 +651,50 @@ Test(clock, forked_child_reinitialises)
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	cp_clock_fini(&c);
 }
+
+/* A child made by clone() without fork's handlers reads the clock its parent set up:
+ * the perf page is not mapped there (VM_DONTCOPY), so the clock must notice before
+ * reading it, fall back to clock_gettime and say so; a clock the child sets up is its
+ * own TSC clock again, and the parent's clock stays as it was. Exit codes say which
+ * check failed (a SIGSEGV is the bug itself). */
+static void clone_child_reads(enum coprof_clock kind, const char *tsc, const char *syscall_name)
+{
+	struct cp_clock c;
+	init_forced(&c, kind, tsc);
+	uint64_t before = cp_clock_now(&c);
+	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		uint64_t v = cp_clock_now(&c);
+		if (!c.orphan || strcmp(cp_clock_name(&c), syscall_name) != 0)
+			_exit(2);
+		if (v < before || cp_clock_now(&c) < v)
+			_exit(3);
+		cp_clock_fini(&c); /* unmaps nothing: the address is not the child's page */
+		struct cp_clock own;
+		cp_clock_init(&own, kind);
+		if (own.orphan || strcmp(cp_clock_name(&own), tsc) != 0 || cp_clock_now(&own) == 0)
+			_exit(4);
+		cp_clock_fini(&own);
+		_exit(0);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: %s %d",
+		  WIFEXITED(status) ? "exit" : "signal",
+		  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	cr_expect(!c.orphan);
+	cr_expect_str_eq(cp_clock_name(&c), tsc);
+	cr_expect_geq(cp_clock_now(&c), before);
+	cp_clock_fini(&c);
+}
+
+Test(clock, clone_child_falls_back_from_the_parents_cpu_clock)
+{
+	clone_child_reads(COPROF_CLOCK_CPU, "tsc-cpu", "thread-cputime");
+}
+
+Test(clock, clone_child_falls_back_from_the_parents_wall_clock)
+{
+	clone_child_reads(COPROF_CLOCK_WALL, "tsc-wall", "monotonic");
+}

@@ -658,6 +658,58 @@ def case_exec_search():
         check(nc(stats, "crunch_work") == 2 and not any(k[2] in ("before_exec", "after_failed_exec") for k in stats),
               f"{fails} misses: the image after exec")
 
+def case_vfork():
+    """A vfork child shares the parent's memory and thread until it execs or exits: its
+    instrumented calls, exec, _exit and signal changes leave the parent's profile and
+    the shim's state (the toggle signal stays the shim's) alone."""
+    for opt in ["-O0", "-O1", "-O2"]:
+        for clock in ["cpu", "wall"]:
+            what = f"{opt} {clock}"
+            d = os.path.join(TMP, f"vfork{opt}-{clock}")
+            os.mkdir(d)
+            out = os.path.join(d, "v.pstat")
+            p = record(["-c", clock, "-o", out], [os.path.join(TESTBIN, "vforker" + opt)])
+            check(p.stdout == "children: 10 exited 0, 10 exited 127, 0 otherwise\n", f"{what}: output {p.stdout!r}")
+            check(os.listdir(d) == ["v.pstat"], f"{what}: files {os.listdir(d)}")
+            stats, _ = load(out)
+            callers = {k[2]: v[:2] for k, v in by_name(stats, "work")[1][4].items()}
+            check(callers == {"main": (1000, 1000)}, f"{what}: work called from {callers}")
+            check(nc(stats, "work") == 1000 and nc(stats, "main") == 1, f"{what}: work/main counts")
+            check(not any(k[2] in ("setup_and_exec", "on_usr2") for k in stats),
+                  f"{what}: the children's functions are in the parent's profile: {sorted(k[2] for k in stats)}")
+            # the children's signal() went to their own dispositions, not the shim's guard
+            check(coprof_lines(p.stderr) == [], f"{what}: stderr {p.stderr!r}")
+
+
+def case_clone_child():
+    """A child made by clone() without fork's handlers has no perf clock page (the
+    kernel maps it VM_DONTCOPY): it runs and exits as it does unprofiled, in both modes
+    and under both clocks, and writes no profile of its parent's data."""
+    cloner = os.path.join(TESTBIN, "cloner")
+    for how in ["raw", "exit", "wrapper"]:
+        p = run([cloner, how], base_env())
+        check(p.stdout == "child exited with status 3\n", f"{how} unprofiled: {p.stdout!r}")
+        for mode in ["trace", "sample"]:
+            for clock in ["cpu", "wall"]:
+                what = f"{how} {mode} {clock}"
+                d = os.path.join(TMP, f"clone-{how}-{mode}-{clock}")
+                os.mkdir(d)
+                # %p: a file the child wrote would have a name of its own
+                p = record(["--mode", mode, "-c", clock, "-o", os.path.join(d, "c.%p.pstat")], [cloner, how],
+                           check=False)
+                check(p.returncode == 0 and p.stdout == "child exited with status 3\n",
+                      f"{what}: exit {p.returncode}, output {p.stdout!r}, stderr {p.stderr!r}")
+                check(coprof_lines(p.stderr) == [], f"{what}: stderr {p.stderr!r}")
+                files = os.listdir(d)
+                if mode == "sample":  # too short to be sure of a tick: one file at most
+                    check(len(files) <= 1, f"{what}: files {files}")
+                    continue
+                check(len(files) == 1, f"{what}: files {files}")
+                stats, ex = load(os.path.join(d, files[0]))
+                check(files[0] == f"c.{ex['pid']}.pstat", f"{what}: {files[0]} is not the parent's")
+                check(nc(stats, "main") == 1 and not any(k[2] in ("child", "child_work") for k in stats),
+                      f"{what}: the parent's profile holds {sorted(k[2] for k in stats)}")
+
 
 def case_resp_long_connections():
     """Connections that outlive profiling windows stay one task each: every window of a
