@@ -411,6 +411,7 @@ static void own_stack(struct pl_sthread *st)
  * timer instead (at the kernel's tick rate at most); under wall it is not sampled. */
 static void thread_start(void)
 {
+	pl_tick_stack_start();
 	if (self)
 		return;
 	struct pl_sthread *st = calloc(1, sizeof(*st));
@@ -474,6 +475,7 @@ static void close_source(struct pl_sthread *st)
  * freed by the folding thread once its last records are folded. */
 static void thread_exit(void)
 {
+	pl_tick_stack_exit();
 	struct pl_sthread *st = self;
 	if (!st)
 		return;
