@@ -10,6 +10,7 @@
  * stack, never this one (the sigaltstack interposer, signal-guard.c). */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -129,9 +130,12 @@ void pl_tick_stack_exit(void)
 	l->prev->next = l->next;
 	l->next->prev = l->prev;
 	pthread_mutex_unlock(&lock);
-	unmap(ts.lo);
+	/* A tick from now on runs in place: none may switch to a stack being unmapped. */
+	uintptr_t lo = ts.lo;
 	ts.lo = ts.hi = 0;
 	ts.installed = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	unmap(lo);
 }
 
 int pl_tick_stack_owns(const stack_t *ss)

@@ -1,9 +1,11 @@
 /* altstack.c: a program's own alternate signal stack under sample mode (run.py case
- * altstack). A SIGUSR1 handler runs on an 8 KiB alternate stack (SA_ONSTACK) for 0.3 s of
- * CPU, so ticks land on it; 16 KiB of 0xAB lie right below it. In the main thread, then
- * in a second one. Prints, per thread, the bytes below the stack that changed, and
- * "view ok" when sigaltstack showed the program only its own: none before it set one,
- * its own while set (on it, in the handler), none again after it disabled it. */
+ * altstack). usage: altstack [SIZE]. A SIGUSR1 handler runs on an alternate stack of
+ * SIZE bytes (8 KiB) for 0.3 s of CPU (SA_ONSTACK), so ticks land on it; 16 KiB of 0xAB
+ * lie right below it. In the main thread, then in a second one. Prints, per thread,
+ * whether sigaltstack showed an alternate stack before the program set one ("none", or
+ * "set": AddressSanitizer's), the bytes below the stack that changed, and "view ok" when
+ * sigaltstack then showed the program its own (on it, in the handler) and none after it
+ * disabled it. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -14,7 +16,7 @@
 #include "burn.h"
 
 #define CANARY (16 * 1024)
-#define ALT 8192
+static size_t alt = 8192; /* argv[1] */
 
 static volatile int handler_saw_own;
 static void *alt_sp;
@@ -23,7 +25,7 @@ static void handler(int s)
 {
 	(void)s;
 	stack_t q;
-	handler_saw_own = sigaltstack(NULL, &q) == 0 && q.ss_sp == alt_sp && q.ss_size == ALT &&
+	handler_saw_own = sigaltstack(NULL, &q) == 0 && q.ss_sp == alt_sp && q.ss_size == alt &&
 			  q.ss_flags == SS_ONSTACK;
 	burn(0.3);
 }
@@ -36,13 +38,14 @@ static int disabled(void)
 
 static void *run(void *name)
 {
-	unsigned char *block = malloc(CANARY + ALT);
-	memset(block, 0xAB, CANARY + ALT);
-	int view = disabled();
+	unsigned char *block = malloc(CANARY + alt);
+	memset(block, 0xAB, CANARY + alt);
+	printf("%s: before: %s\n", (char *)name, disabled() ? "none" : "set");
+	int view = 1;
 	alt_sp = block + CANARY;
-	stack_t ss = {.ss_sp = alt_sp, .ss_size = ALT, .ss_flags = 0}, q;
+	stack_t ss = {.ss_sp = alt_sp, .ss_size = alt, .ss_flags = 0}, q;
 	sigaltstack(&ss, NULL);
-	view = view && sigaltstack(NULL, &q) == 0 && q.ss_sp == alt_sp && q.ss_size == ALT &&
+	view = view && sigaltstack(NULL, &q) == 0 && q.ss_sp == alt_sp && q.ss_size == alt &&
 	       q.ss_flags == 0;
 	burn(0.05);
 	handler_saw_own = 0;
@@ -61,8 +64,10 @@ static void *run(void *name)
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1)
+		alt = strtoul(argv[1], 0, 0);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = handler;
