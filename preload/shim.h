@@ -104,6 +104,28 @@ PL_HIDDEN void pl_sig_restore(const sigset_t *old);
 /* Masks asked for by code in [lo, hi) (libunwind's text: it blocks every signal around
  * its lock, for the shim or for the program) pass the guard untouched. */
 PL_HIDDEN void pl_sig_raw_masks_from(uintptr_t lo, uintptr_t hi);
+/* The program's view of a guarded signal's disposition (what it last set, SIG_DFL or
+ * SIG_IGN) into *out: 0, or -1 when the shim does not hold `signo` (any longer).
+ * async-signal-safe. */
+PL_HIDDEN int pl_sig_prog_action(int signo, struct sigaction *out);
+/* A guarded signal that is not the shim's came while the program believes it blocked on
+ * the calling thread: 1, and it is raised again to the thread when the program unblocks
+ * it (as the kernel would have kept it pending); 0 when the program has it unblocked.
+ * async-signal-safe. */
+PL_HIDDEN int pl_sig_prog_defer(int signo);
+
+/* sample/sampler-stack.c: the tick handler's own stack, per thread (in sample mode). The
+ * kernel's sigaltstack, past the shim's interposer; whether `ss` (a thread's alternate
+ * stack as the kernel reports it) is the calling thread's tick stack; whether `sp` is on
+ * it. pl_tick_stack_program_set: the program set an alternate stack of its own (`own`
+ * 1), or disabled it (0: the tick stack takes its place). */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31) /* <linux/signal.h>; glibc 2.36 has no name for it */
+#endif
+PL_HIDDEN int pl_real_sigaltstack(const stack_t *ss, stack_t *old);
+PL_HIDDEN int pl_tick_stack_owns(const stack_t *ss);
+PL_HIDDEN int pl_tick_stack_holds(uintptr_t sp);
+PL_HIDDEN void pl_tick_stack_program_set(int own);
 
 /* One line on stderr, prefixed "coprof: ", written with write(2). */
 PL_HIDDEN void pl_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -47,6 +47,9 @@ static _Atomic uint64_t handled;
 static _Atomic uintptr_t raw_lo, raw_hi;
 /* Guards (bit i) the program believes it blocked on this thread. */
 static __thread unsigned prog_blocked PL_TLS;
+/* Guards (bit i) whose signal came while the program believed it blocked on this thread,
+ * and which the handler left to it (pl_sig_prog_defer): raised again at the unblock. */
+static __thread unsigned prog_pending PL_TLS;
 
 /* The guard of `signo` while the shim still owns it, or NULL. */
 static struct guard *owned_guard(int signo)
@@ -109,6 +112,19 @@ int pl_sig_real_action(int signo, const struct sigaction *act, struct sigaction 
 		return -1;
 	}
 	return pl_real.sigaction(signo, act, oact);
+}
+
+/* async-signal-safe. A handler may interrupt the same thread's guarded_action (the
+ * view is then read as it was, or as it is being written: either is the program's). */
+int pl_sig_prog_action(int signo, struct sigaction *out)
+{
+	struct guard *g = owned_guard(signo);
+	if (!g)
+		return -1;
+	int held = lock_view();
+	*out = g->prog;
+	unlock_view(held);
+	return 0;
 }
 
 void pl_sig_block_all(sigset_t *old)
@@ -264,11 +280,25 @@ static void set_blocked(const struct guard *g, int on)
 {
 	unsigned bit = 1u << (g - guards);
 	prog_blocked = on ? prog_blocked | bit : prog_blocked & ~bit;
+	if (!on && (prog_pending & bit)) {
+		prog_pending &= ~bit;
+		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), g->signo);
+	}
 }
 
 static int is_blocked(const struct guard *g)
 {
 	return !!(prog_blocked & (1u << (g - guards)));
+}
+
+/* async-signal-safe */
+int pl_sig_prog_defer(int signo)
+{
+	struct guard *g = owned_guard(signo);
+	if (!g || !is_blocked(g))
+		return 0;
+	prog_pending |= 1u << (g - guards);
+	return 1;
 }
 
 PL_EXPORT pl_handler sigset(int signo, pl_handler disp)
@@ -455,4 +485,36 @@ PL_EXPORT int signalfd(int fd, const sigset_t *mask, int flags)
 		return -1;
 	}
 	return fn(fd, without_guarded(mask, &copy), flags);
+}
+
+/* The program's alternate signal stack. Where it has none, the sampler's tick stack
+ * stands in (sample/sampler-stack.c): the program is told it has none, its own replaces
+ * the tick stack, and disabling its own puts the tick stack back. Nothing else changes:
+ * what the kernel does with the program's own is its to answer (EPERM on it, ENOMEM). */
+PL_EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
+{
+	stack_t cur;
+	if (pl_real_sigaltstack(NULL, &cur) != 0)
+		return -1;
+	int ours = pl_tick_stack_owns(&cur);
+	if (ss) {
+		int mode = ss->ss_flags & ~SS_AUTODISARM;
+		if (mode != 0 && mode != SS_ONSTACK && mode != SS_DISABLE) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (mode != SS_DISABLE || !ours) {
+			if (pl_real_sigaltstack(ss, NULL) != 0)
+				return -1;
+			if (mode != SS_DISABLE)
+				pl_tick_stack_program_set(1);
+			else if (!(cur.ss_flags & SS_DISABLE))
+				pl_tick_stack_program_set(0);
+		}
+	}
+	if (old && ours)
+		*old = (stack_t){.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+	else if (old)
+		*old = cur;
+	return 0;
 }

@@ -187,6 +187,15 @@ PL_HIDDEN int pl_sampler_handler_is_ours(void);
  * `on` is 0. Safe in the handler. */
 PL_HIDDEN void pl_sampler_arm(struct pl_sthread *st, int on);
 
+/* sampler-stack.c: the calling thread's tick stack, mapped (and made its alternate
+ * signal stack where it has none) by pl_tick_stack_start, outside any signal, and
+ * unmapped by pl_tick_stack_exit; both idempotent. pl_tick_stack_run calls fn(arg) on
+ * it, or in place when the handler runs on it already or it is busy; the tick handler's
+ * (async-signal-safe), `uc` the tick's context. */
+PL_HIDDEN void pl_tick_stack_start(void);
+PL_HIDDEN void pl_tick_stack_exit(void);
+PL_HIDDEN void pl_tick_stack_run(void (*fn)(void *), void *arg, const ucontext_t *uc);
+
 /* sampler-wait.c: charges the suspended coroutines of `st` the ticks they waited
  * since they were last charged. Folding thread only. */
 PL_HIDDEN void pl_sampler_charge_waits(struct pl_sthread *st);

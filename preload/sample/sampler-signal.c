@@ -4,7 +4,8 @@
  * its perf task-clock event (cpu), else a real-time signal from its timer. It reads
  * the thread's CPU clock, walks the interrupted stack with libunwind (local only,
  * caches warmed outside the signal by sampler.c) into the thread's ring, and nothing
- * more: no allocation, no lock, errno saved and restored. */
+ * more: no allocation, no lock, errno saved and restored. All but its first few
+ * frames run on the thread's tick stack (sampler-stack.c). */
 /* async-signal-safe */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
@@ -259,31 +260,84 @@ static uint64_t perf_data(const siginfo_t *si)
 }
 
 static struct sigaction prev_trap; /* SIGTRAP's action before ours (perf ticks) */
+/* A SIGTRAP that was not a tick took its default action back (die_of): the handler is no
+ * longer ours, but the program did not take the signal. */
+static atomic_int trap_released;
+
+/* Whether the kernel forced SIGTRAP on the thread for a fault of its own: a breakpoint
+ * (int3), a single step, a debug register. Such a trap ignored or blocked ends the
+ * process all the same; a sent one (raise, kill: si_code <= 0) and a perf event's are
+ * not forced. */
+static int forced(const siginfo_t *si)
+{
+	return si && si->si_code > 0 && si->si_code != PL_TRAP_PERF;
+}
+
+/* Ends the process on `sig` as the kernel would have without us: the default action
+ * back, with the kernel's sigaction (the signal guard's keeps ours), and the signal
+ * queued again to this thread with its own siginfo. It is blocked while this handler
+ * runs, and unblocked in the mask the handler's return restores: it is taken on that
+ * return, before the interrupted code runs another instruction (an int3 is not
+ * executed again), so the process ends where it would have and a core dump holds the
+ * interrupted code's registers, not the handler's. Without a context (not from the
+ * kernel) it is unblocked at once. */
+static void die_of(int sig, const siginfo_t *si, ucontext_t *uc)
+{
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	atomic_store(&trap_released, 1);
+	atomic_store_explicit(&pl_sampler_on, 0, memory_order_relaxed);
+	pl_sig_real_action(sig, &dfl, NULL);
+	pid_t pid = getpid(), tid = (pid_t)syscall(SYS_gettid);
+	if (!si || syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, si) != 0)
+		syscall(SYS_tgkill, pid, tid, sig);
+	if (uc) {
+		sigdelset(&uc->uc_sigmask, sig);
+		return;
+	}
+	sigset_t one;
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &one, NULL, (size_t)(_NSIG / 8));
+}
 
 /* A SIGTRAP that is not a tick (a breakpoint, raise) gets what it would have got
- * without us: the handler before ours, under the mask the kernel would have given it
- * (ours blocks every signal), or the default action, which ends the process as it
- * would have (the signal stays blocked until this handler returns). */
-static void forward_trap(int sig, siginfo_t *si, void *ucv)
+ * without us, by the disposition the program believes it set (the signal guard's view:
+ * SIG_DFL or SIG_IGN; a handler of its own takes the signal from us): the default
+ * action ends the process (die_of); SIG_IGN drops a sent trap, but not a forced one,
+ * which the kernel makes fatal. A sent trap the program believes it blocked waits for
+ * its unblock; a forced one does not wait (the kernel unblocks it). The handler before
+ * ours, if any, runs under the mask the kernel would have given it (ours blocks every
+ * signal). */
+static void forward_trap(int sig, siginfo_t *si, ucontext_t *uc)
 {
-	if (ucv && prev_trap.sa_handler != SIG_DFL && prev_trap.sa_handler != SIG_IGN) {
-		sigset_t m = ((const ucontext_t *)ucv)->uc_sigmask;
+	struct sigaction prog;
+	if (pl_sig_prog_action(sig, &prog) != 0)
+		prog = prev_trap;
+	int handler = (prog.sa_flags & SA_SIGINFO) ||
+		      (prog.sa_handler != SIG_DFL && prog.sa_handler != SIG_IGN);
+	if (!forced(si) && pl_sig_prog_defer(sig))
+		return; /* blocked, as the program believes: it gets it when it unblocks */
+	if (!handler) {
+		if (prog.sa_handler == SIG_DFL || forced(si))
+			die_of(sig, si, uc);
+		return;
+	}
+	if (uc) {
+		sigset_t m = uc->uc_sigmask;
 		for (int s = 1; s < NSIG; s++)
-			if (sigismember(&prev_trap.sa_mask, s) == 1)
+			if (sigismember(&prog.sa_mask, s) == 1)
 				sigaddset(&m, s);
-		if (!(prev_trap.sa_flags & SA_NODEFER))
+		if (!(prog.sa_flags & SA_NODEFER))
 			sigaddset(&m, sig);
 		/* the kernel's call: the shim's pthread_sigmask would edit the mask */
 		syscall(SYS_rt_sigprocmask, SIG_SETMASK, &m, NULL, (size_t)(_NSIG / 8));
 	}
-	if (prev_trap.sa_flags & SA_SIGINFO) {
-		prev_trap.sa_sigaction(sig, si, ucv);
-	} else if (prev_trap.sa_handler == SIG_DFL) {
-		signal(sig, SIG_DFL);
-		raise(sig);
-	} else if (prev_trap.sa_handler != SIG_IGN) {
-		prev_trap.sa_handler(sig);
-	}
+	if (prog.sa_flags & SA_SIGINFO)
+		prog.sa_sigaction(sig, si, uc);
+	else
+		prog.sa_handler(sig);
 }
 
 #define PL_SWITCH_STACK (256u * 1024) /* stack a switch of ours may use below its hook */
@@ -309,37 +363,28 @@ static int switch_over(struct pl_sthread *st, const ucontext_t *uc)
 	return ++st->switch_ticks >= PL_STALE_TICKS;
 }
 
-static void on_tick(int sig, siginfo_t *si, void *ucv)
+/* A tick, for tick() on the tick stack. */
+struct tick {
+	ucontext_t *uc;
+	unsigned overrun; /* expirations the kernel merged into this one (timers) */
+	int perf, wake;	  /* from a perf event; from the context-switch event (wall) */
+};
+
+/* The deep part of a tick, on the thread's tick stack when it has one
+ * (pl_tick_stack_run): the handler itself leaves little on the interrupted stack. */
+__attribute__((noinline)) static void tick(void *arg)
 {
-	int saved = errno;
-	unsigned overrun = 0;
-	int perf = 0, wake = 0;
-	if (si && si->si_code == PL_TRAP_PERF && sig == SIGTRAP) {
-		uint64_t d = perf_data(si);
-		perf = d == PL_PERF_COOKIE || d == PL_PERF_COOKIE + 1;
-		wake = d == PL_PERF_COOKIE + 1;
-		if (!perf)
-			si = NULL;
-	} else if (si && si->si_code == SI_TIMER) {
-		int id = si->si_value.sival_int;
-		overrun = si->si_overrun > 0 ? (unsigned)si->si_overrun : 0;
-		if (id != PL_TIMER_MONO && id != PL_TIMER_CPU)
-			si = NULL; /* not one of our timers */
-	} else if (sig == SIGTRAP &&
-		   !(si && si->si_code == PL_TRAP_PERF && perf_data(si) == PL_PERF_COOKIE)) {
-		si = NULL;
-	}
-	if (!si && sig == SIGTRAP) {
-		forward_trap(sig, si, ucv);
-		goto out;
-	}
+	const struct tick *t = arg;
+	void *ucv = t->uc;
+	unsigned overrun = t->overrun;
+	int perf = t->perf, wake = t->wake;
 	struct pl_sthread *st = pl_sampler_self();
 	if (!st)
-		goto out;
+		return;
 	if (!atomic_load_explicit(&pl_sampler_on, memory_order_relaxed)) {
 		/* A tick that raced a stop: make sure nothing re-armed behind it. */
 		pl_sampler_arm(st, 0);
-		goto out;
+		return;
 	}
 	if (perf && !wake && st->perf_fd >= 0)
 		dither_period(st);
@@ -349,11 +394,11 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		st->switch_ticks = 0;
 	uint64_t w = tick_weight(st, overrun, perf, wake);
 	if (!w)
-		goto out;
+		return;
 	struct pl_rec *rec = pl_ring_reserve(st);
 	if (!rec) {
 		atomic_fetch_add_explicit(&st->dropped, 1, memory_order_relaxed);
-		goto out;
+		return;
 	}
 	rec->kind = PL_REC_SAMPLE;
 	rec->ctx = atomic_load_explicit(&st->cur, memory_order_relaxed);
@@ -378,7 +423,7 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		int n = pl_sampler_python_read(&py, ucv);
 		if (n < 0) {
 			atomic_fetch_add_explicit(&st->py_failed, 1, memory_order_relaxed);
-			goto out;
+			return;
 		}
 		uintptr_t sp =
 		    ucv ? (uintptr_t)((const ucontext_t *)ucv)->uc_mcontext.gregs[REG_RSP] : 0;
@@ -404,7 +449,26 @@ static void on_tick(int sig, siginfo_t *si, void *ucv)
 		}
 	}
 	pl_ring_publish(st, rec);
-out:
+}
+
+static void on_tick(int sig, siginfo_t *si, void *ucv)
+{
+	int saved = errno;
+	struct tick t = {.uc = ucv};
+	int ours = sig != SIGTRAP;
+	if (si && si->si_code == PL_TRAP_PERF && sig == SIGTRAP) {
+		uint64_t d = perf_data(si);
+		t.perf = ours = d == PL_PERF_COOKIE || d == PL_PERF_COOKIE + 1;
+		t.wake = d == PL_PERF_COOKIE + 1;
+	} else if (si && si->si_code == SI_TIMER) {
+		int id = si->si_value.sival_int;
+		t.overrun = si->si_overrun > 0 ? (unsigned)si->si_overrun : 0;
+		ours = ours || id == PL_TIMER_MONO || id == PL_TIMER_CPU;
+	}
+	if (ours)
+		pl_tick_stack_run(tick, &t, ucv);
+	else
+		forward_trap(sig, si, ucv);
 	errno = saved;
 }
 
@@ -413,7 +477,8 @@ int pl_sampler_install_handler(void)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_tick;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	/* SA_ONSTACK: on the thread's tick stack where it has no other (sampler-stack.c) */
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	/* No handler of the program's may run inside a tick: one that switches stacks
 	 * (preemptive green threads: swapcontext in a SIGALRM handler) would leave this
 	 * tick half done on one stack while the thread, its signal mask now the target's,
@@ -429,7 +494,7 @@ int pl_sampler_install_handler(void)
 int pl_sampler_handler_is_ours(void)
 {
 	struct sigaction cur;
-	if (pl_sig_real_action(pl_sconf.signo, NULL, &cur) < 0)
+	if (atomic_load(&trap_released) || pl_sig_real_action(pl_sconf.signo, NULL, &cur) < 0)
 		return 1;
 	return (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_tick;
 }

@@ -507,7 +507,10 @@ static void own_stack(struct pl_sthread *st)
  * timer instead (at the kernel's tick rate at most); under wall it is not sampled. */
 static void thread_start(void)
 {
-	if (self || atomic_load(&pl_sampler_sandboxed))
+	if (atomic_load(&pl_sampler_sandboxed))
+		return;
+	pl_tick_stack_start();
+	if (self)
 		return;
 	struct pl_sthread *st = calloc(1, sizeof(*st));
 	if (!st)
@@ -569,6 +572,7 @@ static void close_source(struct pl_sthread *st)
  * so the folding thread never opens an event again for a thread that has gone. */
 static void thread_exit(void)
 {
+	pl_tick_stack_exit();
 	struct pl_sthread *st = self;
 	if (!st)
 		return;

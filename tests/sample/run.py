@@ -23,6 +23,9 @@ LIB = os.environ["COPROF_PRELOAD_LIB"]
 CPU = os.environ["COPROF_CPU_SAMPLES"]
 NATIVE = os.environ["COPROF_SAMPLES"]
 WAITS = os.environ["COPROF_WAITS"]
+TRAPS = os.environ["COPROF_TRAPS"]
+ALTSTACK = os.environ["COPROF_ALTSTACK"]
+SMALL_STACK = os.environ["COPROF_SMALL_STACK"]
 TMP = tempfile.mkdtemp(prefix="coprof-sample-")
 R = 5  # sched rounds
 
@@ -587,6 +590,85 @@ def case_seccomp():
             check(ex["notes"].count(note) == 1, f"{what}: notes {ex['notes']}")
             if mode == "seccomp-ioctl":
                 check(nc(stats, "sandboxed") > 0, f"{what}: sandboxed() has no sample")
+
+
+def same_as_unprofiled(name, cmd, want, lines=None):
+    """cmd ends as `want` says, (return code, stdout), unprofiled and under sample mode
+    with either clock (a process killed by a signal: its negative number; coprof record
+    ends on the child's signal); `lines`: only so many first lines of stdout are
+    compared. Returns the profiled runs' stderr."""
+    def first(out):
+        return out if lines is None else "".join(out.splitlines(True)[:lines])
+    plain = subprocess.run(cmd, env=base_env(), capture_output=True, text=True, timeout=60)
+    check((plain.returncode, first(plain.stdout)) == want,
+          f"{name} unprofiled: exit {plain.returncode}, stdout {plain.stdout!r}, expected {want}")
+    errs = []
+    for clock in ("cpu", "wall"):
+        out = os.path.join(TMP, f"{name}-{clock}.pstat")
+        p = subprocess.run([BIN, "record", "--mode", "sample", "-c", clock, "--hz", "997",
+                            "-o", out, "--"] + cmd, env=base_env(), cwd=TMP,
+                           capture_output=True, text=True, timeout=60)
+        check((p.returncode, first(p.stdout)) == want,
+              f"{name} under -c {clock}: exit {p.returncode}, stdout {p.stdout!r}, "
+              f"expected {want}\n{p.stderr}")
+        errs.append(p.stderr)
+    return errs
+
+
+def case_sigtrap():
+    """A SIGTRAP that is not a tick (perf ticks are SIGTRAPs) gets what it gets
+    unprofiled: the default action kills the process on SIGTRAP, from int3 or raise
+    (before: the trap was swallowed and the program ran on); SIG_IGN drops a raised trap
+    but not an int3, which the kernel makes fatal; a handler the program installs gets
+    it once (sampling stops, and says so); blocked, a raised trap waits for the unblock
+    (the guard never blocks the tick signal for real) and an int3 does not."""
+    killed = (-signal.SIGTRAP, "")
+    handled = (0, "handled 1\nsurvived\n")
+    want = {("int3", "dfl"): killed, ("raise", "dfl"): killed,
+            ("int3", "ign"): killed, ("raise", "ign"): (0, "survived\n"),
+            ("int3", "handler"): handled, ("raise", "handler"): handled,
+            ("int3", "blocked"): killed, ("raise", "blocked"): (-signal.SIGTRAP, "unblocking\n")}
+    for (how, disp), w in want.items():
+        errs = same_as_unprofiled(f"trap-{how}-{disp}", [TRAPS, how, disp], w)
+        for err in errs:
+            lines = [l for l in err.splitlines() if l.startswith("coprof:")]
+            said = ["coprof: sample mode: the program installed its own handler for the "
+                    "tick signal; sampling stopped"] if disp == "handler" else []
+            check(lines == said, f"{how} {disp}: stderr {lines}")
+
+
+def case_altstack():
+    """Ticks that land while a handler of the program's runs on its 8 KiB alternate
+    stack write nothing below it (before: some 2 KiB of the heap under it), in the main
+    thread and in another; sigaltstack shows the program its own alternate stack alone
+    (none before it sets one, none after it disables it: the tick stack is not its)."""
+    before = "set" if ASAN else "none"  # AddressSanitizer gives each thread its own
+    # under AddressSanitizer the handler's own calls take more of it: at 8 KiB a tick's
+    # kernel frame no longer fits below them, as for any handler (an empty one)
+    size = "12288" if ASAN else "8192"
+    want = "".join(f"{t}: before: {before}\n"
+                   f"{t}: 0 bytes below the alternate stack overwritten\n{t}: view ok\n"
+                   for t in ("main", "thread"))
+    same_as_unprofiled("altstack", [ALTSTACK, size], (0, want))
+
+
+def case_small_stack():
+    """A coroutine that leaves 4 KiB of its 32 KiB stack runs through 0.3 s of ticks in
+    the main thread, in a second thread and in a fork child, as it does unprofiled and
+    with an empty handler ticking (before: SIGSEGV with less than about 9 KiB left, the
+    tick handler took 10 KiB of the interrupted stack); the tick stacks of threads that
+    ended leave no mapping behind."""
+    # under AddressSanitizer the program's own calls take more of the stack (its
+    # interceptors, redzones): 26 KiB is the most it runs with unprofiled
+    use = "24" if ASAN else "28"
+    if ASAN:
+        # its allocator maps more as the sampler's per-thread state goes to quarantine:
+        # the mappings are not counted
+        same_as_unprofiled("small-stack", [SMALL_STACK, use],
+                           (0, "ok main\nok thread\nok child\n"), lines=3)
+        return
+    same_as_unprofiled("small-stack", [SMALL_STACK, use],
+                       (0, "ok main\nok thread\nok child\nmaps kept\n"))
 
 
 if __name__ == "__main__":

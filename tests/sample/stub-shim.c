@@ -229,6 +229,19 @@ int pl_sig_guard(int signo, const struct sigaction *prog, int ign_is_view, void 
 	return 0;
 }
 
+int pl_sig_prog_action(int signo, struct sigaction *out)
+{
+	(void)signo;
+	(void)out;
+	return -1; /* no guard here: the sampler forwards by what it replaced */
+}
+
+int pl_sig_prog_defer(int signo)
+{
+	(void)signo;
+	return 0;
+}
+
 int pl_sig_real_action(int signo, const struct sigaction *act, struct sigaction *oact)
 {
 	return sigaction(signo, act, oact);

@@ -217,11 +217,15 @@ static int mapping_of(uintptr_t sp, uintptr_t *lo, uintptr_t *hi)
 	return found;
 }
 
-/* Whether `sp` is on the thread's alternate signal stack (a handler's frames). */
+/* Whether `sp` is on the thread's alternate signal stack (a handler's frames): the
+ * program's, or the sampler's tick stack, which stands in for it (and is disarmed
+ * while a handler runs on it). */
 static int on_altstack(uintptr_t sp)
 {
 	stack_t ss;
-	if (sigaltstack(NULL, &ss) != 0 || (ss.ss_flags & SS_DISABLE))
+	if (pl_tick_stack_holds(sp))
+		return 1;
+	if (pl_real_sigaltstack(NULL, &ss) != 0 || (ss.ss_flags & SS_DISABLE))
 		return 0;
 	return sp - (uintptr_t)ss.ss_sp < ss.ss_size;
 }
