@@ -73,8 +73,15 @@ def convert(lines, out):
         if line.strip() == "<!-- man: end-skip -->":
             skipping = False
             continue
-        if skipping or line.lstrip().startswith("<!--"):
+        if skipping:
             continue
+        if line.lstrip().startswith("<!--"):
+            while "-->" not in line and i < len(lines):
+                line = lines[i]
+                i += 1
+            continue
+        if re.fullmatch(r"\s*!\[[^\]]*\]\([^)]*\)\s*", line):
+            continue  # a picture: nothing to say in a terminal
         if line.startswith("```"):
             flush()
             out.append(".PP")
@@ -99,20 +106,25 @@ def convert(lines, out):
             mode = None
             continue
         if line.startswith("|"):
+            # A tbl(1) table; each cell a text block, so long cells wrap.
             flush()
-            out.append(".PP")
-            out.append(".RS 2")
-            out.append(".nf")
+            rows = []
             while True:
                 cells = [c.strip() for c in line.strip().strip("|").split("|")]
                 if not all(re.fullmatch(r":?-+:?", c) for c in cells):
-                    out.append(line_safe(inline("   ".join(cells))))
+                    rows.append(cells)
                 if i >= len(lines) or not lines[i].startswith("|"):
                     break
                 line = lines[i].rstrip("\n")
                 i += 1
-            out.append(".fi")
-            out.append(".RE")
+            out.append(".PP")
+            out.append(".TS")
+            out.append("tab(@);")
+            out.append(" ".join(["lb"] * len(rows[0])))
+            out.append(" ".join(["lx"] * len(rows[0])) + ".")
+            for cells in rows:
+                out.append("@".join("T{\n%s\nT}" % line_safe(inline(c)) for c in cells))
+            out.append(".TE")
             mode = None
             continue
         if not line.strip():
@@ -156,6 +168,7 @@ def main():
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     out = [
+        "'\\\" t",  # tells man(1) to run tbl(1)
         '.TH %s %s "" "%s %s" "User Commands"'
         % (a.name.upper(), a.section, a.name, a.version)
     ]
