@@ -129,8 +129,6 @@ def convert(lines, out):
             continue
         if not line.strip():
             flush()
-            if mode is None:
-                pass
             continue
         if line.startswith("- "):
             flush()
