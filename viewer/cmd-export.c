@@ -27,7 +27,7 @@ static void usage(FILE *f)
 		"  pprof:     gzipped profile.proto (go tool pprof, Pyroscope, Parca): sampled\n"
 		"             stacks labelled thread and task; from a traced profile,\n"
 		"             caller;callee pairs and own times.\n"
-		"  OUT \"-\" is stdout.\n");
+		"  -o, --output OUT: the file to write; \"-\" is stdout.\n");
 }
 
 static uint64_t ns(double s)

@@ -9,12 +9,12 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *help;
 } commands[] = {
-	{"record", vw_cmd_record, "run a program under the profiler"},
-	{"toggle", vw_cmd_toggle, "start or stop profiling a running process"},
-	{"view", vw_cmd_view, "browse profiles in the terminal"},
-	{"report", vw_cmd_report, "print a profile as a table (text, csv, json)"},
-	{"export", vw_cmd_export, "convert a profile (callgrind, collapsed stacks)"},
-	{"diff", vw_cmd_diff, "compare two profiles"},
+    {"record", vw_cmd_record, "run a program under the profiler"},
+    {"toggle", vw_cmd_toggle, "start or stop profiling a running process"},
+    {"view", vw_cmd_view, "browse profiles in the terminal"},
+    {"report", vw_cmd_report, "print a profile as a table (text, csv, json)"},
+    {"export", vw_cmd_export, "convert a profile (callgrind, collapsed, pprof)"},
+    {"diff", vw_cmd_diff, "compare two profiles (text, csv)"},
 };
 
 static void usage(FILE *f)

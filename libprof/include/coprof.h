@@ -7,7 +7,8 @@
  * is not a regular file) have codes of their own, COPROF_E*, far below any errno, so
  * that an errno always keeps the OS's meaning. coprof_strerror reads both.
  * Event calls (enter, leave, switch) return nothing: errors there become sticky flags
- * reported once on stderr and in the file's extras. See libcoprof(3). */
+ * reported once on stderr and in the file's extras. See libcoprof(3). "DESIGN rule N"
+ * is rule N of the accounting rules in doc/design.md of coprof's source. */
 #ifndef COPROF_H
 #define COPROF_H
 
