@@ -178,29 +178,6 @@ static void say_no_keeper(const char *why, int err)
 	       PL_KEEPER_NAME, why, err ? ": " : "", err ? strerror(-err) : "");
 }
 
-/* async-signal-safe: the process runs under a seccomp filter (/proc/self/status says
- * "Seccomp: 2"), which may kill it for a clone or an execve it did not expect: no
- * keeper is started there. */
-static int seccomp_filtered(void)
-{
-	char buf[4096];
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	const char *line = strstr(buf, "\nSeccomp:");
-	if (!line)
-		return 0;
-	line += strlen("\nSeccomp:");
-	while (*line == ' ' || *line == '\t')
-		line++;
-	return *line == '2';
-}
-
 /* async-signal-safe: orphaned descendants of this process come to it: it is a child
  * subreaper (PR_SET_CHILD_SUBREAPER), or pid 1 of its pid namespace. */
 static int reaps_orphans(void)
@@ -219,7 +196,7 @@ static void spawn_locked(void)
 		say_no_keeper("not found next to the shim", -ENOENT);
 		return;
 	}
-	if (seccomp_filtered()) {
+	if (pl_seccomp_filtered()) {
 		say_no_keeper("the process runs under a seccomp filter, which may not allow it", 0);
 		return;
 	}

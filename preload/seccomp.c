@@ -6,10 +6,13 @@
  * with the syscall instruction, as glibc's wrappers do, with no lookup first. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "sample/sampler-ring.h"
@@ -30,6 +33,30 @@ static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
 		return -1;
 	}
 	return rc;
+}
+
+/* async-signal-safe: the calling thread runs under a seccomp filter or in strict mode
+ * (/proc/thread-self/status: "Seccomp:" other than 0). Filters are per thread and
+ * inherited: a thread has its creator's. Three system calls any program that reads a
+ * file makes: once per thread start, not per tick. */
+int pl_seccomp_filtered(void)
+{
+	char buf[4096];
+	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *line = strstr(buf, "\nSeccomp:");
+	if (!line)
+		return 0;
+	line += strlen("\nSeccomp:");
+	while (*line == ' ' || *line == '\t')
+		line++;
+	return *line == '1' || *line == '2';
 }
 
 /* Whether system call `nr` with first argument `op` installs a filter or strict mode. */

@@ -86,6 +86,8 @@ struct pl_runtime {
 	void (*fork_resume)(void);
 };
 PL_HIDDEN void pl_runtime_add(const struct pl_runtime *rt);
+/* seccomp.c: the calling thread runs under a seccomp filter (async-signal-safe) */
+PL_HIDDEN int pl_seccomp_filtered(void);
 
 /* signal-guard.c: signals the shim owns. pl_sig_guard keeps `signo` (whose handler the
  * caller has just installed) the shim's: the program's later resets and masks only

@@ -335,29 +335,6 @@ static void folder_fork_resume(void)
 
 /* --- seccomp ----------------------------------------------------------------------- */
 
-/* Whether the calling thread runs under a seccomp filter or in strict mode
- * (/proc/thread-self/status: "Seccomp:" other than 0). Filters are per thread and
- * inherited: a thread has its creator's. Three system calls any program that reads a
- * file makes; not for a handler. */
-static int seccomp_filtered(void)
-{
-	char buf[4096];
-	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	const char *line = strstr(buf, "\nSeccomp:");
-	if (!line)
-		return 0;
-	line += strlen("\nSeccomp:");
-	while (*line == ' ' || *line == '\t')
-		line++;
-	return *line == '1' || *line == '2';
-}
 
 /* A filter may kill the process for any system call the program did not expect of
  * itself (SECCOMP_RET_KILL_*), and coprof cannot read which: from now on the handler
@@ -589,7 +566,7 @@ static void thread_exit(void)
  * creator was. */
 void pl_sampler_thread_check(void)
 {
-	if (sampler_ready && !atomic_load(&pl_sampler_sandboxed) && seccomp_filtered())
+	if (sampler_ready && !atomic_load(&pl_sampler_sandboxed) && pl_seccomp_filtered())
 		pl_sampler_sandbox("a thread started under a seccomp filter");
 }
 
@@ -896,7 +873,7 @@ int pl_sampler_init(void)
 	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
-	if (seccomp_filtered()) {
+	if (pl_seccomp_filtered()) {
 		static const char why[] = "sample mode: the process runs under a seccomp filter, "
 					  "which may kill it for the system calls sampling "
 					  "makes; not sampling";
