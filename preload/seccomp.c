@@ -17,6 +17,11 @@
 #include "internal.h"
 #include "sample/sampler-ring.h"
 
+#if defined(__x86_64__)
+/* The interposers below make their system calls with the syscall instruction; other
+ * architectures have no such wrapper here, and a filter is then found only as a thread
+ * starts (pl_seccomp_filtered). */
+
 /* async-signal-safe: the system call `nr`, -1 and errno on failure. */
 static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
 {
@@ -34,6 +39,7 @@ static long raw_syscall(long nr, long a, long b, long c, long d, long e, long f)
 	}
 	return rc;
 }
+#endif
 
 /* async-signal-safe: the calling thread runs under a seccomp filter or in strict mode
  * (/proc/thread-self/status: "Seccomp:" other than 0). Filters are per thread and
@@ -59,6 +65,7 @@ int pl_seccomp_filtered(void)
 	return *line == '1' || *line == '2';
 }
 
+#if defined(__x86_64__)
 /* Whether system call `nr` with first argument `op` installs a filter or strict mode. */
 static int installs_filter(long nr, long op)
 {
@@ -104,3 +111,5 @@ PL_EXPORT long syscall(long nr, ...)
 		filter_coming();
 	return raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
+
+#endif
