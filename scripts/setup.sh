@@ -9,7 +9,7 @@ pkgs=(
 	libclang-rt-dev
 	python3 python3-yappi
 	uftrace google-perftools libgoogle-perftools-dev
-	redis-tools valgrind tmux hyperfine afl++ procps
+	redis-tools valgrind tmux hyperfine afl++ procps stress
 	chromium chromium-driver python3-venv
 	zlib1g-dev golang-go clang-format
 	strace # tests/native toggle-*: no signal is sent for a refused pid

@@ -13,7 +13,8 @@ import subprocess
 import sys
 import tempfile
 
-from whole_check import check_tree, split
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from whole import check_tree, split
 
 MS = 1000000  # ns per tick
 

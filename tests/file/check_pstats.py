@@ -9,10 +9,12 @@ file's second marshal object, must load too and match.
 import io
 import json
 import marshal
+import os
 import pstats
 import sys
 
-from whole_check import check_tree, root_calls, split, task_node
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from whole import check_tree, root_calls, split, task_node
 
 
 def key(d):

@@ -1,10 +1,17 @@
-"""coprof_test: helpers shared by the integration-test drivers tests/native/run.py,
-tests/native/runtimes.py and tests/sample/run.py: check, wait_for, catches (a process
-handles a signal), load (a .pstat file's pstats dict and coprof extras), near (a time
-within a tolerance), base_env, toggle, toggle_window, sched_measured (what the sched
-sample measured), resp_windows (a resp server profiled in windows under
-redis-benchmark) and run_cases. Runs in the driver's process; reads COPROF_BIN and
-COPROF_ASAN_RUNTIME as meson sets them."""
+"""coprof_test: the one harness of the integration-test drivers (tests/*/run.py and the
+other drivers beside them).
+
+- Loading a profile: Profile (a .pstat file's pstats dict and coprof extras, its
+  whole-program tree checked once, by whole.py) and load (the same, as a pair).
+- Finding functions and tasks: funcs, one (a function by name, optionally in a file),
+  nc/tt/ct, tasks and task (a task's entry by name).
+- Running: check, wait_for, catches (a process handles a signal), base_env, toggle,
+  toggle_window, sched_measured (what the sched sample measured), resp_windows (a resp
+  server profiled in windows under redis-benchmark) and run_cases.
+
+Tests assert what is exact (calls, keys, tree shape, which task got which function,
+files, exit codes); tolerances on times and sampled shares are bench/'s. Runs in the
+driver's process; reads COPROF_BIN and COPROF_ASAN_RUNTIME as meson sets them."""
 import marshal
 import os
 import pstats
@@ -14,8 +21,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "file"))
-from whole_check import check_tree, split  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from whole import check_tree, split  # noqa: E402
 
 ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
 
@@ -54,19 +61,75 @@ def catches(pid, signo):
     return False
 
 
+class Profile:
+    """One coprof file: `stats`, pstats' dict of the program's own functions (the
+    whole-program tree's synthetic ones taken out, as coprof's reader does, once the
+    tree is checked); `extras`, coprof's second marshal object; `nodes`, {node name:
+    {callee key: edge}} of the tree's thread and task nodes."""
+
+    def __init__(self, path):
+        self.path = path
+        raw = pstats.Stats(path).stats
+        with open(path, "rb") as f:
+            marshal.load(f)
+            self.extras = marshal.load(f)
+        self.nodes = check_tree(raw, self.extras, lambda msg: check(False, "%s: %s" % (path, msg)))
+        self.stats = split(raw, self.extras)[0]
+
+    def funcs(self, name, file=None):
+        return funcs(self.stats, name, file)
+
+    def one(self, name, file=None):
+        return one(self.stats, name, file)[1]
+
+    def nc(self, name, file=None):
+        return self.one(name, file)[1]
+
+    def tt(self, name, file=None):
+        return self.one(name, file)[2]
+
+    def ct(self, name, file=None):
+        return self.one(name, file)[3]
+
+    def tasks(self):
+        return self.extras.get("tasks", [])
+
+    def task(self, name):
+        return task(self.extras, name)
+
+
 def load(path, nodes=None):
-    """(pstats dict, extras dict) of a coprof file. The whole-program tree snakeviz
-    draws is checked (tests/file/whole_check.py), then its synthetic functions are
-    taken out, as coprof's reader does; `nodes`, a dict, gets {node name: {callee key:
-    edge}} of the tree's thread and task nodes."""
-    stats = pstats.Stats(path).stats
-    with open(path, "rb") as f:
-        marshal.load(f)
-        extras = marshal.load(f)
-    found = check_tree(stats, extras, lambda msg: check(False, "%s: %s" % (path, msg)))
+    """(stats, extras) of a coprof file, as Profile reads them; `nodes`, a dict, gets
+    Profile's nodes."""
+    prof = Profile(path)
     if nodes is not None:
-        nodes.update(found)
-    return split(stats, extras)[0], extras
+        nodes.update(prof.nodes)
+    return prof.stats, prof.extras
+
+
+def funcs(stats, name, file=None):
+    """[(key, entry)] of the functions called `name` (or Class.name, or a path's last
+    part), in a file whose path holds `file` when it is given: a string, or a function
+    of the path."""
+    def in_file(path):
+        return file is None or (file(path) if callable(file) else file in path)
+    return [(k, v) for k, v in stats.items()
+            if (k[2] == name or k[2].endswith("." + name)) and in_file(k[0])]
+
+
+def one(stats, name, file=None):
+    """(key, entry) of the one function `funcs` finds; fails when there are none or more."""
+    found = funcs(stats, name, file)
+    check(len(found) == 1, "%s: %d entries, expected one (of %s)" % (
+        name, len(found), sorted({k[2] for k in stats})[:40]))
+    return found[0]
+
+
+def task(extras, name):
+    """The task table's entry of the one task called `name`."""
+    found = [t for t in extras.get("tasks", []) if t["name"] == name]
+    check(len(found) == 1, "task %s: %d found" % (name, len(found)))
+    return found[0]
 
 
 def base_env(**extra):

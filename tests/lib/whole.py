@@ -1,16 +1,20 @@
 """The whole-program tree in a coprof file's pstats dict, as snakeviz and gprof2dot see
-it (libprof/whole.h): shared by check_pstats.py and check_engine_dump.py, on every
-Python 3 (3.6+).
+it (libprof/whole.h): the one check of it, which every test that loads a coprof file
+runs (coprof_test.Profile, tests/file/check_pstats.py, check_engine_dump.py). Runs on
+every Python 3 (3.6+), as check_pstats.py does.
 
 split() gives the program's own functions back (what coprof's reader keeps), so the
 exact checks stay exact; check_tree() checks the synthetic part: one root nobody calls,
 every function reached from it, one node per thread and task hanging from the root,
-each node's ct the sum of its edges', and every call of every function either made by
+each node's ct the sum of its edges', at most MAX_TASKS task nodes (the rest in one),
+under the cpu clock in trace mode a root whose ct is the sum of every own time
+(design rule 10), and every call of every function either made by
 a real caller or hung from exactly one node (in sampled files, a function recursive
 through others hangs by the samples of the stacks it starts).
 """
 ROOT = ("~", 0, "<whole program>")
 EPS = 1e-9
+MAX_TASKS = 200  # CP_WHOLE_MAX_TASKS
 
 
 def split(stats, extras):
@@ -53,6 +57,15 @@ def check_tree(stats, extras, fail):
                 todo.append(k)
     if len(seen) != len(stats):
         fail("whole program: %d of %d functions reached from the root" % (len(seen), len(stats)))
+    ntasks, nthreads = len(extras.get("tasks", [])), len(extras.get("threads", []))
+    if len(synth) != 1 + nthreads + min(ntasks, MAX_TASKS) + (ntasks > MAX_TASKS):
+        fail("whole program: %d synthetic functions for %d threads and %d tasks"
+             % (len(synth), nthreads, ntasks))
+    if extras.get("clock") == "cpu" and extras.get("mode") == "trace":
+        own = sum(v[2] for v in stats.values())
+        if abs(stats[ROOT][3] - own) > 0.01 * own + 1e-6:
+            fail("whole program: cpu: the root's ct %.6f is not the sum of own times %.6f"
+                 % (stats[ROOT][3], own))
     nodes = {}
     for k in synth:
         cc, nc, tt, ct, callers = stats[k]
