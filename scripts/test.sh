@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh Debian 12 or 13 machine, as root: installs what is missing,
-# then builds and tests with gcc (every suite), with clang, and with AddressSanitizer
-# and UndefinedBehaviorSanitizer (all but 'slow' and 'hook-other'), and runs the fuzzers for a bounded time.
+# The test suite on a fresh Debian 12 or 13 machine, as root: installs what is missing,
+# builds, and runs a tier of the tests.
+#
+# usage: scripts/test.sh [--all]
+#   (none)  the per-change tier, what CI runs: the gcc build's unit, viewer, native and
+#           file tests and one Python fully, the other Pythons on a subset, and the
+#           AddressSanitizer+UBSan build on a subset (tests/tiers.py says which).
+#   --all   every test: the gcc build's every suite, clang's unit suite, the sanitizer
+#           build's all but 'slow' and 'hook-other', and the fuzzers for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+all=0
+case "${1:-}" in
+--all) all=1 ;;
+"") ;;
+*) echo "usage: scripts/test.sh [--all]" >&2; exit 2 ;;
+esac
 scripts/setup.sh
 
 status=0
@@ -11,6 +23,19 @@ rm -f build*/meson-logs/testlog.json
 run() {
 	echo "== $*"
 	"$@" || status=1
+}
+# The tests of a tier by name (tests/tiers.py), or every test with --all. Three at once:
+# most of them wait on their programs more than they compute, and each is made to pass
+# on a loaded machine.
+tier_test() {
+	local dir=$1 tier=$2
+	shift 2
+	if [ "$all" = 1 ]; then
+		run meson test -C "$dir" --print-errorlogs --num-processes 3 "$@"
+	else
+		mapfile -t names < <(python3 tests/tiers.py "$tier" "$dir")
+		run meson test -C "$dir" --print-errorlogs --num-processes 3 "${names[@]}"
+	fi
 }
 
 # The PyPI venvs the gcc build's tests use are made while it compiles (on a fresh
@@ -22,27 +47,35 @@ venvs=$!
 compile() { ninja -C "$1" >/dev/null; }
 run compile build
 wait $venvs || true
-run meson test -C build --print-errorlogs --num-processes 2
+tier_test build change
+builds=(build)
 
-run env CC=clang scripts/build.sh build-clang
-run meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit
+if [ "$all" = 1 ]; then
+	run env CC=clang scripts/build.sh build-clang
+	run meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit
+	builds+=(build-clang)
+fi
 
 run env CC=gcc scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
-# The sanitizers run every suite but 'slow' (the timing-heavy repeats of cases the
-# other suites already run: longer toggled windows, the RESP servers, the browser)
-# and 'hook-other' (the python cases again under the profile function, but on two
-# Pythons: tests/python/meson.build), both of which the gcc build runs.
+# The sanitizers never run 'slow' (the timing-heavy repeats of cases the other suites
+# already run: longer toggled windows, the RESP servers, the browser) nor 'hook-other'
+# (the python cases again under the profile function, but on two Pythons:
+# tests/python/meson.build), both of which the gcc build runs.
 # COPROF_VENV_DIR: the python greenlet cases use the gevent venvs the gcc build's tests
 # made (tests/python/run.py) rather than making their own with pip again.
-run env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	COPROF_VENV_DIR="$PWD/build" \
-	meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite slow \
-	--no-suite hook-other
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	COPROF_VENV_DIR="$PWD/build"
+tier_test build-asan asan --no-suite slow --no-suite hook-other
+unset ASAN_OPTIONS UBSAN_OPTIONS COPROF_VENV_DIR
+builds+=(build-asan)
 
-# Configured only: `meson test --suite fuzz` builds the two fuzzers and nothing else
-# (the rest of this clang build is build-clang's, which compiles everything).
-run env CC=clang scripts/build.sh --setup-only build-fuzz -Dfuzz=true -Dpreload=false
-run meson test -C build-fuzz --print-errorlogs --suite fuzz
+if [ "$all" = 1 ]; then
+	# Configured only: `meson test --suite fuzz` builds the two fuzzers and nothing else
+	# (the rest of this clang build is build-clang's, which compiles everything).
+	run env CC=clang scripts/build.sh --setup-only build-fuzz -Dfuzz=true -Dpreload=false
+	run meson test -C build-fuzz --print-errorlogs --suite fuzz
+	builds+=(build-fuzz)
+fi
 
-python3 scripts/test-summary.py build build-clang build-asan build-fuzz
+python3 scripts/test-summary.py "${builds[@]}"
 exit $status
