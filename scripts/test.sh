@@ -34,7 +34,8 @@ tier_test() {
 		run meson test -C "$dir" --print-errorlogs --num-processes 3 "$@"
 	else
 		mapfile -t names < <(python3 tests/tiers.py "$tier" "$dir")
-		run meson test -C "$dir" --print-errorlogs --num-processes 3 "${names[@]}"
+		echo "== meson test -C $dir: the ${#names[@]} tests of tier $tier (tests/tiers.py)"
+		meson test -C "$dir" --print-errorlogs --num-processes 3 "${names[@]}" || status=1
 	fi
 }
 
@@ -56,7 +57,9 @@ if [ "$all" = 1 ]; then
 	builds+=(build-clang)
 fi
 
-run env CC=gcc scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
+# Per change, configured only: `meson test` then builds what the tier's tests need.
+run env CC=gcc scripts/build.sh $([ "$all" = 1 ] || echo --setup-only) build-asan \
+	-Db_sanitize=address,undefined -Db_lundef=false
 # The sanitizers never run 'slow' (the timing-heavy repeats of cases the other suites
 # already run: longer toggled windows, the RESP servers, the browser) nor 'hook-other'
 # (the python cases again under the profile function, but on two Pythons:
