@@ -98,9 +98,10 @@ def check_sched_calls(prof, rounds=R, src=SCHED_SRC):
 def case_sched_cpu():
     """Counts and keys; three finished ucontext tasks on the main thread, resumed R + 1
     times, each holding its own work only; and, by the thread's CPU clock, what cannot
-    move with load: each task's and main's CPU are parts of the thread's (main holds
-    none of the tasks': its ct and the tasks' ttot add up to no more than the own times),
-    the own times no more than the thread's CPU."""
+    move with load: sched measured at least the CPU it was asked to burn, a task's time
+    holds its entry function's, main holds none of the tasks' (its ct and the tasks'
+    ttot add up to no more than the own times), the own times no more than the
+    thread's CPU."""
     prof, took, _ = sched("cpu")
     ex = prof.extras
     for name, want in (("crunch_work", 2 * R * CRUNCH / 1e3), ("sleeper_work", R * CRUNCH / 10 / 1e3)):
@@ -113,7 +114,7 @@ def case_sched_cpu():
         check(t["runtime"] == "ucontext" and t["state"] == "finished", f"task {t}")
         check(t["thread"] == ex["pid"], f"task thread {t['thread']} != pid {ex['pid']}")
         check(t["resumes"] == R + 1, f"{t['name']} resumed {t['resumes']} times, expected {R + 1}")
-        own, other = ("crunch_work", "sleeper_work")[::1 if t["name"] == "crunch" else -1]
+        own, other = ("crunch_work", "sleeper_work") if t["name"] == "crunch" else ("sleeper_work", "crunch_work")
         check(one(t["stats"], own)[1][1] == R and not funcs(t["stats"], other),
               f"{t['name']} stats {sorted(k[2] for k in t['stats'])}")
         check(t["ttot"] >= one(t["stats"], t["name"])[1][3] - 1e-6,
@@ -440,7 +441,8 @@ def case_toggle_answers():
         bench = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
                                 "-n", "200", "-c", "2", "-q"], capture_output=True, timeout=60)
         check(bench.returncode == 0, "redis-benchmark")
-        check(toggle(pid, "--stop", *TOGGLE_WAIT) == f"{pid}: profiling off; wrote {tmpl.replace('%n', '1')}", "stop writes 1")
+        check(toggle(pid, "--stop", *TOGGLE_WAIT) == f"{pid}: profiling off; wrote {tmpl.replace('%n', '1')}",
+              "stop writes 1")
         # back to back, no pause: 100 toggles give 50 windows, in order, none inverted
         bg = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
                                "-n", "100000000", "-c", "4", "-q", "-l"], stdout=subprocess.DEVNULL,

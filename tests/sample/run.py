@@ -215,7 +215,7 @@ def case_sched_cpu():
     check(sorted(t["name"] for t in tasks) == ["crunch", "crunch", "sleeper"], f"tasks {tasks}")
     check(not any(w for *_, w in ex["stacks"]), "no waiting stacks under cpu")
     for t in tasks:
-        own, other = ("crunch_work", "sleeper_work")[::1 if t["name"] == "crunch" else -1]
+        own, other = ("crunch_work", "sleeper_work") if t["name"] == "crunch" else ("sleeper_work", "crunch_work")
         check(funcs(t["stats"], own) and not funcs(t["stats"], other),
               f"{t['name']} task has {sorted(k[2] for k in t['stats'])}")
 
