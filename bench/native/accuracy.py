@@ -140,10 +140,16 @@ def rt_progs(kind):
             and os.path.exists(os.path.join(rt.TESTBIN, "rt-" + p))]
 
 
-def rt_run(prog, mode, clock):
+def rt_check(progs, mode, clock, measures):
+    """Each of `progs` profiled in `mode` under `clock` at the runtimes' full size:
+    (the Profiles, the values measures(rt, prof, work, tasks, prog) gives for each)."""
     rt = driver("tests/native/runtimes.py")
-    prof, work = rt.profile(prog, mode, clock, *rt.FULL)
-    return rt, prof, work, rt.tasks_by_work(prog, prof.extras)
+    profs, out = [], []
+    for prog in progs:
+        prof, work = rt.profile(prog, mode, clock, *rt.FULL)
+        profs.append(prof)
+        out += measures(rt, prof, work, rt.tasks_by_work(prog, prof.extras), prog)
+    return profs, out
 
 
 def rt_ttot(tasks, work, prog):
@@ -163,11 +169,8 @@ def rt_sampled_work(rt, tasks, work, prog):
 def runtime_trace_cpu():
     """runtime-*-trace-cpu: task time and the entry's ct against the work; task_yield's
     own time under cpu below a tenth of the work."""
-    profs, out = [], []
-    for prog in rt_progs("hooked"):
-        rt, prof, work, tasks = rt_run(prog, "trace", "cpu")
-        profs.append(prof)
-        out += rt_ttot(tasks, work, prog)
+    def measures(rt, prof, work, tasks, prog):
+        out = rt_ttot(tasks, work, prog)
         rounds, heavy, light = rt.FULL
         for k, nominal in (("heavy", heavy), ("light", light)):
             out.append(near(f"{k}_task ct vs its work", rt.fn(tasks[k], k + "_task")[3], work[k],
@@ -175,81 +178,67 @@ def runtime_trace_cpu():
             out.append(at_most(f"{k}: task_yield tt under cpu", rt.fn(tasks[k], "task_yield")[2],
                                0.1 * rounds * nominal + work["outside"], "s",
                                "< 10% of the work (+ CPU outside it)", prog))
-    return profs, out
+        return out
+    return rt_check(rt_progs("hooked"), "trace", "cpu", measures)
 
 
 def runtime_trace_wall():
     """runtime-*-trace-wall: light_task's own time is not its wait (below a fifth)."""
-    profs, out = [], []
-    for prog in rt_progs("hooked"):
-        rt, prof, work, tasks = rt_run(prog, "trace", "wall")
-        profs.append(prof)
-        f = tasks["light"]
-        wait = rt.fn(f, rt.SWITCHER[prog])[2]
-        out.append(at_most("light_task tt / its wait", rt.fn(f, "light_task")[2] / wait, 0.2, "x", label=prog))
-    return profs, out
+    def measures(rt, prof, work, tasks, prog):
+        light = tasks["light"]
+        return [at_most("light_task tt / its wait",
+                        rt.fn(light, "light_task")[2] / rt.fn(light, rt.SWITCHER[prog])[2], 0.2, "x", label=prog)]
+    return rt_check(rt_progs("hooked"), "trace", "wall", measures)
 
 
 def runtime_sample_cpu():
     """runtime-*-sample-cpu: task times and sampled work against the work."""
-    profs, out = [], []
-    for prog in rt_progs("hooked"):
-        rt, prof, work, tasks = rt_run(prog, "sample", "cpu")
-        profs.append(prof)
-        out += rt_ttot(tasks, work, prog) + rt_sampled_work(rt, tasks, work, prog)
-    return profs, out
+    def measures(rt, prof, work, tasks, prog):
+        return rt_ttot(tasks, work, prog) + rt_sampled_work(rt, tasks, work, prog)
+    return rt_check(rt_progs("hooked"), "sample", "cpu", measures)
 
 
 def runtime_sample_wall():
     """runtime-*-sample-wall (and fiber-plain's wall): each task's wall time at least
     the heavy one's work; the light one's waits at the switch at least 80% of the heavy
     one's work while it waits; the heavy one waits less than the light one."""
-    profs, out = [], []
-    for prog in rt_progs("hooked") + [p for p in rt_progs("plain") if p.startswith("fiber")]:
-        rt, prof, work, tasks = rt_run(prog, "sample", "wall")
-        profs.append(prof)
+    def measures(rt, prof, work, tasks, prog):
         rounds, heavy, _ = rt.FULL
-        for k in ("heavy", "light"):
-            out.append(at_least(f"{k} task ttot under wall", tasks[k]["ttot"], rounds * heavy, "s", label=prog))
-        waits = rt.wait_ticks(prof.extras, tasks["light"])
+        out = [at_least(f"{k} task ttot under wall", tasks[k]["ttot"], rounds * heavy, "s", label=prog)
+               for k in ("heavy", "light")]
         want = rt.yielded_where(prog)
-        yielded = sum(n for names, n in waits.items() if names[:2] == want)
+        yielded = sum(n for names, n in rt.wait_ticks(prof.extras, tasks["light"]).items() if names[:2] == want)
         out.append(at_least("light's wait ticks where it yielded", yielded, 0.8 * (rounds - 1) * heavy * rt.HZ,
                             "ticks", label=prog))
         hwait = sum(rt.wait_ticks(prof.extras, tasks["heavy"]).values())
         out.append(at_most("heavy's wait ticks / light's", hwait / yielded if yielded else math.inf, 1 - 1e-9,
                            "x", "< 1", prog))
-    return profs, out
+        return out
+    progs = rt_progs("hooked") + [p for p in rt_progs("plain") if p.startswith("fiber")]
+    return rt_check(progs, "sample", "wall", measures)
 
 
 def runtime_plain_cpu():
     """runtime-*-plain-sample-cpu: no hooks. Task times against the work, the light
     one's share of the two within 5 points of its work's, sampled work as with hooks."""
-    profs, out = [], []
-    for prog in rt_progs("plain"):
-        rt, prof, work, tasks = rt_run(prog, "sample", "cpu")
-        profs.append(prof)
-        out += rt_ttot(tasks, work, prog) + rt_sampled_work(rt, tasks, work, prog)
+    def measures(rt, prof, work, tasks, prog):
         got = 100 * tasks["light"]["ttot"] / (tasks["light"]["ttot"] + tasks["heavy"]["ttot"])
         want = 100 * work["light"] / (work["light"] + work["heavy"])
-        out.append(between("light's share - its work's", got - want, -5, 5, "points", "±5", prog))
-    return profs, out
+        return rt_ttot(tasks, work, prog) + rt_sampled_work(rt, tasks, work, prog) + [
+            between("light's share - its work's", got - want, -5, 5, "points", "±5", prog)]
+    return rt_check(rt_progs("plain"), "sample", "cpu", measures)
 
 
 def runtime_plain_wall():
     """runtime-*-plain-sample-wall but fiber's: each task at least 90% of its work, the
     light one under half the heavy one's time (its waits are not seen)."""
-    profs, out = [], []
-    for prog in [p for p in rt_progs("plain") if not p.startswith("fiber")]:
-        rt, prof, work, tasks = rt_run(prog, "sample", "wall")
-        profs.append(prof)
+    def measures(rt, prof, work, tasks, prog):
         rounds, heavy, light = rt.FULL
-        for k, nominal in (("heavy", heavy), ("light", light)):
-            out.append(at_least(f"{k} task ttot / its work", tasks[k]["ttot"] / (rounds * nominal), 0.9, "x",
-                                label=prog))
-        out.append(at_most("light ttot / heavy ttot", tasks["light"]["ttot"] / tasks["heavy"]["ttot"], 0.5, "x",
-                           label=prog))
-    return profs, out
+        out = [at_least(f"{k} task ttot / its work", tasks[k]["ttot"] / (rounds * nominal), 0.9, "x", label=prog)
+               for k, nominal in (("heavy", heavy), ("light", light))]
+        return out + [at_most("light ttot / heavy ttot", tasks["light"]["ttot"] / tasks["heavy"]["ttot"], 0.5, "x",
+                              label=prog)]
+    return rt_check([p for p in rt_progs("plain") if not p.startswith("fiber")], "sample", "wall", measures)
 
 
 # --- tests/native/safety.py ----------------------------------------------------------
