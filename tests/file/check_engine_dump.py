@@ -5,7 +5,6 @@ usage: check_engine_dump.py ENGINE_DUMP
 Runs ENGINE_DUMP into a temporary directory, then loads wall.pstat and cpu.pstat.
 """
 import io
-import marshal
 import os
 import pstats
 import shutil
@@ -14,7 +13,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from whole import check_tree, split
+from coprof_test import Profile  # noqa: E402
 
 MS = 1000000  # ns per tick
 
@@ -54,8 +53,8 @@ WHOLE = {
 }
 
 
-def check_whole(stats, ex, clock):
-    nodes = check_tree(stats, ex, fail)
+def check_whole(stats, nodes, clock):
+    """The whole-program tree's nodes (as Profile found them) and its root."""
     if len(nodes) != 3:
         fail("%s: whole-program nodes %r, expected tasks A, B and the thread" % (clock, list(nodes)))
     for prefix, (callee, tt, ct) in WHOLE[clock].items():
@@ -71,13 +70,14 @@ def check_whole(stats, ex, clock):
 
 def check(path, clock):
     col = 0 if clock == "wall" else 2
+    try:
+        prof = Profile(path)
+    except AssertionError as e:
+        fail(str(e))
     out = io.StringIO()
     st = pstats.Stats(path, stream=out)
-    with open(path, "rb") as f:
-        marshal.load(f)
-        ex = marshal.load(f)
-    check_whole(st.stats, ex, clock)
-    own = split(st.stats, ex)[0]
+    ex, own = prof.extras, prof.stats
+    check_whole(st.stats, prof.nodes, clock)
     want = {}
     for name, row in TABLE.items():
         callers = {}

@@ -4,7 +4,9 @@ usage: check_pstats.py FILE.pstat FILE.json
 Run by every Python 3 on the machine (3.6+): pstats.Stats must load the file, hold
 exactly the expected numbers and callers (caller tuples in cProfile's (nc, cc, tt, ct)
 order), and print_stats/print_callers/print_callees must run. The coprof extras, the
-file's second marshal object, must load too and match.
+file's second marshal object, must load too and match. The file is loaded as every
+test loads one (coprof_test.Profile, which checks the whole-program tree), so
+coprof_test and whole.py must import on Python 3.6.
 """
 import io
 import json
@@ -14,7 +16,8 @@ import pstats
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from whole import check_tree, root_calls, split, task_node
+from coprof_test import Profile  # noqa: E402
+from whole import root_calls, split, task_node  # noqa: E402
 
 
 def key(d):
@@ -75,10 +78,10 @@ def check_extras(ex, exp):
         fail("stacks %r != expected %r" % (stacks, want))
 
 
-def check_whole(stats, extras, exp):
-    """Each task's node calls only that task's roots, no more often than the task made
-    root calls (the sample's task tables claim more than its top-level dict holds)."""
-    nodes = check_tree(stats, extras, fail)
+def check_whole(nodes, exp):
+    """Each task's node (of the whole-program tree Profile checked) calls only that
+    task's roots, no more often than the task made root calls (the sample's task tables
+    claim more than its top-level dict holds)."""
     for t in exp["extras"]["tasks"]:
         want = root_calls({key(f): (f["cc"], f["nc"], f["tt"], f["ct"],
                                     {key(c): (c["nc"], c["cc"], c["tt"], c["ct"])
@@ -103,11 +106,15 @@ def main():
         first = marshal.load(f)
         extras = marshal.load(f)
         rest = f.read()
+    try:
+        prof = Profile(path)
+    except AssertionError as e:
+        fail(str(e))
+    # The program's own functions, exactly; then the whole-program tree around them.
+    check_stats(prof.stats, exp["stats"], "pstats")
+    check_whole(prof.nodes, exp)
     out = io.StringIO()
     st = pstats.Stats(path, stream=out)
-    # The program's own functions, exactly; then the whole-program tree around them.
-    check_stats(split(st.stats, extras)[0], exp["stats"], "pstats")
-    check_whole(st.stats, extras, exp)
     st.strip_dirs().sort_stats("cumulative").print_stats()
     st.print_callers()
     st.print_callees()

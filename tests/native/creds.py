@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import ASAN, base_env, catches, check, load, run_cases, toggle, wait_for  # noqa: E402
+from coprof_test import ASAN, Profile, base_env, catches, check, run_cases, toggle, wait_for  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -68,27 +68,24 @@ def workers(stdout, n):
     return found
 
 
-def names(stats):
-    return {k[2] for k in stats}
-
-
 def check_file(path, uid, own, others, min_ct=None):
     """path exists, is a regular file owned by uid (its group too), readable by all (the
-    umask is 022), loads in pstats with coprof's extras, holds `own` and none of `others`."""
+    umask is 022), loads in pstats with coprof's extras, holds `own` and none of
+    `others`; `own` holds at least min_ct seconds when given (CPU a worker burnt, under
+    the cpu clock: whatever the load). Returns its Profile."""
     check(os.path.isfile(path), f"{path} was not written")
     st = os.lstat(path)
     check(stat.S_ISREG(st.st_mode), f"{path}: not a regular file")
     check(st.st_uid == uid and st.st_gid == uid, f"{path}: owned by {st.st_uid}:{st.st_gid}, expected {uid}")
     check(stat.S_IMODE(st.st_mode) == 0o644, f"{path}: mode {stat.S_IMODE(st.st_mode):o}")
-    stats, ex = load(path)
-    have = names(stats)
-    check(own in have, f"{path}: no {own} in {sorted(have)}")
+    prof = Profile(path)
+    check(prof.funcs(own), f"{path}: no {own} in {sorted(k[2] for k in prof.stats)}")
     for o in others:
-        check(o not in have, f"{path}: holds {o}, another process's work")
+        check(not prof.funcs(o), f"{path}: holds {o}, another process's work")
     if min_ct is not None:
-        ct = max(v[3] for k, v in stats.items() if k[2] == own)
+        ct = max(v[3] for k, v in prof.funcs(own))
         check(ct >= min_ct, f"{path}: {own} ct {ct:.3f} s, expected at least {min_ct:.3f} s")
-    return stats, ex
+    return prof
 
 
 def no_leftovers(d):
@@ -131,9 +128,9 @@ def dropped(mode, how="setuid", ms=200):
     check(len(files) == 5, f"expected 5 files (master, 4 workers): {files}")
     min_ct = 0.5 * ms / 1000 if mode == "trace" else None
     for i, pid in pids.items():
-        _, ex = check_file(tmpl.replace("%p", str(pid)), NOBODY, WORKS[i],
-                           [w for w in WORKS if w != WORKS[i]] + ["master_work"], min_ct)
-        check(ex["pid"] == pid, f"worker {i}'s file says pid {ex['pid']}")
+        prof = check_file(tmpl.replace("%p", str(pid)), NOBODY, WORKS[i],
+                          [w for w in WORKS if w != WORKS[i]] + ["master_work"], min_ct)
+        check(prof.extras["pid"] == pid, f"worker {i}'s file says pid {prof.extras['pid']}")
     master = [f for f in files if int(f.split(".")[-2]) not in pids.values()]
     check(len(master) == 1, f"master's file among {files}")
     check_file(master[0], 0, "master_work", WORKS)
@@ -486,17 +483,16 @@ http {{
     for path in worker_files:
         # ngx_worker_process_cycle is static (Debian's nginx keeps only its dynamic
         # symbols); the event loop it runs is not
-        stats, ex = check_file(path, NOBODY, "ngx_process_events_and_timers", [])
-        check(ex["mode"] == "sample", f"{path}: mode {ex['mode']}")
-        if names(stats) & NGX_REQUEST:
+        prof = check_file(path, NOBODY, "ngx_process_events_and_timers", [])
+        check(prof.extras["mode"] == "sample", f"{path}: mode {prof.extras['mode']}")
+        if {k[2] for k in prof.stats} & NGX_REQUEST:
             served += 1
     check(served >= 1, "no worker file holds request work (ngx_http_process_request...)")
     master = glob.glob(os.path.join(out, "n.*.pstat"))
     master = [f for f in master if f not in worker_files]
     check(len(master) == 1, f"the master's file among {os.listdir(out)}")
-    stats, _ = check_file(master[0], 0, "ngx_master_process_cycle", [])
-    check(not names(stats) & NGX_REQUEST,
-          f"the master's file holds request work: {sorted(names(stats) & NGX_REQUEST)}")
+    request = {k[2] for k in check_file(master[0], 0, "ngx_master_process_cycle", []).stats} & NGX_REQUEST
+    check(not request, f"the master's file holds request work: {sorted(request)}")
     no_leftovers(out)
 
 

@@ -2,8 +2,11 @@
 """run.py CASE: one integration test of the native shim on a real process.
 
 Runs a sample (or a test program) under `coprof record` or LD_PRELOAD, reads the
-profile back with pstats and the coprof extras (the file's second marshal object),
-and asserts on them. Paths come from the environment meson sets (COPROF_*)."""
+profile back (coprof_test.Profile: pstats and the coprof extras, the file's second
+marshal object) and asserts what is exact: call counts, keys, callers, which task ran
+what, files, exit codes, and inequalities that hold whatever the load. How close
+times come to what the programs measured is bench/native/accuracy.py's, on these same
+workloads at their full size. Paths come from the environment meson sets (COPROF_*)."""
 import errno
 import glob
 import os
@@ -18,8 +21,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import (ASAN, base_env, catches, check, load, near, resp_windows,  # noqa: E402
-                         run_cases, sched_measured, toggle, toggle_window, wait_for)
+from coprof_test import (ASAN, Profile, base_env, catches, check, funcs, load, one,  # noqa: E402
+                         resp_windows, run_cases, sched_measured, toggle, wait_for)
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.environ["COPROF_PRELOAD_LIB"]
@@ -27,6 +30,9 @@ SAMPLES = os.environ["COPROF_SAMPLES"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
 SRC = os.environ["COPROF_SRC"]
 TMP = tempfile.mkdtemp(prefix="coprof-native-")
+# `coprof toggle`'s wait for the program's answer (10 s by default), for machines
+# loaded enough to starve the program's control thread (a sanitizer build under load)
+TOGGLE_WAIT = ("--timeout", "25")
 
 
 def preload_env(**extra):
@@ -46,25 +52,6 @@ def record(opts, cmd, timeout=60, check=True, env=None):
     return run([BIN, "record"] + opts + ["--"] + cmd, env or base_env(), timeout, check)
 
 
-def by_name(stats, name):
-    found = [(k, v) for k, v in stats.items() if k[2] == name]
-    if len(found) != 1:
-        raise AssertionError(f"{name}: {len(found)} entries in {sorted(k[2] for k in stats)}")
-    return found[0]
-
-
-def nc(stats, name):
-    return by_name(stats, name)[1][1]
-
-
-def tt(stats, name):
-    return by_name(stats, name)[1][2]
-
-
-def ct(stats, name):
-    return by_name(stats, name)[1][3]
-
-
 def def_line(path, name):
     """The line of a C function's definition in a source file."""
     with open(path) as f:
@@ -79,82 +66,92 @@ def coprof_lines(stderr):
 
 
 SCHED_SRC = os.path.join(SRC, "samples/native/sched.c")
-R = 5  # rounds; crunch 20 ms, nap 10 ms
+# sched's size here: R rounds, crunch 10 ms, nap 5 ms (the sleeper burns crunch/10);
+# bench/native/accuracy.py runs it at 5 rounds, 20 ms, 10 ms
+R, CRUNCH, NAP = 5, 10, 5
+# What a switch's own code may be counted twice for, on both sides of it: ~10 us in all
+# for sched's 18 switches here, 5 ms allowed (for a sanitizer build's slower hooks)
+SWITCHES_EPS = 0.005
 
 
-def check_sched_calls(stats, src=SCHED_SRC):
-    want = {"main": 1, "run_scheduler": 1, "crunch": 2, "sleeper": 1, "crunch_work": 2 * R,
-            "sleeper_work": R, "burn_cpu": 3 * R, "nap": 3 * R, "task_yield": 3 * R, "spawn": 3}
+def sched(clock, rounds=R, crunch=CRUNCH, nap=NAP, exe="sched"):
+    """`samples/native/EXE ROUNDS CRUNCH NAP` traced under `clock`: (Profile, what the
+    program measured (coprof_test.sched_measured), the wall seconds record took)."""
+    out = os.path.join(TMP, f"{exe}-{clock}.pstat")
+    t0 = time.time()
+    p = record(["-c", clock, "-o", out], [os.path.join(SAMPLES, exe), str(rounds), str(crunch), str(nap)])
+    elapsed = time.time() - t0
+    return Profile(out), sched_measured(p.stdout), elapsed
+
+
+def check_sched_calls(prof, rounds=R, src=SCHED_SRC):
+    want = {"main": 1, "run_scheduler": 1, "crunch": 2, "sleeper": 1, "crunch_work": 2 * rounds,
+            "sleeper_work": rounds, "burn_cpu": 3 * rounds, "nap": 3 * rounds, "task_yield": 3 * rounds,
+            "spawn": 3}
     for name, n in want.items():
-        key, _ = by_name(stats, name)
-        check(nc(stats, name) == n, f"{name}: nc {nc(stats, name)}, expected {n}")
+        key, _ = one(prof.stats, name)
+        check(prof.nc(name) == n, f"{name}: nc {prof.nc(name)}, expected {n}")
         check(key[0].endswith("samples/native/sched.c") and key[0].startswith("/"), f"{name}: file {key[0]}")
         check(key[1] == def_line(src, name), f"{name}: line {key[1]}, expected {def_line(src, name)}")
 
 
 def case_sched_cpu():
-    out = os.path.join(TMP, "cpu.pstat")
-    p = record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "sched"), str(R), "20", "10"])
-    took = sched_measured(p.stdout)
-    for name, want in (("crunch_work", 2 * R * 0.020), ("sleeper_work", R * 0.002)):
+    """Counts and keys; three finished ucontext tasks on the main thread, resumed R + 1
+    times, each holding its own work only; and, by the thread's CPU clock, what cannot
+    move with load: sched measured at least the CPU it was asked to burn, a task's time
+    holds its entry function's, main holds none of the tasks' (its ct and the tasks'
+    ttot add up to no more than the own times), the own times no more than the
+    thread's CPU."""
+    prof, took, _ = sched("cpu")
+    ex = prof.extras
+    for name, want in (("crunch_work", 2 * R * CRUNCH / 1e3), ("sleeper_work", R * CRUNCH / 10 / 1e3)):
         check(took[name] >= want, f"sched measured {name} {took[name]:.4f} s, below {want:.4f}")
-    stats, ex = load(out)
-    check_sched_calls(stats)
+    check_sched_calls(prof)
     check(ex["clock"] == "cpu" and ex["mode"] == "trace", f"clock/mode {ex['clock']}/{ex['mode']}")
-    near(ct(stats, "crunch_work"), took["crunch_work"], 0.10, "crunch_work ct")
-    # 2 ms a call: under the sanitizer build the hooks around burn_cpu's own instrumented
-    # calls cost ~10x, and that fixed cost shows on so short a span; crunch_work keeps
-    # the issue's 10% everywhere
-    near(ct(stats, "sleeper_work"), took["sleeper_work"], 0.25 if ASAN else 0.10, "sleeper_work ct")
-    # the driver's clock stops while its coroutines run: main holds the scheduler's own
-    # CPU time (as sched measured it, plus the hooks') and none of the tasks' 210 ms
-    check(ct(stats, "main") < took["scheduler"] + 0.02,
-          f"main ct {ct(stats, 'main'):.3f} s includes coroutine work (the scheduler took "
-          f"{took['scheduler']:.3f} s)")
     tasks = ex["tasks"]
     check(sorted(t["name"] for t in tasks) == ["crunch", "crunch", "sleeper"], f"tasks {tasks}")
-    crunch_ttot = sorted(t["ttot"] for t in tasks if t["name"] == "crunch")
-    for got, want in zip(crunch_ttot, took["crunch"]):
-        near(got, want, 0.10, "crunch task ttot")
     for t in tasks:
         check(t["runtime"] == "ucontext" and t["state"] == "finished", f"task {t}")
         check(t["thread"] == ex["pid"], f"task thread {t['thread']} != pid {ex['pid']}")
         check(t["resumes"] == R + 1, f"{t['name']} resumed {t['resumes']} times, expected {R + 1}")
-        names = {k[2]: v for k, v in t["stats"].items()}
-        if t["name"] == "crunch":
-            check(names["crunch_work"][1] == R and "sleeper_work" not in names, f"crunch stats {names.keys()}")
-        else:
-            near(t["ttot"], took["sleeper"], 0.25 if ASAN else 0.10, "sleeper task ttot")
-            check(names["sleeper_work"][1] == R and "crunch_work" not in names, f"sleeper stats {names.keys()}")
-    # rule 10: own times add up to the thread's CPU time
-    total_tt = sum(v[2] for v in stats.values())
+        own, other = ("crunch_work", "sleeper_work") if t["name"] == "crunch" else ("sleeper_work", "crunch_work")
+        check(one(t["stats"], own)[1][1] == R and not funcs(t["stats"], other),
+              f"{t['name']} stats {sorted(k[2] for k in t['stats'])}")
+        check(t["ttot"] >= one(t["stats"], t["name"])[1][3] - 1e-6,
+              f"{t['name']} ttot {t['ttot']:.4f} s < its entry's ct")
+    # the driver's clock stops while its coroutines run: main's ct and the tasks' time
+    # do not overlap but for the switches' few microseconds (main holding the tasks'
+    # work would count its 105 ms twice)
+    total_tt = sum(v[2] for v in prof.stats.values())
+    in_tasks = sum(t["ttot"] for t in tasks)
+    check(prof.ct("main") + in_tasks <= total_tt + SWITCHES_EPS,
+          f"main ct {prof.ct('main'):.4f} s + tasks {in_tasks:.4f} s > all own time {total_tt:.4f} s")
+    # rule 10: own times are the thread's CPU time
     thread = [t for t in ex["threads"] if t["tid"] == ex["pid"]][0]
-    near(total_tt, thread["ttot"], 0.05, "sum of tt vs the thread's ttot")
+    check(total_tt <= thread["ttot"] + SWITCHES_EPS,
+          f"sum of tt {total_tt:.4f} s > the thread's ttot {thread['ttot']:.4f}")
 
 
 def case_sched_wall():
-    out = os.path.join(TMP, "wall.pstat")
-    t0 = time.time()
-    record(["-c", "wall", "-o", out], [os.path.join(SAMPLES, "sched"), str(R), "20", "10"])
-    elapsed = time.time() - t0
-    stats, ex = load(out)
-    check_sched_calls(stats)
-    check(ex["clock"] == "wall", "clock")
-    waits = 2 * R * 0.010 + R * 0.030
-    check(tt(stats, "task_yield") >= 0.9 * waits,
-          f"task_yield tt {tt(stats, 'task_yield'):.3f} s does not hold the waits ({waits:.3f} s)")
-    check(ct(stats, "main") <= elapsed and ct(stats, "main") >= 0.9 * (waits / 2),
-          f"main ct {ct(stats, 'main'):.3f} s")
-    for t in ex["tasks"]:
+    """Counts and keys; by the wall clock, the naps are at least their length: the
+    task_yield calls that wait hold them (rule 5), a crunch task's ttot its burns and
+    naps; main's ct is no more than the run."""
+    prof, _, elapsed = sched("wall")
+    check_sched_calls(prof)
+    check(prof.extras["clock"] == "wall", "clock")
+    waits = (2 * R * NAP + R * 3 * NAP) / 1e3
+    check(prof.tt("task_yield") >= 0.9 * waits,
+          f"task_yield tt {prof.tt('task_yield'):.3f} s does not hold the waits ({waits:.3f} s)")
+    check(prof.ct("main") <= elapsed, f"main ct {prof.ct('main'):.3f} s, the run took {elapsed:.3f} s")
+    for t in prof.extras["tasks"]:
         if t["name"] == "crunch":
-            check(t["ttot"] >= 0.9 * R * 0.030, f"crunch wall ttot {t['ttot']:.3f} s misses its naps")
+            check(t["ttot"] >= 0.9 * R * (CRUNCH + NAP) / 1e3, f"crunch wall ttot {t['ttot']:.3f} s misses its naps")
 
 
 def case_sched_nopie():
-    out = os.path.join(TMP, "nopie.pstat")
-    record(["-o", out], [os.path.join(SAMPLES, "sched-nopie"), str(R), "5", "2"])
-    stats, _ = load(out)
-    check_sched_calls(stats)
+    """A program built without PIE: the same counts, keys and lines."""
+    prof, _, _ = sched("cpu", crunch=5, nap=2, exe="sched-nopie")
+    check_sched_calls(prof)
 
 
 def case_record_status():
@@ -184,14 +181,23 @@ def case_record_status():
 
 
 def case_toggle_windows():
+    """Three windows toggled on and off, 0.3 s each: three files, each with crunch_work
+    and ucontext tasks, each window at least 0.1 s long and within the two toggles that
+    opened and closed it (a toggle returns once the program has done it)."""
     n = 3
     tmpl = os.path.join(TMP, "w.%n.pstat")
     cmd = [BIN, "record", "--no-start", "-o", tmpl, "--", os.path.join(SAMPLES, "sched"), "100000", "3", "2"]
     p = subprocess.Popen(cmd, env=base_env(), cwd=TMP, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    spans = {}
     try:
-        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 20, "the toggle handler")
+        wait_for(lambda: catches(p.pid, signal.SIGUSR2), 60, "the toggle handler")
         for i in range(1, n + 1):
-            toggle_window(p.pid, tmpl, i, 0.3)
+            before = time.time()
+            toggle(p.pid, *TOGGLE_WAIT)
+            time.sleep(0.3)
+            toggle(p.pid, *TOGGLE_WAIT)
+            spans[i] = (before, time.time())
+            wait_for(lambda: os.path.exists(tmpl.replace("%n", str(i))), 60, f"window {i}")
         time.sleep(0.3)
         check(p.poll() is None, "the program died")
     finally:
@@ -199,12 +205,14 @@ def case_toggle_windows():
         p.wait()
     files = sorted(glob.glob(os.path.join(TMP, "w.*.pstat")))
     check(len(files) == n, f"{n} toggles on and off gave {files}")
-    for f in files:
-        stats, ex = load(f)
-        check(nc(stats, "crunch_work") >= 1, f"{f}: crunch_work not seen")
+    for i in range(1, n + 1):
+        prof = Profile(tmpl.replace("%n", str(i)))
+        ex = prof.extras
+        check(prof.nc("crunch_work") >= 1, f"window {i}: crunch_work not seen")
         check(len(ex["tasks"]) >= 1 and all(t["runtime"] == "ucontext" for t in ex["tasks"]),
-              f"{f}: tasks {ex['tasks']}")
-        check(0.1 < ex["stop"] - ex["start"] < 5, f"{f}: window {ex['stop'] - ex['start']:.3f} s")
+              f"window {i}: tasks {ex['tasks']}")
+        check(ex["stop"] - ex["start"] > 0.1 and spans[i][0] - 1e-3 <= ex["start"] and ex["stop"] <= spans[i][1] + 1e-3,
+              f"window {i}: {ex['start']:.3f} to {ex['stop']:.3f}, toggled from {spans[i][0]:.3f} to {spans[i][1]:.3f}")
 
 
 def case_fork_exec():
@@ -217,14 +225,14 @@ def case_fork_exec():
     files = {int(re.search(r"f\.(\d+)\.pstat", f).group(1)) for f in glob.glob(os.path.join(TMP, "f.*.pstat"))}
     check(len(files) == 3 and set(kids) <= files, f"files for pids {files}, children {kids}")
     parent = (files - set(kids)).pop()
-    stats, ex = load(out.replace("%p", str(parent)))
-    check(ex["pid"] == parent and nc(stats, "parent_work") == 2, "parent's profile")
-    check(not any(k[2] == "child_work" for k in stats), "the parent's profile has the child's work")
-    stats, ex = load(out.replace("%p", str(kids[0])))
-    check(ex["pid"] == kids[0] and nc(stats, "child_work") == 3, "child's profile")
-    check(not any(k[2] == "parent_work" for k in stats), "the child kept its parent's data")
-    stats, ex = load(out.replace("%p", str(kids[1])))
-    check(nc(stats, "crunch_work") == 2, "the exec'd sample profiled itself")
+    prof = Profile(out.replace("%p", str(parent)))
+    check(prof.extras["pid"] == parent and prof.nc("parent_work") == 2, "parent's profile")
+    check(not prof.funcs("child_work"), "the parent's profile has the child's work")
+    prof = Profile(out.replace("%p", str(kids[0])))
+    check(prof.extras["pid"] == kids[0] and prof.nc("child_work") == 3, "child's profile")
+    check(not prof.funcs("parent_work"), "the child kept its parent's data")
+    prof = Profile(out.replace("%p", str(kids[1])))
+    check(prof.nc("crunch_work") == 2, "the exec'd sample profiled itself")
     # no descriptor of the shim survives exec (the image below runs without it)
     p = run([os.path.join(TESTBIN, "forker"), "env", "-u", "LD_PRELOAD", "ls", "-1", "/proc/self/fd"], env)
     fds = {int(l) for l in p.stdout.split("\n") if l.strip().isdigit()}
@@ -271,8 +279,8 @@ def case_own_signal():
         check("ownsig: caught 3" in p.stdout, f"{how}: the program's handler lost: {p.stdout!r}")
         lines = coprof_lines(p.stderr)
         check(len(lines) == 1 and "own handler" in lines[0], f"{how}: stderr {p.stderr!r}")
-        stats, _ = load(out)
-        check(nc(stats, "work") == 3 and nc(stats, "on_usr2") == 3, f"{how}: profile")
+        prof = Profile(out)
+        check(prof.nc("work") == 3 and prof.nc("on_usr2") == 3, f"{how}: profile")
     # another toggle signal: nothing to say
     p = run([os.path.join(TESTBIN, "ownsig")], preload_env(COPROF_SIGNAL="USR1", COPROF_OUT="o.pstat"))
     check("ownsig: caught 3" in p.stdout and coprof_lines(p.stderr) == [], f"USR1: {p.stdout!r} {p.stderr!r}")
@@ -427,13 +435,14 @@ def case_toggle_answers():
     try:
         wait_for(lambda: control_seen(p.pid), 20, "the control thread")
         pid = p.pid
-        check(toggle(pid, "--stop") == f"{pid}: profiling is already off; nothing sent", "stop when off")
-        check(toggle(pid, "--start") == f"{pid}: profiling on", "start")
-        check(toggle(pid, "--start") == f"{pid}: profiling is already on; nothing sent", "start when on")
+        check(toggle(pid, "--stop", *TOGGLE_WAIT) == f"{pid}: profiling is already off; nothing sent", "stop when off")
+        check(toggle(pid, "--start", *TOGGLE_WAIT) == f"{pid}: profiling on", "start")
+        check(toggle(pid, "--start", *TOGGLE_WAIT) == f"{pid}: profiling is already on; nothing sent", "start when on")
         bench = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
                                 "-n", "200", "-c", "2", "-q"], capture_output=True, timeout=60)
         check(bench.returncode == 0, "redis-benchmark")
-        check(toggle(pid, "--stop") == f"{pid}: profiling off; wrote {tmpl.replace('%n', '1')}", "stop writes 1")
+        check(toggle(pid, "--stop", *TOGGLE_WAIT) == f"{pid}: profiling off; wrote {tmpl.replace('%n', '1')}",
+              "stop writes 1")
         # back to back, no pause: 100 toggles give 50 windows, in order, none inverted
         bg = subprocess.Popen(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
                                "-n", "100000000", "-c", "4", "-q", "-l"], stdout=subprocess.DEVNULL,
@@ -441,8 +450,8 @@ def case_toggle_answers():
         written = 1
         try:
             for i in range(50):
-                check(toggle(pid) == f"{pid}: profiling on", f"window {i} opens")
-                out = toggle(pid)
+                check(toggle(pid, *TOGGLE_WAIT) == f"{pid}: profiling on", f"window {i} opens")
+                out = toggle(pid, *TOGGLE_WAIT)
                 # a window too short for any request writes nothing and uses no number
                 if "wrote" in out:
                     written += 1
@@ -463,23 +472,26 @@ def case_toggle_answers():
 
 def case_toggle_fork_child():
     """A forked child gets its own control thread: coprof toggle finds it, and names the
-    file the child writes (its pid inserted, the template having no %p)."""
+    file the child writes (its pid inserted, the template having no %p). (At 997 Hz, so
+    that even a child starved of the CPU is sampled in its half second; the toggles wait
+    25 s for an answer: a sanitizer build under load once took more than the default 10.)"""
     tmpl = os.path.join(TMP, "sub.%n.pstat")
     # bash's ( ... ) is a fork without exec: the child runs the shim's fork path
     p = subprocess.Popen(["bash", "-c", "( while :; do :; done ) & echo $!; wait"],
-                         env=preload_env(COPROF_START="0", COPROF_MODE="sample", COPROF_OUT=tmpl),
+                         env=preload_env(COPROF_START="0", COPROF_MODE="sample", COPROF_HZ="997",
+                                         COPROF_OUT=tmpl),
                          cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kid = int(p.stdout.readline())
     try:
-        wait_for(lambda: control_seen(kid), 20, "the child's control thread")
-        check(toggle(kid) == f"{kid}: profiling on", "child on")
+        wait_for(lambda: control_seen(kid), 60, "the child's control thread")
+        check(toggle(kid, *TOGGLE_WAIT) == f"{kid}: profiling on", "child on")
         time.sleep(0.5)
-        out = toggle(kid)
+        out = toggle(kid, *TOGGLE_WAIT)
         want = os.path.join(TMP, f"sub.1.{kid}.pstat")
         check(out == f"{kid}: profiling off; wrote {want}", f"child off: {out}")
-        stats, ex = load(want)
+        _, ex = load(want)
         check(ex["pid"] == kid, f"the file is the child's: {ex['pid']}")
-        check(toggle(p.pid, "--stop") == f"{p.pid}: profiling is already off; nothing sent",
+        check(toggle(p.pid, "--stop", *TOGGLE_WAIT) == f"{p.pid}: profiling is already off; nothing sent",
               "the parent is still off")
     finally:
         if os.path.exists(f"/proc/{kid}"):
@@ -521,12 +533,14 @@ def case_record_checks():
 
 
 def case_threads():
-    out = os.path.join(TMP, "mt.pstat")
-    rounds, ms = 3, 10
-    record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "mt"), "2", str(rounds), str(ms)])
-    stats, ex = load(out)
-    check(nc(stats, "burn") == 2 * 2 * rounds and nc(stats, "yield") == 2 * 2 * rounds, "burn/yield nc")
-    check(nc(stats, "worker_main") == 2 and nc(stats, "ping") == 2, "worker_main/ping nc")
+    """Two worker threads, each running a ping and a pong coroutine that burn MS of CPU
+    a round: counts, thread names, which thread ran which task, and each task's CPU at
+    least its burns (the upper bound is bench/native/accuracy.py's)."""
+    rounds, ms = 3, 5
+    prof = mt(rounds, ms)
+    ex = prof.extras
+    check(prof.nc("burn") == 2 * 2 * rounds and prof.nc("yield") == 2 * 2 * rounds, "burn/yield nc")
+    check(prof.nc("worker_main") == 2 and prof.nc("ping") == 2, "worker_main/ping nc")
     threads = {t["tid"]: t for t in ex["threads"]}
     workers = {tid: t for tid, t in threads.items() if t["name"].startswith("worker-")}
     check(sorted(t["name"] for t in workers.values()) == ["worker-0", "worker-1"],
@@ -537,16 +551,25 @@ def case_threads():
         mine = [t for t in tasks if t["thread"] == tid]
         check(sorted(t["name"] for t in mine) == ["ping", "pong"], f"thread {tid} ran {mine}")
     for t in tasks:
-        check(0.9 * rounds * ms / 1000 <= t["ttot"] <= 1.25 * rounds * ms / 1000, f"task {t['name']} ttot {t['ttot']}")
+        check(0.9 * rounds * ms / 1000 <= t["ttot"], f"task {t['name']} ttot {t['ttot']}")
         check(t["state"] == "finished" and t["resumes"] == rounds + 1, f"task {t}")
+
+
+def mt(rounds, ms):
+    """samples/native/mt: 2 threads, ROUNDS rounds of MS ms of CPU per coroutine; its
+    Profile under the cpu clock."""
+    out = os.path.join(TMP, "mt.pstat")
+    record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "mt"), "2", str(rounds), str(ms)])
+    return Profile(out)
 
 
 def case_annotate():
     out = os.path.join(TMP, "an.pstat")
     steps = 4
     record(["-o", out], [os.path.join(SAMPLES, "annotate"), str(steps)])
-    stats, ex = load(out)
-    check(nc(stats, "fetch_step") == steps and nc(stats, "run_step") == 2 * steps, "nc")
+    prof = Profile(out)
+    ex = prof.extras
+    check(prof.nc("fetch_step") == steps and prof.nc("run_step") == 2 * steps, "nc")
     tasks = {t["name"]: t for t in ex["tasks"]}
     check(sorted(tasks) == ["fetch", "parse"], f"tasks {ex['tasks']}")
     for name, t in tasks.items():
@@ -562,13 +585,13 @@ def case_annotate():
 def case_longjmp():
     out = os.path.join(TMP, "jump.pstat")
     record(["-o", out], [os.path.join(TESTBIN, "jumper"), "5"])
-    stats, _ = load(out)
+    prof = Profile(out)
     for name in ["outer", "middle", "inner", "after_jump"]:
-        check(nc(stats, name) == 5, f"{name}: nc {nc(stats, name)}")
+        check(prof.nc(name) == 5, f"{name}: nc {prof.nc(name)}")
     # the engine reconciles at outer's return: each outer is called from main again
-    callers = {k[2] for k in by_name(stats, "outer")[1][4]}
+    callers = {k[2] for k in prof.one("outer")[4]}
     check(callers == {"main"}, f"outer called from {callers}: the stack was not reconciled")
-    check(nc(stats, "main") == 1 and ct(stats, "main") >= ct(stats, "outer") >= ct(stats, "middle"), "ct")
+    check(prof.nc("main") == 1 and prof.ct("main") >= prof.ct("outer") >= prof.ct("middle"), "ct")
 
 
 def case_resp_toggles():
@@ -579,9 +602,9 @@ def case_resp_toggles():
     files = glob.glob(os.path.join(TMP, "resp.*.pstat"))
     check(len(files) == toggles, f"{toggles} windows gave {len(files)} files")
     for i in range(1, toggles + 1):
-        stats, ex = load(tmpl.replace("%n", str(i)))
-        check(nc(stats, "cmd_get") >= 300 and nc(stats, "cmd_set") >= 300, f"window {i}: get/set counts")
-        check(any(t["name"] == "serve" for t in ex["tasks"]), f"window {i}: no serve task")
+        prof = Profile(tmpl.replace("%n", str(i)))
+        check(prof.nc("cmd_get") >= 300 and prof.nc("cmd_set") >= 300, f"window {i}: get/set counts")
+        check(any(t["name"] == "serve" for t in prof.tasks()), f"window {i}: no serve task")
 
 
 def case_exec():
@@ -597,13 +620,11 @@ def case_exec():
         check(re.fullmatch(rf"execer: {mode}\nsched: 3 tasks, .*\nsched: CPU ms .*\n", p.stdout), f"{mode}: output {p.stdout!r}")
         check(coprof_lines(p.stderr) == [], f"{mode}: stderr {p.stderr!r}")
         check(sorted(os.listdir(d)) == ["x.2.pstat", "x.pstat"], f"{mode}: files {os.listdir(d)}")
-        stats, ex = load(out)
-        check(nc(stats, "before_exec") == 1 and not any(k[2] == "crunch_work" for k in stats),
-              f"{mode}: the window before exec")
-        stats, ex2 = load(os.path.join(d, "x.2.pstat"))
-        check(nc(stats, "crunch_work") == 2 and not any(k[2] == "before_exec" for k in stats),
-              f"{mode}: the image after exec")
-        check(ex["pid"] == ex2["pid"] and ex["stop"] <= ex2["start"], f"{mode}: one pid, one window after another")
+        before, after = Profile(out), Profile(os.path.join(d, "x.2.pstat"))
+        check(before.nc("before_exec") == 1 and not before.funcs("crunch_work"), f"{mode}: the window before exec")
+        check(after.nc("crunch_work") == 2 and not after.funcs("before_exec"), f"{mode}: the image after exec")
+        check(before.extras["pid"] == after.extras["pid"] and before.extras["stop"] <= after.extras["start"],
+              f"{mode}: one pid, one window after another")
     # %p: both images share the pid, so the second file is numbered
     tmpl = os.path.join(TMP, "p.%p.pstat")
     run([execer, "execv", sched, "1", "1", "1"], preload_env(COPROF_OUT=tmpl))
@@ -618,8 +639,8 @@ def case_exec():
     check(p.stdout.endswith(f"exec returned -1, {os.strerror(errno.ENOENT)}\n"), f"fail: output {p.stdout!r}")
     check(coprof_lines(p.stderr) == [], f"fail: stderr {p.stderr!r}")
     check(os.listdir(d) == ["x.pstat"], f"fail: files {os.listdir(d)}")
-    stats, _ = load(os.path.join(d, "x.pstat"))
-    check(nc(stats, "before_exec") == 1 and nc(stats, "after_failed_exec") == 1, "fail: the one window")
+    prof = Profile(os.path.join(d, "x.pstat"))
+    check(prof.nc("before_exec") == 1 and prof.nc("after_failed_exec") == 1, "fail: the one window")
     # the hand-over variable never reaches the program after exec
     p = run([execer, "execv", "/bin/sh", "-c", "env", "sh"], preload_env(COPROF_OUT=os.path.join(TMP, "e.pstat")))
     check("COPROF_EXEC_STATE" not in p.stdout and "COPROF_OUT=" in p.stdout, f"environment after exec: {p.stdout!r}")
@@ -650,12 +671,12 @@ def case_exec_search():
         check(coprof_lines(p.stderr) == [], f"keep {keep}: stderr {p.stderr!r}")
         check(sorted(os.listdir(d)) == left, f"keep {keep}, {fails} misses: files {sorted(os.listdir(d))}")
         if "x.1.pstat" in left:
-            stats, ex = load(os.path.join(d, "x.1.pstat"))
-            after = sum(v[1] for k, v in stats.items() if k[2] == "after_failed_exec")
-            check(nc(stats, "before_exec") == 1 and after == fails and not any(k[2] == "crunch_work" for k in stats),
+            prof = Profile(os.path.join(d, "x.1.pstat"))
+            after = sum(v[1] for k, v in prof.funcs("after_failed_exec"))
+            check(prof.nc("before_exec") == 1 and after == fails and not prof.funcs("crunch_work"),
                   f"{fails} misses: the window before exec (after_failed_exec {after})")
-        stats, ex2 = load(os.path.join(d, "x.2.pstat"))
-        check(nc(stats, "crunch_work") == 2 and not any(k[2] in ("before_exec", "after_failed_exec") for k in stats),
+        prof = Profile(os.path.join(d, "x.2.pstat"))
+        check(prof.nc("crunch_work") == 2 and not prof.funcs("before_exec") and not prof.funcs("after_failed_exec"),
               f"{fails} misses: the image after exec")
 
 def case_vfork():
@@ -671,12 +692,12 @@ def case_vfork():
             p = record(["-c", clock, "-o", out], [os.path.join(TESTBIN, "vforker" + opt)])
             check(p.stdout == "children: 10 exited 0, 10 exited 127, 0 otherwise\n", f"{what}: output {p.stdout!r}")
             check(os.listdir(d) == ["v.pstat"], f"{what}: files {os.listdir(d)}")
-            stats, _ = load(out)
-            callers = {k[2]: v[:2] for k, v in by_name(stats, "work")[1][4].items()}
+            prof = Profile(out)
+            callers = {k[2]: v[:2] for k, v in prof.one("work")[4].items()}
             check(callers == {"main": (1000, 1000)}, f"{what}: work called from {callers}")
-            check(nc(stats, "work") == 1000 and nc(stats, "main") == 1, f"{what}: work/main counts")
-            check(not any(k[2] in ("setup_and_exec", "on_usr2") for k in stats),
-                  f"{what}: the children's functions are in the parent's profile: {sorted(k[2] for k in stats)}")
+            check(prof.nc("work") == 1000 and prof.nc("main") == 1, f"{what}: work/main counts")
+            check(not prof.funcs("setup_and_exec") and not prof.funcs("on_usr2"),
+                  f"{what}: the children's functions are in the parent's profile: {sorted(k[2] for k in prof.stats)}")
             # the children's signal() went to their own dispositions, not the shim's guard
             check(coprof_lines(p.stderr) == [], f"{what}: stderr {p.stderr!r}")
 
@@ -705,10 +726,10 @@ def case_clone_child():
                     check(len(files) <= 1, f"{what}: files {files}")
                     continue
                 check(len(files) == 1, f"{what}: files {files}")
-                stats, ex = load(os.path.join(d, files[0]))
-                check(files[0] == f"c.{ex['pid']}.pstat", f"{what}: {files[0]} is not the parent's")
-                check(nc(stats, "main") == 1 and not any(k[2] in ("child", "child_work") for k in stats),
-                      f"{what}: the parent's profile holds {sorted(k[2] for k in stats)}")
+                prof = Profile(os.path.join(d, files[0]))
+                check(files[0] == f"c.{prof.extras['pid']}.pstat", f"{what}: {files[0]} is not the parent's")
+                check(prof.nc("main") == 1 and not prof.funcs("child") and not prof.funcs("child_work"),
+                      f"{what}: the parent's profile holds {sorted(k[2] for k in prof.stats)}")
 
 
 def case_resp_long_connections():
@@ -884,8 +905,7 @@ def case_out_not_regular():
         os.symlink(real, os.path.join(d, "to-real"))
         run([os.path.join(TESTBIN, "jumper"), "3"], preload_env(COPROF_OUT=os.path.join(d, "to-real")))
         check(os.path.islink(os.path.join(d, "to-real")), "the link was replaced")
-        stats, _ = load(real)
-        check(nc(stats, "outer") == 3, "the profile written through the link")
+        check(Profile(real).nc("outer") == 3, "the profile written through the link")
         check(not [n for n in os.listdir(d) if ".tmp." in n], f"temporary files left: {os.listdir(d)}")
     finally:
         sock.close()

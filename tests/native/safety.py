@@ -4,8 +4,10 @@ of the program's stacks (issue 15).
 
 Each case runs a program of tests/native/safety/ under `coprof record`, in trace and
 sample mode and under both clocks where the shape applies, and checks what the program
-printed and its exit status (as it would be unprofiled), then the profile. Paths come
-from the environment meson sets (COPROF_*)."""
+printed and its exit status (as it would be unprofiled), then the profile: what was
+sampled where, in which task, waiting or not. How many ticks a wait or a burn got is
+bench/native/accuracy.py's (`safety`). Paths come from the environment meson sets
+(COPROF_*)."""
 import glob
 import os
 import signal
@@ -15,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import ASAN, base_env, catches, check, load, run_cases, wait_for  # noqa: E402
+from coprof_test import ASAN, Profile, base_env, catches, check, funcs, run_cases, wait_for  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 TESTBIN = os.environ["COPROF_TESTBIN"]
@@ -60,9 +62,9 @@ def case_sig_reset():
               f"{mode} {clock}: {p.stdout}")
         check(not coprof_lines(p), f"{mode} {clock}: stderr {p.stderr}")
         if mode == "sample":
-            # the ticks went on after the resets and the blocks, to their handler
-            stats, ex = load(out)
-            n = samples_in(ex, "spin_after_reset")
+            # the ticks went on after the resets and the blocks, to their handler: 0.2 s
+            # of the process's CPU is 20 ticks at 99 Hz, whatever the load
+            n = samples_in(Profile(out).extras, "spin_after_reset")
             check(n >= 5, f"{clock}: {n} samples in spin_after_reset after the reset")
 
 
@@ -116,26 +118,20 @@ def case_last_exit():
 
 
 def case_uc_chain():
+    """b_work runs in b after a returns through uc_link: traced in b's task; sampled,
+    in b and running (not waiting), once."""
     for mode, clock in MODES:
         p, out = record(mode, clock, "uc-chain")
-        stats, ex = load(out)
+        prof = Profile(out)
+        ex = prof.extras
         if mode == "trace":
-            b = [t for t in ex["tasks"] if t["name"] == "b_entry"]
-            check(len(b) == 1, f"{clock}: tasks {ex['tasks']}")
-            names = {k[2] for k in b[0]["stats"]}
-            check("b_work" in names, f"{clock}: b_entry's functions {names}")
+            b = prof.task("b_entry")
+            check(funcs(b["stats"], "b_work"), f"{clock}: b_entry's functions {sorted(k[2] for k in b['stats'])}")
             continue
-        # b_work ran as b, after a returned through uc_link, and only once
         for name, tid, names, count, waiting in rows(ex):
             if "b_work" in names:
                 check(name == "b_entry" and not waiting, f"{clock}: b_work under {name}, waiting {waiting}")
-        work = [v for k, v in stats.items() if k[2] == "b_work"]
-        check(len(work) == 1, f"{clock}: b_work never sampled")
-        if clock == "wall":
-            # b waits only while a runs (50 ms), not while it works itself (400 ms)
-            waited = sum(c for n, _, _, c, w in rows(ex) if n == "b_entry" and w)
-            check(work[0][3] >= 0.3, f"b_work: {work[0][3]:.3f} s sampled for 400 ms")
-            check(waited <= 150, f"b_entry waited {waited} ticks: counted twice")
+        check(len(prof.funcs("b_work")) == 1, f"{clock}: b_work never sampled")
 
 
 def case_uc_stuck():
@@ -143,22 +139,18 @@ def case_uc_stuck():
         p, out = record(mode, clock, "uc-stuck")
         if mode == "trace":
             continue
-        stats, ex = load(out)
+        ex = Profile(out).extras
         main, co = samples_in(ex, "burn_main"), samples_in(ex, "burn_co")
-        # 400 ms against 100 ms: ticks stopped being deferred after setcontext
-        check(co > 0 and main >= 2 * co, f"{clock}: burn_main {main} samples, burn_co {co}")
+        # ticks go on after setcontext (not deferred for good): 400 ms of CPU sampled
+        check(co > 0 and main > 0, f"{clock}: burn_main {main} samples, burn_co {co}")
         check(samples_in(ex, "co_entry", waiting=True) == 0, f"{clock}: co_entry left by setcontext waits")
 
 
 def case_uc_migrate():
     for clock in ("cpu", "wall"):
         p, out = record("sample", clock, "uc-migrate")
-        stats, ex = load(out)
-        ran = samples_in(ex, "burn")
-        waited = sum(c for n, tid, _, c, w in rows(ex) if n == "x_entry" and w)
-        check(ran > 0, f"{clock}: x_entry never sampled running")
-        # it waited on the main thread only until the other thread resumed it
-        check(waited <= 100, f"{clock}: x_entry waited {waited} ticks after it moved")
+        ex = Profile(out).extras
+        check(samples_in(ex, "burn") > 0, f"{clock}: x_entry never sampled running")
         tids = {tid for n, tid, names, c, w in rows(ex) if "burn" in names}
         check(len(tids) == 1 and ex["pid"] not in tids, f"{clock}: burn on {tids}")
 
@@ -192,8 +184,7 @@ def case_uc_preempt_sample():
                 check("done" in p.stdout and "allocations in the handler: 0" in p.stdout,
                       f"{what}: {p.stdout}")
                 check(not coprof_lines(p), f"{what}: stderr {p.stderr}")
-                stats, ex = load(out)
-                ran = samples_in(ex, "green_work")
+                ran = samples_in(Profile(out).extras, "green_work")
                 check(ran > 0, f"{what}: green_work never sampled")
 
 
@@ -203,14 +194,15 @@ def case_frames_hidden():
     for mode, clock in MODES:
         for prog in ("uc-chain", "uc-migrate"):
             p, out = record(mode, clock, prog)
-            stats, ex = load(out)
-            keys = {k[2] for k in stats}
+            prof = Profile(out)
+            ex = prof.extras
+            keys = {k[2] for k in prof.stats}
             check(not keys & set(OWN), f"{prog} {mode} {clock}: {sorted(keys & set(OWN))} in the profile")
             if mode == "trace":
                 # (a coroutine that moves to another thread starts a new context there)
                 for t in ex["tasks"] if prog == "uc-chain" else []:
-                    names = {k[2] for k in t["stats"]}
-                    check(t["name"] in names, f"{prog} {clock}: task {t['name']} has {names}")
+                    check(funcs(t["stats"], t["name"]), f"{prog} {clock}: task {t['name']} has "
+                          f"{sorted(k[2] for k in t['stats'])}")
                 continue
             for name, tid, names, count, waiting in rows(ex):
                 if name != "[thread]":
@@ -251,7 +243,7 @@ def case_stress():
         files = glob.glob(tmpl.replace("%n", "*"))
         check(files, f"{mode} {clock}: no window written")
         for f in files:
-            load(f)
+            Profile(f)
 
 
 if __name__ == "__main__":

@@ -370,23 +370,32 @@ def record_windows(name, opts, cmd, interval, env=None):
     return tmpl, p
 
 
-def case_windows_sample():
-    """Sample mode: windows back to back whose merge is the whole run (cpu-split's
-    2/3 heavy share), exported to pprof like any merged files."""
-    t0 = time.time()
-    tmpl, _ = record_windows("ws", ["--mode", "sample", "-c", "cpu", "--hz", "997"],
+def sampled_windows(name="ws"):
+    """cpu-split's 1.5 s of CPU sampled at 997 Hz in windows of 0.2 s: (the windows'
+    template, {number: (stats, extras)}, {"heavy": samples, "light": samples} over all
+    windows)."""
+    tmpl, _ = record_windows(name, ["--mode", "sample", "-c", "cpu", "--hz", "997"],
                              [os.path.join(CPU, "cpu-split"), "1.5"], 0.2)
     ws = windows(tmpl)
+    leaves = {"heavy": 0, "light": 0}
+    for _, ex in ws.values():
+        for task, tid, frames, count, waiting in ex["stacks"]:
+            if frames[0][2] in leaves:
+                leaves[frames[0][2]] += count
+    return tmpl, ws, leaves
+
+
+def case_windows_sample():
+    """Sample mode: windows back to back whose merge is the whole run (heavy and light
+    sampled in it; their 2:1 share is bench/sample/accuracy.py's), exported to pprof
+    like any merged files."""
+    t0 = time.time()
+    tmpl, ws, leaves = sampled_windows()
     check(len(ws) >= 4, f"{len(ws)} windows in {time.time() - t0:.1f} s at 0.2 s")
     check_back_to_back(ws, 0.2)
-    heavy = light = 0
     for i, (_, ex) in ws.items():
         check(len(ex["stack_ns"]) == len(ex["stacks"]), f"window {i}: stack_ns")
-        for task, tid, frames, count, waiting in ex["stacks"]:
-            heavy += count if frames[0][2] == "heavy" else 0
-            light += count if frames[0][2] == "light" else 0
-    share = 100.0 * heavy / max(1, heavy + light)
-    check(abs(share - 200.0 / 3) <= 8, f"heavy {share:.1f}% of the windows' samples")
+    check(leaves["heavy"] > 0 and leaves["light"] > 0, f"the windows' samples: {leaves}")
     paths = [tmpl.replace("%n", str(i)) for i in sorted(ws)]
     pb, err = export(paths, "windows.pb.gz")
     check_top(paths, pb)

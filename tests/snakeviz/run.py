@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Opens coprof files in snakeviz, in a real browser, and reads what its icicle draws.
 
-For each case: profile a real program with `coprof record`, serve the file with
+For each case: profile a real program with `coprof record`, load it as every test
+does (coprof_test.Profile: the whole-program tree checked), serve the file with
 snakeviz's own server (PyPI snakeviz, in a venv this script makes under the build
 dir), load it in Debian's chromium, headless, driven by selenium through
 chromium-driver, wait until the icicle is drawn and read the SVG: the names of the
@@ -11,8 +12,9 @@ Also checks that gprof2dot draws one connected graph from the same file. Screens
 go to BUILD/meson-logs/snakeviz/CASE.png.
 
 Anything missing (chromium, chromium-driver, the venv, a package) is a failure, not a
-skip. Each case is bounded: server start retried on a fresh port (3 tries), page load
-and drawing wait 30 s, the whole case under 60 s.
+skip. Each step is bounded, with room for a loaded machine: the program's run 120 s,
+server start retried on a fresh port (3 tries of 20 s), page load and drawing 60 s;
+how long a case took is printed, not checked (meson's timeout bounds the whole).
 
 usage: run.py BUILD_DIR SOURCE_DIR [CASE...]
        run.py BUILD_DIR SOURCE_DIR --venv-only   (makes the venv if missing, and exits)
@@ -30,8 +32,11 @@ import time
 import urllib.parse
 import urllib.request
 
-CASE_LIMIT = 60.0  # s, per case, including profiling the program
-DRAW_WAIT = 30.0  # s
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from coprof_test import Profile  # noqa: E402
+
+RECORD_LIMIT = 120.0  # s, the profiled program's run
+DRAW_WAIT = 60.0  # s
 VENV_PACKAGES = ["snakeviz", "selenium", "gprof2dot"]
 PROFILE_DIR = tempfile.mkdtemp(prefix="coprof-chromium-")  # the browser's, removed at exit
 atexit.register(shutil.rmtree, PROFILE_DIR, True)
@@ -90,16 +95,16 @@ def start_server(venv, path, log):
                                  "-H", "127.0.0.1", "-p", str(port), path],
                                 stdout=log, stderr=subprocess.STDOUT)
         url = "http://127.0.0.1:%d/snakeviz/%s" % (port, urllib.parse.quote(path, safe=""))
-        deadline = time.time() + 10
+        deadline = time.time() + 20
         while time.time() < deadline and proc.poll() is None:
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
+                with urllib.request.urlopen(url, timeout=5) as r:
                     if r.status == 200:
                         return proc, url
             except OSError:
                 time.sleep(0.2)
         stop(proc)
-    fail("snakeviz's server did not answer for %s (3 tries; log %s)" % (path, log.name))
+    fail("snakeviz's server did not answer for %s (3 tries of 20 s; log %s)" % (path, log.name))
 
 
 def stop(proc):
@@ -177,7 +182,7 @@ def cell_func(name):
 def check_gprof2dot(venv, path):
     """gprof2dot, every node and edge kept: one connected graph."""
     r = subprocess.run([os.path.join(venv, "bin", "gprof2dot"), "-f", "pstats", "-n0", "-e0", path],
-                       capture_output=True, text=True, timeout=30)
+                       capture_output=True, text=True, timeout=60)
     if r.returncode:
         fail("gprof2dot %s: %s" % (path, r.stderr.strip()))
     nodes = set(re.findall(r"^\s*(\d+) \[", r.stdout, re.M))
@@ -208,9 +213,13 @@ def run_case(name, argv, rec, must, build, venv, driver, outdir):
         env["LD_PRELOAD"] = asan
         env["ASAN_OPTIONS"] = "detect_leaks=0"  # CPython leaks at exit by design
     r = subprocess.run([coprof, "record", "-o", path] + rec + ["--"] + argv, capture_output=True,
-                       text=True, timeout=CASE_LIMIT / 2, env=env)
+                       text=True, timeout=RECORD_LIMIT, env=env)
     if r.returncode or not os.path.exists(path):
         fail("%s: coprof record: %s" % (name, r.stderr.strip()))
+    try:
+        Profile(path)
+    except AssertionError as e:
+        fail("%s: %s" % (name, e))
     with open(os.path.join(outdir, name + ".server.log"), "w") as log:
         proc, url = start_server(venv, path, log)
         try:
@@ -230,8 +239,6 @@ def run_case(name, argv, rec, must, build, venv, driver, outdir):
                  % (name, pat, sorted(funcs)))
     nodes = check_gprof2dot(venv, path)
     took = time.time() - t0
-    if took > CASE_LIMIT:
-        fail("%s took %.1f s (limit %.0f s)" % (name, took, CASE_LIMIT))
     print("ok %s: %d cells, %d labels, root <whole program>, %d gprof2dot nodes connected, "
           "%.1f s; screenshot %s" % (name, len(cells), len(labels), nodes, took,
                                      os.path.join(outdir, name + ".png")))
