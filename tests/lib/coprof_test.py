@@ -147,9 +147,12 @@ def base_env(**extra):
 def toggle(pid, *opts):
     """`coprof toggle [OPTS] PID`: profiling on if it was off, off (the window's file is
     written) if it was on. It returns once the program has done it; its report line
-    ("PID: profiling on", "PID: profiling off; wrote FILE") is returned."""
+    ("PID: profiling on", "PID: profiling off; wrote FILE") is returned. It waits 25 s
+    for the program's answer unless OPTS says otherwise."""
+    if "--timeout" not in opts:
+        opts = ("--timeout", "25") + opts  # the answer's wait: 10 s by default, for a loaded machine
     p = subprocess.run([os.environ["COPROF_BIN"], "toggle", *opts, str(pid)], capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=60)
     check(p.returncode == 0 and p.stdout.startswith(f"{pid}: "),
           f"coprof toggle {pid}: {p.returncode} {p.stdout!r} {p.stderr!r}")
     return p.stdout.strip()
