@@ -226,8 +226,9 @@ def checks(a):
             return fn(runner, *args, **kw)
         return run
     out = [
-        ("python tasks_cpu", on(py, PY.case_tasks_cpu), tasks_rows("cpu")),
-        ("python tasks_wall", on(py, PY.case_tasks_wall), tasks_rows("wall")),
+        ("python tasks_cpu", on(py, PY.case_tasks_cpu, "cpu", unit=60000), tasks_rows("cpu")),
+        ("python tasks_wall", on(py, PY.case_tasks_cpu, "wall", unit=60000),
+         tasks_rows("wall")),
         ("python awaits_cpu", on(py, PY.case_awaits_cpu), awaits_rows("cpu")),
         ("python awaits_wall", on(py, PY.case_awaits_wall), awaits_rows("wall")),
         ("python threads", on(py, PY.case_threads), threads_rows),
@@ -238,13 +239,21 @@ def checks(a):
         ("python resp_toggle_cmd", on(py, PY.case_resp_toggle_cmd), resp_cmd_rows),
     ]
     if subprocess.run([a.python, "-c", "import yappi"], capture_output=True).returncode == 0:
-        out.append(("python yappi", on(py, PY.case_yappi), yappi_rows))
-    for case in ("gevent", "gevent_sample", "eventlet", "eventlet_sample", "plain",
-                 "plain_sample", "asyncio"):
-        out.append(("python greenlet_" + case, on(py, getattr(PY, "case_greenlet_" + case)),
-                    greenlet_rows))
+        out.append(("python yappi", on(py, PY.case_yappi, unit=60000), yappi_rows))
+    for mode in ("trace", "sample"):
+        sfx = "" if mode == "trace" else "_sample"
+        out += [
+            ("python greenlet_gevent" + sfx, on(py, PY.case_greenlet_gevent, "cpu", mode,
+                                                scale=1), greenlet_rows),
+            ("python greenlet_eventlet" + sfx, on(py, PY.case_greenlet_eventlet, mode,
+                                                  scale=1), greenlet_rows),
+            ("python greenlet_plain" + sfx, on(py, PY.case_greenlet_plain, mode, scale=1),
+             greenlet_rows),
+        ]
     out += [
-        ("python greenlet_threads", on(py, PY.case_greenlet_threads), greenlet_threads_rows),
+        ("python greenlet_asyncio", on(py, PY.case_greenlet_asyncio, scale=1), greenlet_rows),
+        ("python greenlet_threads", on(py, PY.case_greenlet_threads, scale=1),
+         greenlet_threads_rows),
         ("python greenlet_resp_toggled", on(py, PY.case_greenlet_resp_toggled),
          greenlet_resp_rows),
         ("python greenlet_resp_toggled_sample", on(py, PY.case_greenlet_resp_toggled_sample),

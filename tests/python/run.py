@@ -78,8 +78,10 @@ class Runner:
         return out, p
 
 
-def case_tasks_cpu(r, clock="cpu"):
-    """Three asyncio tasks interleave CPU work (progs/tasks_cpu.py): each spin function
+def case_tasks_cpu(r, clock="cpu", unit=10000):
+    """Three asyncio tasks interleave CPU work (progs/tasks_cpu.py, chunks of 1, 2 and 3
+    times `unit` iterations; bench/python/accuracy.py runs the program's 60000): each
+    spin function
     is called 10 times, each task (asyncio, finished, resumed at least 10 times) holds
     its own spin function and no other's, the main task none of them; under cpu the own
     times add up to at most the thread table's CPU (rule 10: each is a part of it).
@@ -87,7 +89,7 @@ def case_tasks_cpu(r, clock="cpu"):
     the program measured on the clock, the sum of own times, the main module's CPU, the
     thread table's and main's ct."""
     side = os.path.join(r.tmp, "measured.json")
-    out, _ = r.run(os.path.join(PROGS, "tasks_cpu.py"), [side], clock=clock)
+    out, _ = r.run(os.path.join(PROGS, "tasks_cpu.py"), [side, str(unit)], clock=clock)
     prof = Profile(out)
     with open(side) as f:
         both = json.load(f)
@@ -119,8 +121,8 @@ def case_tasks_cpu(r, clock="cpu"):
     return fig
 
 
-def case_tasks_wall(r):
-    return case_tasks_cpu(r, clock="wall")
+def case_tasks_wall(r, unit=10000):
+    return case_tasks_cpu(r, "wall", unit)
 
 
 def case_awaits(r, clock):
@@ -1105,15 +1107,15 @@ def case_forked_toggle_cmd(r):
     check("coprof:" not in err, "the shim complained: " + err[-2000:])
 
 
-def case_yappi(r):
+def case_yappi(r, unit=10000):
     """The same programs under yappi 1.4 (CPU clock): the same functions, the same call
     counts for coroutines. Returns, for tasks_cpu.py's spin functions, each profiler's
     ct as a share of the CPU the program measured in its run (bench/python/accuracy.py
-    compares them)."""
+    compares them, at tasks_cpu.py's own `unit`)."""
     side = os.path.join(r.tmp, "measured.json")
     fig = {}
     for prog, args, coros in (("awaits.py", [], ("inner", "outer", "waiter", "sleeper")),
-                              ("tasks_cpu.py", [side], ("run", "main"))):
+                              ("tasks_cpu.py", [side, str(unit)], ("run", "main"))):
         path = os.path.join(PROGS, prog)
         coprofs = Profile(r.run(path, args)[0])
         coprofs_measured = read_measured(side) if args else None
@@ -1542,10 +1544,13 @@ GEVENT_PACKAGES = ["gevent", "greenlet", "eventlet"]
 def gevent_python(r):
     """An interpreter that imports gevent and eventlet for r.python: Debian's own
     (python3-gevent, python3-eventlet, scripts/setup.sh) for /usr/bin/python3, else
-    BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet from PyPI (once; a lock keeps two tests from
-    making it at once), BUILD the build directory or $COPROF_VENV_DIR. The interpreter
-    itself is never changed."""
-    probe = [r.python, "-W", "ignore", "-c", "import gevent, greenlet, eventlet"]
+    BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet
+    from PyPI (once; a lock keeps two tests from making it at once), BUILD the build
+    directory or $COPROF_VENV_DIR. The interpreter itself is never changed. The
+    packages are looked for, not imported: importing eventlet took a second a test.
+    A venv whose pip failed is removed."""
+    probe = [r.python, "-c", "import importlib.util as u, sys; "
+             "sys.exit(not all(u.find_spec(m) for m in %r))" % GEVENT_PACKAGES]
     if r.python.startswith("/usr/bin/"):
         p = subprocess.run(probe, capture_output=True, text=True)
         check(p.returncode == 0, "%s has no gevent or eventlet (python3-gevent, "
@@ -1580,17 +1585,21 @@ def gevent_python(r):
             check(p.returncode == 0, "cannot make %s: %s" % (venv, p.stderr[-1000:]))
             p = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
                                + GEVENT_PACKAGES, capture_output=True, text=True, timeout=1200)
+            if p.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
             check(p.returncode == 0, "pip install %s into %s: %s"
                   % (" ".join(GEVENT_PACKAGES), venv, p.stderr[-2000:]))
     return py
 
 
-def greenlet_run(r, kind, clock, mode="trace"):
-    """progs/greenlets.py KIND on gevent_python(r): (the profile, what it measured)."""
+def greenlet_run(r, kind, clock, mode, scale):
+    """progs/greenlets.py KIND on gevent_python(r), its burns `scale` times its own
+    (the tests' 0.4 keeps each longer than the hub's 1-ms sleeps;
+    bench/python/accuracy.py runs 1): (the profile, what it measured)."""
     py = gevent_python(r)
     side = os.path.join(r.tmp, "measured.json")
     out = os.path.join(r.tmp, "gl.pstat")
-    cmd = [py, os.path.join(PROGS, "greenlets.py"), kind, side]
+    cmd = [py, os.path.join(PROGS, "greenlets.py"), kind, side, str(scale)]
     env = r.env(COPROF_CLOCK=clock, COPROF_OUT=out, COPROF_MODE=mode, COPROF_HZ=997)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
@@ -1635,10 +1644,14 @@ def check_greenlet_cpu(prof, measured, workers, mode):
     return fig
 
 
-def case_greenlet_gevent(r, clock="cpu", mode="trace"):
-    """Two gevent greenlets burning 20 and 5 ms per round through gevent.sleep, with a
-    greenlet tracer of the program's own set (it must keep working)."""
-    prof, measured = greenlet_run(r, "gevent", clock, mode)
+def case_greenlet_gevent(r, clock="cpu", mode="trace", scale=0.4):
+    """Two gevent greenlets burning 20 and 5 ms (times `scale`) per round through
+    gevent.sleep, with a greenlet tracer of the program's own set: it keeps working
+    (it sees every switch, and greenlet.settrace gives it back); the hub is a
+    greenlet's context. Under cpu as check_greenlet_cpu says (its figures returned);
+    under wall each greenlet's ttot holds at least its work and the other's work while
+    it slept, and in trace mode that wait is in its gevent.sleep's tt."""
+    prof, measured = greenlet_run(r, "gevent", clock, mode, scale)
     check(measured["tracer_back"], "greenlet.gettrace() is not the program's tracer")
     check(measured["switches"] >= 4 * 10, "the program's tracer saw %d switches"
           % measured["switches"])
@@ -1682,12 +1695,12 @@ def case_greenlet_gevent_sample_wall(r):
     return case_greenlet_gevent(r, "wall", "sample")
 
 
-def case_greenlet_eventlet(r, mode="trace"):
-    """Two eventlet green threads burning 20 and 5 ms of CPU per round through
-    eventlet.sleep: separate contexts (runtime greenlet), named after the functions
-    given to eventlet.spawn (not eventlet's GreenThread.main, which runs them all),
-    as check_greenlet_cpu says."""
-    prof, measured = greenlet_run(r, "eventlet", "cpu", mode)
+def case_greenlet_eventlet(r, mode="trace", scale=0.4):
+    """Two eventlet green threads burning 20 and 5 ms (times `scale`) of CPU per round
+    through eventlet.sleep: separate contexts (runtime greenlet), named after the
+    functions given to eventlet.spawn (not eventlet's GreenThread.main, which runs them
+    all), as check_greenlet_cpu says."""
+    prof, measured = greenlet_run(r, "eventlet", "cpu", mode, scale)
     mains = [t["name"] for t in prof.tasks() if "GreenThread" in t["name"]]
     check(not mains, "green threads named after eventlet's main: %s" % mains)
     return check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
@@ -1697,10 +1710,10 @@ def case_greenlet_eventlet_sample(r):
     return case_greenlet_eventlet(r, "sample")
 
 
-def case_greenlet_plain(r, mode="trace"):
+def case_greenlet_plain(r, mode="trace", scale=0.4):
     """Raw greenlets switching with switch(): named after their run functions, as
     check_greenlet_cpu says."""
-    prof, measured = greenlet_run(r, "plain", "cpu", mode)
+    prof, measured = greenlet_run(r, "plain", "cpu", mode, scale)
     return check_greenlet_cpu(prof, measured, ("ping", "pong"), mode)
 
 
@@ -1708,12 +1721,12 @@ def case_greenlet_plain_sample(r):
     return case_greenlet_plain(r, "sample")
 
 
-def case_greenlet_threads(r):
+def case_greenlet_threads(r, scale=0.4):
     """Raw greenlets in two threads started after greenlet was imported: each thread's
     greenlets are contexts on that thread, resumed at least once a round; work is
     called 10 times by each. Returns the four greenlets' ttot and their work's CPU
     (bench/python/accuracy.py: charged their own work)."""
-    prof, measured = greenlet_run(r, "threads", "cpu")
+    prof, measured = greenlet_run(r, "threads", "cpu", "trace", scale)
     tids = {}
     for t in prof.tasks():
         if t["runtime"] == "greenlet":
@@ -1729,13 +1742,13 @@ def case_greenlet_threads(r):
             "measured": sum(measured["cpu"].values())}
 
 
-def case_greenlet_asyncio(r):
+def case_greenlet_asyncio(r, scale=0.4):
     """An event loop in a greenlet, one of whose tasks switches into another greenlet
     and back: tasks task-x and task-y (asyncio) and greenlet helper each call work 10
     times, in their own context; loop_main (a greenlet) calls it in none. Returns each
     one's ttot and work's ct in it, with the CPU its work burned
     (bench/python/accuracy.py: each charged its own work only)."""
-    prof, measured = greenlet_run(r, "asyncio", "cpu")
+    prof, measured = greenlet_run(r, "asyncio", "cpu", "trace", scale)
     owners = {"task-x": "x", "task-y": "y", "helper": "b"}
     fig = {}
     for name, who in owners.items():
