@@ -167,8 +167,8 @@ def tasks_split_rows(clock, loops):
                        0.97, INF)
             if clock == "wall":
                 yield ("sleeper%s's wait, s" % sfx, f["waited" + sfx], 0.35, INF)
-                yield ("sleeper%s's wait - its await, s" % sfx, f["waited" + sfx] - f["slept" + sfx],
-                       -INF, 0.5)
+                yield ("sleeper%s's wait - its await, s" % sfx,
+                       f["waited" + sfx] - f["slept" + sfx], -INF, 0.5)
                 yield ("fetch ct in sleeper%s, s" % sfx, f["fetch ct" + sfx], 0.35, INF)
     return rows
 
@@ -324,7 +324,7 @@ def main():
         return 0
     print("# %s, %s, %d runs each, load %s at the start" % (
         a.python, a.shim, a.runs, " ".join(open("/proc/loadavg").read().split()[:3])))
-    print("%-60s %9s %9s %9s  %-14s %s" % ("check: figure", "median", "min", "max",
+    print("%-66s %9s %9s %9s  %-14s %s" % ("check: figure", "median", "min", "max",
                                            "tolerance", "outside"))
     for name, run, rows in todo:
         got, failed, t0 = {}, [], time.monotonic()
@@ -341,11 +341,11 @@ def main():
                 got.setdefault(label, []).append((value, lo <= value <= hi, bound(lo, hi)))
         for label, vals in got.items():
             v = [x[0] for x in vals]
-            print("%-60s %9.4g %9.4g %9.4g  %-14s %d of %d" % (
+            print("%-66s %9.4g %9.4g %9.4g  %-14s %d of %d" % (
                 "%s: %s" % (name, label), statistics.median(v), min(v), max(v), vals[0][2],
                 sum(not x[1] for x in vals), len(vals)))
         for why in failed:
-            print("%-60s a run failed: %s" % (name, why))
+            print("%-66s a run failed: %s" % (name, why))
         print("  (%s: %.0f s)" % (name, time.monotonic() - t0), file=sys.stderr, flush=True)
         sys.stdout.flush()
     return 0
