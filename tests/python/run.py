@@ -20,6 +20,7 @@ import json
 import marshal
 import os
 import pstats
+import re
 import resource
 import signal
 import subprocess
@@ -406,16 +407,24 @@ def case_threads(r):
 
 
 def case_toggled(r):
+    """An asyncio server under load (progs/toggled.py), toggled by signal: two windows,
+    each started and written, in each the server's and the clients' coroutines,
+    adopted as they resume (they started before it): time but no call."""
     tmpl = os.path.join(r.tmp, "win.%n.pstat")
     env = r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0)
-    p = subprocess.Popen([r.python, os.path.join(PROGS, "toggled.py"), "6"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check(p.stdout.readline().strip() == "ready", "the server did not start")
-    for _ in range(2):  # two windows: start, stop
-        for _ in range(2):  # 1 s apart: under load the control thread may wait for the GIL
-            time.sleep(1.0)
-            os.kill(p.pid, signal.SIGUSR2)
-    rest, err = p.communicate(timeout=60)
+    p = subprocess.Popen([r.python, os.path.join(PROGS, "toggled.py"), "-"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline().strip() == "ready", "the server did not start")
+        for n in range(1, 3):
+            time.sleep(0.5)
+            check(toggle_applied(p.pid) == "R", "window %d did not start" % n)
+            time.sleep(0.5)
+            check(toggle_applied(p.pid) == "S", "window %d was not written" % n)
+        rest, err = p.communicate("stop\n", timeout=60)
+    finally:
+        reap(p)
     check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
     check("requests" in rest, "no requests served")
     files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
@@ -631,9 +640,10 @@ def case_forked_toggle(r):
         while not lines or lines[-1] not in (b"ready\n", b""):
             lines.append(p.stdout.readline())
         check(lines[-1] == b"ready\n", "the program did not get ready: %r" % lines)
-        for pause in (0.5, 1.0):
-            time.sleep(pause)
-            os.kill(p.pid, signal.SIGUSR2)
+        time.sleep(0.5)
+        check(toggle_applied(p.pid) == "R", "the window did not start")
+        time.sleep(1.0)
+        check(toggle_applied(p.pid) == "S", "the window was not written")
         time.sleep(0.5)
         out, err = p.communicate(b"go\n", timeout=120)
     finally:
@@ -663,7 +673,8 @@ def case_toggle_at_exit(r):
             while p.stdout.readline() not in (b"ready\n", b""):
                 pass
             time.sleep(0.3)
-            os.kill(p.pid, signal.SIGUSR2)
+            check(toggle_applied(p.pid) == "R", "attempt %d: the window did not start"
+                  % attempt)
             time.sleep(0.5)
             os.kill(p.pid, signal.SIGUSR2)
             out, err = p.communicate(b"go\n", timeout=60)
@@ -793,6 +804,35 @@ def toggle_delivered(pid):
         if not any(m & bit for m in pending):
             return
         time.sleep(0.0002)
+
+
+CONTROL_NAME = re.compile(r"^coprof\d\d[RSEFX][0-9a-z]{6}$", re.I)
+
+
+def control_name(pid):
+    """The name of the shim's control thread in process pid, or None: "coprof", the
+    signal, a run letter and the count of requests it applied (toggle-state.h)."""
+    for comm in glob.glob("/proc/%d/task/*/comm" % pid):
+        try:
+            with open(comm) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if CONTROL_NAME.match(name):
+            return name
+    return None
+
+
+def toggle_applied(pid):
+    """Sends the toggle signal and waits, as `coprof toggle` does, until the control
+    thread has applied it (its name changed): on a loaded machine it may wait long for
+    the GIL, and a stop applied right after its start recorded nothing. Returns the run
+    letter: R running, S stopped (a file written), E stopped with nothing recorded."""
+    before = control_name(pid)
+    toggle_delivered(pid)
+    coprof_test.wait_for(lambda: control_name(pid) not in (None, before), 60,
+                         "process %d to apply the toggle (control thread %s)" % (pid, before))
+    return control_name(pid)[8].upper()
 
 
 def case_forked_storm(r):
@@ -985,10 +1025,10 @@ def case_resp_toggled(r):
                               "-c", "20", "-q"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        for _ in range(3):
-            toggle_delivered(p.pid)
+        for n in range(1, 4):
+            check(toggle_applied(p.pid) == "R", "window %d did not start" % n)
             time.sleep(0.5)
-            toggle_delivered(p.pid)
+            check(toggle_applied(p.pid) == "S", "window %d was not written" % n)
             time.sleep(0.3)
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
