@@ -537,7 +537,7 @@ def idle_waits(r, clock, **kw):
 
 
 def case_idle(r, clock):
-    """1,000 tasks wait on an Event for about a second while another computes
+    """1,000 tasks wait on an Event while another computes a second of its CPU
     (idle_waits); how close each wait is to what the program measured is
     bench/python/accuracy.py's."""
     return idle_waits(r, clock)
