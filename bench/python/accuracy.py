@@ -232,10 +232,10 @@ def checks(a):
         ("python awaits_cpu", on(py, PY.case_awaits_cpu), awaits_rows("cpu")),
         ("python awaits_wall", on(py, PY.case_awaits_wall), awaits_rows("wall")),
         ("python threads", on(py, PY.case_threads), threads_rows),
-        ("python busy_toggle", on(py, PY.case_busy_toggle), busy_rows),
+        ("python busy_toggle", on(py, PY.case_busy_toggle, window=0.5, gap=0.2), busy_rows),
         ("python worker_cpu", on(py, PY.case_worker, "cpu", jobs=120), worker_rows("cpu")),
         ("python worker_wall", on(py, PY.case_worker, "wall", jobs=120), worker_rows("wall")),
-        ("python resp_toggled", on(py, PY.case_resp_toggled), resp_toggled_rows),
+        ("python resp_toggled", on(py, PY.case_resp_toggled, window=0.5), resp_toggled_rows),
         ("python resp_toggle_cmd", on(py, PY.case_resp_toggle_cmd), resp_cmd_rows),
     ]
     if subprocess.run([a.python, "-c", "import yappi"], capture_output=True).returncode == 0:
@@ -254,9 +254,9 @@ def checks(a):
         ("python greenlet_asyncio", on(py, PY.case_greenlet_asyncio, scale=1), greenlet_rows),
         ("python greenlet_threads", on(py, PY.case_greenlet_threads, scale=1),
          greenlet_threads_rows),
-        ("python greenlet_resp_toggled", on(py, PY.case_greenlet_resp_toggled),
+        ("python greenlet_resp_toggled", on(py, PY.case_greenlet_resp_toggled, window=0.5),
          greenlet_resp_rows),
-        ("python greenlet_resp_toggled_sample", on(py, PY.case_greenlet_resp_toggled_sample),
+        ("python greenlet_resp_toggled_sample", on(py, PY.case_greenlet_resp_toggled_sample, window=0.5),
          greenlet_resp_rows),
     ]
     for clock in ("cpu", "wall"):

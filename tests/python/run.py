@@ -461,7 +461,7 @@ def case_long_tasks(r):
                 line = p.stdout.readline().strip()
                 check(line == "ended keeper-0", "no task ended: %r" % line)
             check(coprof_toggle(p.pid) == "%d: profiling on" % p.pid, "window %d opens" % i)
-            time.sleep(0.4)
+            time.sleep(0.2)
             out = coprof_toggle(p.pid)
             check(out == "%d: profiling off; wrote %s" % (p.pid, tmpl.replace("%n", str(i))),
                   "window %d closes: %s" % (i, out))
@@ -640,11 +640,11 @@ def case_forked_toggle(r):
         while not lines or lines[-1] not in (b"ready\n", b""):
             lines.append(p.stdout.readline())
         check(lines[-1] == b"ready\n", "the program did not get ready: %r" % lines)
-        time.sleep(0.5)
+        time.sleep(0.2)
         check(toggle_applied(p.pid) == "R", "the window did not start")
-        time.sleep(1.0)
+        time.sleep(0.3)
         check(toggle_applied(p.pid) == "S", "the window was not written")
-        time.sleep(0.5)
+        time.sleep(0.2)
         out, err = p.communicate(b"go\n", timeout=120)
     finally:
         reap(p)
@@ -738,13 +738,14 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def case_busy_toggle(r):
+def case_busy_toggle(r, window=0.3, gap=0.1):
     """Windows toggled by signal while a loop polls stdin between short bursts of work:
     that loop drops and retakes the GIL every half millisecond, which kept the control
     thread from getting it for whole windows (no file at all, about half the time),
-    wherever the loop ran. Each window must be written, with burn in it. Two windows in
-    each of six runs: the bug lost about every other window, so twelve catch it but for
-    1 in 4,096. Returns burn's ct in each window and the span between its two signals
+    wherever the loop ran. Each window (`window` s between its signals, `gap` s apart;
+    bench/python/accuracy.py runs 0.5 and 0.2) must be written, with burn in it. Two
+    windows in each of six runs: the bug lost about every other window, so twelve catch
+    it but for 1 in 4,096. Returns burn's ct in each window and the span between its two signals
     (what the process used under cpu, the time that passed under wall): how much of it
     the window covers is bench/python/accuracy.py's."""
     windows = 2
@@ -762,14 +763,14 @@ def case_busy_toggle(r):
             try:
                 check(p.stdout.readline() == b"ready\n", "%s: busy.py did not get ready" % what)
                 for _ in range(windows):
-                    time.sleep(0.2)
+                    time.sleep(gap)
                     t0, c0 = time.monotonic(), proc_cpu(p.pid)
                     toggle_delivered(p.pid)
-                    time.sleep(0.5)
+                    time.sleep(window)
                     toggle_delivered(p.pid)
                     t1, c1 = time.monotonic(), proc_cpu(p.pid)
                     spans.append(t1 - t0 if clock == "wall" else c1 - c0)
-                time.sleep(0.2)
+                time.sleep(gap)
                 out, err = p.communicate(b"go\n", timeout=60)
             finally:
                 reap(p)
@@ -1011,12 +1012,13 @@ def case_resp(r):
     check(len(clients) >= 20, "%d connection tasks" % len(clients))
 
 
-def case_resp_toggled(r):
+def case_resp_toggled(r, window=0.2):
     """samples/python/resp_server.py under redis-benchmark, toggled by signal: three
-    windows, each written, each with requests served in it (execute called), none
-    after the last. Returns each window's calls of execute, the loop thread's ttot and
-    the window's span in the file (bench/python/accuracy.py: how much of the window was
-    recorded, and how many requests)."""
+    windows of `window` s (bench/python/accuracy.py runs 0.5), each written, each with
+    requests served in it (execute called), none after the last. Returns each window's
+    calls of execute, the loop thread's ttot and the window's span in the file
+    (bench/python/accuracy.py: how much of the window was recorded, and how many
+    requests)."""
     tmpl = os.path.join(r.tmp, "resp.%n.pstat")
     bench, port, p = resp_server(r, COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
     b = None
@@ -1027,9 +1029,9 @@ def case_resp_toggled(r):
         time.sleep(0.5)
         for n in range(1, 4):
             check(toggle_applied(p.pid) == "R", "window %d did not start" % n)
-            time.sleep(0.5)
+            time.sleep(window)
             check(toggle_applied(p.pid) == "S", "window %d was not written" % n)
-            time.sleep(0.3)
+            time.sleep(0.2)
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
         if b is not None:
@@ -1805,12 +1807,13 @@ def case_greenlet_asyncio(r, scale=0.4):
     return fig
 
 
-def case_greenlet_resp_toggled(r, mode="trace"):
+def case_greenlet_resp_toggled(r, mode="trace", window=0.2):
     """samples/python/gevent_resp_server.py (gevent's StreamServer, a greenlet per
     connection) under redis-benchmark, started off and toggled three times with `coprof
-    toggle`: each window is written, holds requests served (execute called), in the
-    connections' greenlets (runtime greenlet) and nowhere else (sample mode: greenlets
-    sampled), and the server stops cleanly. Returns each window's calls of execute and
+    toggle`, windows of `window` s (bench/python/accuracy.py runs 0.5): each window is
+    written, holds requests served (execute called), in the connections' greenlets
+    (runtime greenlet) and nowhere else (sample mode: greenlets sampled), and the
+    server stops cleanly. Returns each window's calls of execute and
     greenlets that ran it (sample mode: greenlets sampled): how many is
     bench/python/accuracy.py's."""
     import shutil
@@ -1835,7 +1838,7 @@ def case_greenlet_resp_toggled(r, mode="trace"):
         time.sleep(0.5)
         for i in range(3):
             check("on" in coprof_toggle(p.pid), "window %d did not open" % (i + 1))
-            time.sleep(0.5)
+            time.sleep(window)
             said = coprof_toggle(p.pid)
             check("gresp.%d.pstat" % (i + 1) in said, "window %d: %r" % (i + 1, said))
             time.sleep(0.2)
@@ -1881,8 +1884,8 @@ def case_greenlet_resp_toggled(r, mode="trace"):
     return fig
 
 
-def case_greenlet_resp_toggled_sample(r):
-    return case_greenlet_resp_toggled(r, "sample")
+def case_greenlet_resp_toggled_sample(r, window=0.2):
+    return case_greenlet_resp_toggled(r, "sample", window)
 
 
 def read_measured(path):
