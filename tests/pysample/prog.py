@@ -20,8 +20,8 @@ tchurn    achurn in two loops at once, in two threads, the main thread in join()
 afork     os.fork() inside a task: the child runs task child_task, the parent
           parent_task
 idle      N (argv[2]) tasks named idle<k> wait on one Event while the main task spins
-          for about a second; writes to argv[3] (JSON) how long they waited (until the
-          set, and until the last one resumed)
+          for a second of its CPU; writes to argv[3] (JSON) how long they waited (until
+          the set, and until the last one resumed)
 gap       task "gapped" starts with one C call of about 0.12 s (csum: sum over a range),
           which holds the GIL: no scan of tasks can run before it returns
 reuse     task reused_a spins 0.05 s of CPU and finishes; then a coroutine of reused_b made at
@@ -359,8 +359,10 @@ def achurn(seconds, threads=0):
 
 
 def idle(n, side):
-    """n tasks wait on one Event while the main task computes for about a second (wall
-    time measured from the moment they all wait to the moment they are let go)."""
+    """n tasks wait on one Event while the main task computes for a second of its CPU
+    (wall time measured from the moment they all wait to the moment they are let go):
+    of CPU, so that under the cpu clock as many ticks ask for scans of the tasks
+    whatever the load (a second of wall time at load 4 gave too few to list them all)."""
     import asyncio
     import json
 
@@ -374,8 +376,8 @@ def idle(n, side):
         ev = asyncio.Event()
         tasks = [asyncio.create_task(wait(ev), name="idle%d" % k) for k in range(n)]
         await asyncio.sleep(0)  # every task runs up to its wait
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < 1.0 * SCALE:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        while time.thread_time() - c0 < 1.0 * SCALE:
             heavy(20000)
             await asyncio.sleep(0)
         waited = time.perf_counter() - t0

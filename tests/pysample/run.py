@@ -4,17 +4,21 @@
 usage: run.py --python EXE --shim LIB --coprof BIN [--asan LIB] CASE
 
 Each CASE runs prog.py on the interpreter EXE under LD_PRELOAD=LIB with
-COPROF_MODE=sample, reads the .pstat files it wrote (pstats and marshal) and asserts on
-the Python frames sampled; the program's output must equal an unprofiled run's (of
-the timed programs, a shorter run: their line does not depend on the time).
-Cases end in _cpu or _wall, the clock. Exit status 0: passed; 1: failed (with why).
+COPROF_MODE=sample, reads the .pstat files it wrote (tests/lib/coprof_test.py's
+Profile, which checks the whole-program tree) and asserts what is exact of the Python
+frames sampled: keys, which task, thread or process holds which function, stacks,
+files, and times only where a bound holds whatever the load (a function that spun
+0.3 s of CPU was sampled for at least 0.2 s). The program's output must equal an
+unprofiled run's (of the timed programs, a shorter run: their line does not depend on
+the time). A case that measures more (shares, waits) returns its figures, printed at
+the end: bench/python/accuracy.py runs the same case, at its full length, again and
+again and holds them to their tolerances. Cases end in _cpu or _wall, the clock.
+Exit status 0: passed; 1: failed (with why).
 """
 import argparse
 import glob
 import json
-import marshal
 import os
-import pstats
 import subprocess
 import sys
 import tempfile
@@ -22,36 +26,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = os.path.join(HERE, "prog.py")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from coprof_test import Profile, check, funcs  # noqa: E402
 
 
-class Failed(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failed(what)
-
-
-def load(path):
-    stats = pstats.Stats(path).stats
-    with open(path, "rb") as f:
-        marshal.load(f)
-        extras = marshal.load(f)
-    synth = set(extras.get("synthetic", []))
-    return {k: v for k, v in stats.items() if k not in synth}, extras
-
-
-def ours(stats, name):
-    """The entry of prog.py's function `name`: (cc, nc, tt, ct, callers)."""
-    found = [v for k, v in stats.items() if k[0] == PROG and k[2] == name]
-    check(len(found) <= 1, "%s keyed %d times" % (name, len(found)))
-    return found[0] if found else None
-
-
-def ct(stats, name):
-    v = ours(stats, name)
-    return v[3] if v else 0.0
+def task_ct(task, name):
+    """The ct of prog.py's `name` in a task's stats (0 when it has none)."""
+    return sum(v[3] for _, v in funcs(task["stats"], name, PROG))
 
 
 def report_of(err):
@@ -119,65 +100,56 @@ class Runner:
         return p
 
 
-def split_share(r, clock, out, **kw):
-    """Runs the 2:1 split; heavy's sampled share must be within 3 points of the share
-    the program measured on the same clock (under cpu, itself within 3 points of 2/3;
-    under wall the waits for a CPU on a loaded machine move it, see prog.py)."""
-    # at 2,999 Hz, not the runner's 997: there the sampled share strayed from the
-    # measured one by 0.0095 (sd, 40 runs a clock), so 3 points was 3 sd and one of the
-    # ~20 such checks in a CI run failed now and then (a run read 0.033); at 2,999 Hz
-    # the sd is 0.0028 wall, 0.0025 cpu (30 runs each, the widest 0.011), where a
-    # dithered period's own floor is about 0.0075 at 997 Hz for this 1.5 s
+def split_share(r, clock, out, seconds, **kw):
+    """Runs the 2:1 split for `seconds` of CPU at 2,999 Hz (the rate of
+    bench/python/accuracy.py's share figures: at 997 Hz the sampled share strayed from
+    the measured one by 0.0095 sd, at 2,999 Hz by 0.0028). Both functions are sampled.
+    Returns the file (a Profile) and the figures: heavy's sampled share and the share
+    the program measured on the same clock."""
     kw.setdefault("COPROF_HZ", 2999)
     side = os.path.join(r.tmp, "measured.json")
-    r.run(["split", "1.5", side], clock, out, base=["split", "0.05"], **kw)
+    r.run(["split", str(seconds), side], clock, out, base=["split", "0.05"], **kw)
     with open(side) as f:
         measured = json.load(f)[clock]
-    stats, _ = load(out)
-    h, l = ct(stats, "heavy"), ct(stats, "light")
+    prof = Profile(out)
+    h, l = prof.ct("heavy", PROG), prof.ct("light", PROG)
     check(h > 0 and l > 0, "heavy %.3f s, light %.3f s" % (h, l))
-    share = h / (h + l)
-    if clock == "cpu":
-        check(abs(measured - 2 / 3) <= 0.03, "the program measured %.3f, not 2/3" % measured)
-    check(abs(share - measured) <= 0.03, "heavy's share %.3f, the program measured %.3f "
-          "(+- 0.03)" % (share, measured))
-    return share
+    return prof, {"share": h / (h + l), "measured": measured}
 
 
-def case_split(r, clock):
-    """heavy and light share the CPU 2:1: the samples say so within 3 points, with the
-    keys trace mode gives them (so `coprof diff` compares the two files)."""
+def case_split(r, clock, seconds=0.3):
+    """heavy and light share the CPU 2:1 (`seconds` of it): both are sampled, under
+    split, whose ct holds theirs, with the keys trace mode gives them (so `coprof diff`
+    compares the two files). Returns the shares (split_share)."""
     out = os.path.join(r.tmp, "split.pstat")
-    share = split_share(r, clock, out)
-    stats, ex = load(out)
-    check(ex["mode"] == "sample", "mode %r" % ex["mode"])
-    h, l = ct(stats, "heavy"), ct(stats, "light")
-    split = ours(stats, "split")
-    check(split and split[3] >= h + l - 1e-6, "split's ct %r below its callees'" % (split,))
-    check(any(k[2] == "<module>" and k[0] == PROG for k in stats), "no <module> of prog.py")
+    prof, fig = split_share(r, clock, out, seconds)
+    check(prof.extras["mode"] == "sample", "mode %r" % prof.extras["mode"])
+    h, l = prof.ct("heavy", PROG), prof.ct("light", PROG)
+    split = prof.one("split", PROG)
+    check(split[3] >= h + l - 1e-6, "split's ct %r below its callees'" % (split,))
+    check(prof.funcs("<module>", PROG), "no <module> of prog.py")
     traced = os.path.join(r.tmp, "traced.pstat")
     r.run(["split", "0.2"], clock, traced, base=["split", "0.05"], COPROF_MODE="trace")
-    tstats, _ = load(traced)
+    tprof = Profile(traced)
     for name in ("heavy", "light", "split"):
-        sk = [k for k in stats if k[0] == PROG and k[2] == name]
-        tk = [k for k in tstats if k[0] == PROG and k[2] == name]
+        sk, tk = [k for k, _ in prof.funcs(name, PROG)], [k for k, _ in tprof.funcs(name, PROG)]
         check(sk == tk, "%s: sampled key %r, traced %r" % (name, sk, tk))
     d = subprocess.run([r.a.coprof, "diff", traced, out, "--limit", "50"], capture_output=True,
                        text=True, timeout=60)
     check(d.returncode in (0, 1), "coprof diff: %s" % d.stderr)
     rows = [l for l in d.stdout.splitlines() if " heavy " in " %s " % l or "heavy" in l.split()]
     check(rows, "coprof diff shows no heavy row: %s" % d.stdout[-1500:])
-    print("heavy share %.3f (%.3f s / %.3f s)" % (share, h, l))
+    return fig
 
 
-def case_native(r, clock):
+def case_native(r, clock, seconds=0.3):
     """--native (COPROF_NATIVE=1): the stacks hold C frames too, every C frame of the
-    eval loop replaced by the Python frames it ran, and the split still reads 2:1."""
+    eval loop replaced by the Python frames it ran; the split's two functions are
+    sampled. Returns the shares (split_share)."""
     out = os.path.join(r.tmp, "native.pstat")
-    share = split_share(r, clock, out, COPROF_NATIVE=1)
-    stats, ex = load(out)
+    prof, fig = split_share(r, clock, out, seconds, COPROF_NATIVE=1)
     mixed = 0
-    for st in ex["stacks"]:
+    for st in prof.extras["stacks"]:
         frames = st[2]
         py = [f for f in frames if f[0] == PROG]
         if not py:
@@ -187,20 +159,21 @@ def case_native(r, clock):
         native = [f for f in frames if not f[0].endswith(".py") and not f[0].startswith("<")]
         mixed += bool(native)
     check(mixed, "no stack holds both Python and C frames")
-    print("heavy share %.3f, %d mixed stacks" % (share, mixed))
+    print("%d mixed stacks" % mixed)
+    return fig
 
 
 def case_threads(r, clock):
     """Each thread is sampled, the one started while sampling ran too, each under its
-    own thread id."""
+    own thread id, for at least 0.2 s of the 0.5 s of CPU it spun."""
     out = os.path.join(r.tmp, "threads.pstat")
     r.run(["threads"], clock, out, short=True)
-    stats, ex = load(out)
-    a, b = ct(stats, "thread_a"), ct(stats, "thread_b")
+    prof = Profile(out)
+    a, b = prof.ct("thread_a", PROG), prof.ct("thread_b", PROG)
     check(a >= 0.2 and b >= 0.2, "thread_a %.3f s, thread_b %.3f s of 0.5 s each" % (a, b))
     tids = {}
-    for tid_ctx in ex["stacks"]:
-        ctx, tid, frames = tid_ctx[0], tid_ctx[1], tid_ctx[2]
+    for tid_ctx in prof.extras["stacks"]:
+        tid, frames = tid_ctx[1], tid_ctx[2]
         names = {f[2] for f in frames if f[0] == PROG}
         for n in ("thread_a", "thread_b"):
             if n in names:
@@ -212,7 +185,7 @@ def case_threads(r, clock):
 
 def window_of_b(r, clock, what):
     """Runs prog.py `what` (phases a, b, c read from stdin) with COPROF_START=0 and
-    coprof toggle around phase b; the one file it wrote, loaded."""
+    coprof toggle around phase b; the one file it wrote, a Profile."""
     out = os.path.join(r.tmp, "win.%n.pstat")
     p = subprocess.Popen([r.a.python, PROG, what], env=r.env(clock, COPROF_OUT=out,
                                                             COPROF_START=0),
@@ -246,55 +219,59 @@ def window_of_b(r, clock, what):
             p.wait()
     files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
     check(len(files) == 1, "one window expected: %r" % files)
-    return load(files[0])
+    return Profile(files[0])
 
 
 def case_toggled(r, clock):
-    """COPROF_START=0 and coprof toggle: only the window's phase is in the file."""
-    stats, _ = window_of_b(r, clock, "phases")
-    b = ct(stats, "phase_b")
+    """COPROF_START=0 and coprof toggle: only the window's phase is in the file, for
+    at least 0.2 s of the 0.3 s of CPU it spun."""
+    prof = window_of_b(r, clock, "phases")
+    b = prof.ct("phase_b", PROG)
     check(b >= 0.2, "phase_b has %.3f s of its 0.3 s" % b)
-    check(ct(stats, "phase_a") == 0 and ct(stats, "phase_c") == 0,
-          "phases outside the window were sampled: a %.3f, c %.3f" %
-          (ct(stats, "phase_a"), ct(stats, "phase_c")))
+    check(not prof.funcs("phase_a", PROG) and not prof.funcs("phase_c", PROG),
+          "phases outside the window were sampled: %r" % sorted(
+              k[2] for k in prof.stats if k[2].startswith("phase_")))
     print("window: phase_b %.3f s" % b)
 
 
 def case_fork(r, clock):
-    """os.fork: the child samples itself into its own file."""
+    """os.fork: the child samples itself into its own file, each process's file holds
+    its own work (at least 0.2 s of the 0.4 s of CPU it spun) and not the other's."""
     out = os.path.join(r.tmp, "fork.%p.pstat")
     r.run(["fork"], clock, out, short=True)
     files = glob.glob(os.path.join(r.tmp, "fork.*.pstat"))
     check(len(files) == 2, "parent and child files expected: %r" % files)
     seen = {}
     for f in files:
-        stats, ex = load(f)
-        c, p = ct(stats, "child_work"), ct(stats, "parent_work")
-        check((c >= 0.2) != (p >= 0.2), "%s: child_work %.3f s, parent_work %.3f s" % (f, c, p))
-        seen["child" if c >= 0.2 else "parent"] = ex["pid"]
-        check(min(c, p) == 0, "%s holds the other process's function" % f)
+        prof = Profile(f)
+        kid = prof.funcs("child_work", PROG)
+        mine, other = ("child_work", "parent_work") if kid else ("parent_work", "child_work")
+        c = prof.ct(mine, PROG)
+        check(c >= 0.2 and not prof.funcs(other, PROG), "%s: %s %.3f s, and %s %r" % (
+            f, mine, c, other, prof.funcs(other, PROG)))
+        seen["child" if kid else "parent"] = prof.extras["pid"]
     check(len(seen) == 2, "files: %r" % seen)
 
 
 def case_stress(r, clock):
     """Frame races at 10 kHz: five threads make and drop code objects as fast as they
-    can. The host runs as unprofiled, and every sampled exec'd function carries its own
-    first line: no frame is ever named after another code object."""
+    can. The host runs as unprofiled, exec'd functions are sampled, and every one
+    carries its own first line: no frame is ever named after another code object.
+    Returns how much was sampled (bench/python/accuracy.py)."""
     out = os.path.join(r.tmp, "stress.pstat")
     secs = os.environ.get("PYSAMPLE_STRESS_SECONDS", "3")
     r.run(["stress", secs], clock, out, base=["stress", "0.1"], COPROF_HZ="10000")
-    stats, ex = load(out)
-    churned = [k for k in stats if k[0] == "<churn>"]
+    prof = Profile(out)
+    churned = [k for k in prof.stats if k[0] == "<churn>"]
     check(churned, "no exec'd function sampled")
     for k in churned:
         check(k[1:] == (1, "<module>") or (k[2].startswith("f") and k[1] == int(k[2][1:]) + 1),
               "mislabelled: %r" % (k,))
     real = r.code_keys()
-    for k in stats:
+    for k in prof.stats:
         check(k[0] != PROG or k[1:] in real, "%r names no code object of prog.py" % (k,))
-    total = sum(v[2] for v in stats.values())
-    check(total > 0.5, "%.3f s sampled" % total)
-    print("%d exec'd functions sampled, dropped %r" % (len(churned), ex.get("dropped")))
+    print("%d exec'd functions sampled, dropped %r" % (len(churned), prof.extras.get("dropped")))
+    return {"sampled": sum(v[2] for v in prof.stats.values())}
 
 
 def task_table(ex):
@@ -306,9 +283,9 @@ def task_table(ex):
     return out
 
 
-def task_ct(task, name):
-    v = [v for k, v in task["stats"].items() if k[0] == PROG and k[2] == name]
-    return v[0][3] if v else 0.0
+def holders(ex, name):
+    """The names of the tasks whose stats hold prog.py's `name`."""
+    return sorted(t["name"] for t in ex["tasks"] if funcs(t["stats"], name, PROG))
 
 
 def elsewhere(ex, name, task):
@@ -331,15 +308,17 @@ def elsewhere(ex, name, task):
         sorted(where.items(), key=lambda kv: -kv[1])), top[1], top[0] / 1e9)
 
 
-def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "small"), slept=0.5):
-    """The checks of one loop's split_tasks (prog.py) in file `out`: tasks three<suffix>,
-    one<suffix> and sleeper<suffix>, named by Task.get_name(), each once; three's share
-    of the two within 5 points of what the tasks measured on the same clock; each holds
-    its own function only, its stacks start at worker; under wall sleeper waits at
-    fetch;waiter, [waiting] in the collapsed export, as long as its await took (`slept`,
-    the wall time the program measured: more than its 0.5 s when the loaded machine
-    resumed it late); under cpu nothing waits. Returns the three tasks' (index, task)
-    and three's share."""
+def check_tasks(r, clock, out, prof, suffix="", fns=("big", "small")):
+    """The checks of one loop's split_tasks (prog.py) in file `out` (`prof`): tasks
+    three<suffix>, one<suffix> and sleeper<suffix>, named by Task.get_name(), each
+    once; three and one each sampled in its own function, and neither in the other's;
+    their stacks start at worker; under wall sleeper's waits are at fetch;waiter,
+    [waiting] in the collapsed export; under cpu nothing waits. Returns the three
+    tasks' (index, task) and the figures: three's sampled share, the part of big and
+    small sampled in their tasks (the rest went to the thread: the ticks before a
+    task's first scan, held for it), and the wait sampled in sleeper and in its
+    fetch."""
+    ex = prof.extras
     tasks = task_table(ex)
     names = [n + suffix for n in ("three", "one", "sleeper")]
     for name in names:
@@ -350,26 +329,8 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
     b, s = task_ct(three, big), task_ct(one, small)
     check(b > 0 and s > 0, "%s %.3f s in %s, %s %.3f s in %s" % (big, b, names[0], small, s,
                                                              names[1]))
-    check(task_ct(three, small) == 0 and task_ct(one, big) == 0,
-          "a task holds the other's function")
-    share = b / (b + s)
-    if clock == "cpu":
-        check(abs(measured - 0.75) <= 0.03, "the tasks measured %.3f, not 3/4" % measured)
-    check(abs(share - measured) <= 0.05, "%s's share %.3f, the tasks measured %.3f "
-          "(+- 0.05)" % (names[0], share, measured))
-    # the thread's own context holds the loop, not the tasks' functions: but for the
-    # ticks before a task's first scan, all of big and small is in the tasks. Those
-    # ticks span the scan's latency (from the tick that met the task to the end of the
-    # scan: the next fold, then a thread with the GIL runs the call), 3-60 ms here
-    # under load, and what big and small lost to the thread tracked it (within ~15 ms); a
-    # CI run lost 18% of big, about 0.37 s: that latency is not bounded under load
-    top_b, top_s = ct(stats, big), ct(stats, small)
-    check(b >= 0.97 * top_b and s >= 0.97 * top_s,
-          "%s/%s in their tasks: %.3f/%.3f of %.3f/%.3f; elsewhere %s: %s, %s: %s; dropped %r"
-          % (big, small, b, s, top_b, top_s, big, elsewhere(ex, big, i3), small,
-             elsewhere(ex, small, i1), ex.get("dropped")))
-    print("%s/%s outside their tasks: %.1f%%/%.1f%%" % (big, small, 100 * (1 - b / top_b),
-                                                       100 * (1 - s / top_s)))
+    check(holders(ex, big) == [names[0]] and holders(ex, small) == [names[1]],
+          "%s in tasks %s, %s in %s" % (big, holders(ex, big), small, holders(ex, small)))
     waited = 0.0
     for st in ex["stacks"]:
         task, frames, waiting = st[0], st[2], st[4]
@@ -383,10 +344,6 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
             check(fn[1:] == ["fetch", "waiter"], "%s waits at %r" % (names[2], fn))
             waited += st[3] / 997.0  # ticks at COPROF_HZ
     if clock == "wall":
-        check(0.35 <= waited <= slept + 0.5, "%s waited %.3f s of its %.3f s" % (
-            names[2], waited, slept))
-        check(task_ct(sleeper, "fetch") >= 0.35, "fetch's ct in %s %.3f s" %
-              (names[2], task_ct(sleeper, "fetch")))
         c = subprocess.run([r.a.coprof, "export", out, "--format", "collapsed", "-o", "-"],
                            capture_output=True, text=True, timeout=60)
         check(c.returncode == 0, "coprof export: %s" % c.stderr)
@@ -394,33 +351,39 @@ def check_tasks(r, clock, out, stats, ex, measured, suffix="", fns=("big", "smal
                  if " %s];waiter;fetch;" % names[2] in l
                  and l.rsplit(" ", 1)[0].endswith(";[waiting]")]
         check(lines, "no [task N %s];waiter;fetch;...;[waiting] line" % names[2])
-    return ((i3, three), (i1, one), (isl, sleeper)), share, waited
+    top_b, top_s = prof.ct(big, PROG), prof.ct(small, PROG)
+    print("%s/%s outside their tasks: %.1f%%/%.1f%%; elsewhere %s: %s, %s: %s; dropped %r"
+          % (big, small, 100 * (1 - b / top_b), 100 * (1 - s / top_s), big,
+             elsewhere(ex, big, i3), small, elsewhere(ex, small, i1), ex.get("dropped")))
+    fig = {"share": b / (b + s), "in task " + big: b / top_b, "in task " + small: s / top_s,
+           "waited": waited, "fetch ct": task_ct(sleeper, "fetch")}
+    return ((i3, three), (i1, one), (isl, sleeper)), fig
 
 
-def run_tasks(r, clock, what):
-    """Runs prog.py's `what` (tasks, tthreads) for 1.5 s: its file's stats and
-    extras, and the split the tasks measured (prog.py's side file)."""
+def run_tasks(r, clock, what, seconds):
+    """Runs prog.py's `what` (tasks, tthreads) for `seconds` of CPU: its file, a
+    Profile, and the split the tasks measured (prog.py's side file)."""
     out = os.path.join(r.tmp, what + ".pstat")
     side = os.path.join(r.tmp, "measured.json")
-    r.run([what, "1.5", side], clock, out, base=[what, "0.05"])
+    r.run([what, str(seconds), side], clock, out, base=[what, "0.05"])
     with open(side) as f:
         measured = json.load(f)
-    stats, ex = load(out)
-    return out, stats, ex, measured
+    return out, Profile(out), measured
 
 
-def case_tasks(r, clock):
+def case_tasks(r, clock, seconds=0.3):
     """Per task: each sample is charged to the asyncio task running, named by
-    Task.get_name() (create_task(name=) and set_name); the 3:1 split between two tasks
-    reads within 5 points of what the tasks measured on the same clock; each task's
-    stacks start at its root coroutine; under wall, a task that awaits fetch(), which
-    awaits asyncio.sleep(0.5), has that wait at fetch's stack, ending in [waiting] in the
-    collapsed export, and under cpu nothing is waiting."""
-    out, stats, ex, measured = run_tasks(r, clock, "tasks")
-    slept = measured["slept"]
-    measured = measured[clock]
-    _, share, waited = check_tasks(r, clock, out, stats, ex, measured, slept=slept)
-    print("three's share %.3f (measured %.3f), sleeper waited %.3f s" % (share, measured, waited))
+    Task.get_name() (create_task(name=) and set_name): of a 3:1 split between two
+    tasks, each task's function in that task only; each task's stacks start at its
+    root coroutine; under wall, a task that awaits fetch(), which awaits
+    asyncio.sleep(0.5), has that wait at fetch's stack, ending in [waiting] in the
+    collapsed export, and under cpu nothing is waiting (check_tasks). Returns
+    check_tasks' figures with the shares the tasks measured and the wall time the
+    sleeper's await took."""
+    out, prof, measured = run_tasks(r, clock, "tasks", seconds)
+    _, fig = check_tasks(r, clock, out, prof)
+    fig.update(measured=measured[clock], slept=measured["slept"])
+    return fig
 
 
 def loop_thread(ex, found):
@@ -436,104 +399,121 @@ def loop_thread(ex, found):
     return tid
 
 
-def case_tthreads(r, clock):
+def case_tthreads(r, clock, seconds=0.3):
     """Two event loops at once in two threads (threading.Thread(target=asyncio.run)),
     the main thread blocked in join(): each loop's tasks are told apart as the main
-    thread's are (check_tasks: names, the 3:1 split, waits under wall), listed under
-    their own loop's thread, not the main one."""
-    out, stats, ex, measured = run_tasks(r, clock, "tthreads")
-    tids = []
+    thread's are (check_tasks), listed under their own loop's thread, not the main
+    one. Returns each loop's figures (as case_tasks), suffixed _a and _b."""
+    out, prof, measured = run_tasks(r, clock, "tthreads", seconds)
+    tids, fig = [], {}
     for suffix, fns in (("", ("big", "small")), ("_b", ("big_b", "small_b"))):
-        found, share, waited = check_tasks(r, clock, out, stats, ex, measured[suffix][clock],
-                                           suffix, fns, measured[suffix]["slept"])
-        tids.append(loop_thread(ex, found))
-        print("loop %r on %d: three's share %.3f (measured %.3f), sleeper waited %.3f s" %
-              (suffix, tids[-1], share, measured[suffix][clock], waited))
+        found, f = check_tasks(r, clock, out, prof, suffix, fns)
+        tids.append(loop_thread(prof.extras, found))
+        f.update(measured=measured[suffix][clock], slept=measured[suffix]["slept"])
+        f = {k.replace("big_b", "big").replace("small_b", "small"): v for k, v in f.items()}
+        fig.update({"%s%s" % (k, suffix or "_a"): v for k, v in f.items()})
     check(tids[0] != tids[1], "both loops' tasks on thread %d" % tids[0])
+    return fig
 
 
 def case_atoggle(r, clock):
-    """A toggled window over asyncio tasks: only the window's task is in the file."""
-    stats, ex = window_of_b(r, clock, "atoggle")
-    tasks = task_table(ex)
+    """A toggled window over asyncio tasks: only the window's task is in the file; its
+    phase_b was sampled for at least 0.2 s of the 0.3 s of CPU it spun, in task_b and
+    no other task. Returns the part of it in task_b (bench/python/accuracy.py)."""
+    prof = window_of_b(r, clock, "atoggle")
+    tasks = task_table(prof.extras)
     check(len(tasks.get("task_b", [])) == 1, "task_b: tasks %r" % sorted(tasks))
-    b = task_ct(tasks["task_b"][0][1], "phase_b")
-    check(b >= 0.2, "phase_b has %.3f s of its 0.3 s in task_b" % b)
-    check(ct(stats, "phase_a") == 0 and ct(stats, "phase_c") == 0,
+    total, b = prof.ct("phase_b", PROG), task_ct(tasks["task_b"][0][1], "phase_b")
+    check(total >= 0.2 and b > 0, "phase_b has %.3f s of its 0.3 s, %.3f s in task_b" % (
+        total, b))
+    check(holders(prof.extras, "phase_b") == ["task_b"], "phase_b in tasks %s" % holders(
+        prof.extras, "phase_b"))
+    check(not prof.funcs("phase_a", PROG) and not prof.funcs("phase_c", PROG),
           "phases outside the window were sampled")
-    print("window: phase_b %.3f s in task_b" % b)
+    return {"phase_b in task_b": b}
 
 
 def case_afork(r, clock):
     """os.fork after a task ran: the child's file holds its own task only, the
-    parent's file the parent's tasks."""
+    parent's file the parent's tasks; each process's work was sampled for at least
+    0.15 s of the 0.3 s of CPU it spun, and in its task only. Returns the part in each
+    task (bench/python/accuracy.py)."""
     out = os.path.join(r.tmp, "afork.%p.pstat")
     r.run(["afork"], clock, out, short=True)
     files = glob.glob(os.path.join(r.tmp, "afork.*.pstat"))
     check(len(files) == 2, "parent and child files expected: %r" % files)
-    seen = set()
+    fig = {}
     for f in files:
-        stats, ex = load(f)
-        tasks = task_table(ex)
+        prof = Profile(f)
+        tasks = task_table(prof.extras)
         if "child_task" in tasks:
             check(not {"before_fork", "parent_task"} & set(tasks),
                   "child file tasks %r" % sorted(tasks))
-            c = task_ct(tasks["child_task"][0][1], "child_work")
-            check(c >= 0.15, "child_work %.3f s in child_task" % c)
-            seen.add("child")
+            task, work = "child_task", "child_work"
         else:
             check({"before_fork", "parent_task"} <= set(tasks) and "child_task" not in tasks,
                   "parent file tasks %r" % sorted(tasks))
-            p = task_ct(tasks["parent_task"][0][1], "parent_work")
-            check(p >= 0.15, "parent_work %.3f s in parent_task" % p)
-            seen.add("parent")
-    check(seen == {"child", "parent"}, "files: %r" % seen)
+            task, work = "parent_task", "parent_work"
+        mine = task_ct(tasks[task][0][1], work)
+        total = sum(task_ct(t, work) for t in prof.extras["tasks"] if t["name"] != "before_fork")
+        check(mine > 0 and prof.ct(work, PROG) >= 0.15, "%s %.3f s, %.3f s in %s" % (
+            work, prof.ct(work, PROG), mine, task))
+        check(total == mine, "%s in tasks %s" % (work, holders(prof.extras, work)))
+        fig["%s in %s" % (work, task)] = mine
+    check(len(fig) == 2, "files: %r" % files)
+    return fig
 
 
 def churned(r, clock, what):
     """Runs prog.py's `what` (achurn, tchurn) for 2 s at 10 kHz: every task's samples
     are its own coroutine's (task t<j> holds f<j> only), so no context is ever given to
-    another task's coroutine. Returns the file's extras."""
+    another task's coroutine; some tasks are sampled in their function. Returns the
+    file's extras and how many tasks were."""
     out = os.path.join(r.tmp, what + ".pstat")
     r.run([what, "2"], clock, out, base=[what, "0.1"], COPROF_HZ="10000")
-    stats, ex = load(out)
+    ex = Profile(out).extras
     named = 0
     for t in ex["tasks"]:
         if not t["name"].startswith("t"):
             continue
-        funcs = {k[2] for k in t["stats"] if k[0] == "<achurn>"}
-        check(funcs <= {"f" + t["name"][1:]}, "task %s holds %r" % (t["name"], funcs))
-        named += bool(funcs)
-    check(named >= 10, "%d tasks sampled with their function" % named)
+        fns = {k[2] for k in t["stats"] if k[0] == "<achurn>"}
+        check(fns <= {"f" + t["name"][1:]}, "task %s holds %r" % (t["name"], fns))
+        named += bool(fns)
+    check(named, "no task sampled with its function")
     print("%d tasks, %d sampled in their own function" % (len(ex["tasks"]), named))
-    return ex
+    return ex, {"named": named}
 
 
 def case_achurn(r, clock):
     """Tasks made and finished by the thousand at 10 kHz, coroutines reusing the
     addresses of dead ones (churned)."""
-    churned(r, clock, "achurn")
+    return churned(r, clock, "achurn")[1]
 
 
 def case_tchurn(r, clock):
     """achurn in two loops in two threads at once: each thread's ticks read the task
     table while a scan on another thread frees and refills its slots; every task is
     listed under one of the two loop threads."""
-    ex = churned(r, clock, "tchurn")
+    ex, fig = churned(r, clock, "tchurn")
     tids = {t["thread"] for t in ex["tasks"] if t["name"].startswith("t")}
     check(len(tids) == 2 and ex["pid"] not in tids, "the tasks are on threads %r (main %d)" %
           (sorted(tids), ex["pid"]))
+    return fig
 
 
 def idle_waits(r, clock, **kw):
-    """Runs prog.py's idle with 1,000 tasks: (the wait the program measured, each idle
-    task's wait in seconds, sorted; None under cpu, where it checks nothing waits)."""
+    """Runs prog.py's idle with 1,000 tasks, all of them in the table and no wait
+    dropped on the way (a scan hands over hundreds at once); under wall each idle task
+    is charged a wait, at the Event (its stacks end in wait, the coroutine that awaits
+    it, at the root), under cpu nothing waits. Returns the figures: under wall each
+    idle task's wait in seconds (the shortest, the longest and the mean), with the wait
+    the program measured (until the set, and until the last task resumed)."""
     out = os.path.join(r.tmp, "idle.pstat")
     side = os.path.join(r.tmp, "idle.json")
     r.run(["idle", "1000", side], clock, out, short=True, **kw)
     with open(side) as f:
         waited = json.load(f)
-    _, ex = load(out)
+    ex = Profile(out).extras
     dropped = ex.get("dropped") or {}
     check(not any("buffer full" in k for k in dropped), "dropped: %r" % dropped)
     idle = {i for i, t in enumerate(ex["tasks"]) if t["name"].startswith("idle")}
@@ -548,79 +528,62 @@ def idle_waits(r, clock, **kw):
                       "idle task waits at %r" % (frames,))
                 ticks[task] += count
     if clock == "cpu":
-        print("no waits under cpu")
-        return waited, None
-    return waited, sorted(t / 997.0 for t in ticks.values())  # ticks at COPROF_HZ
+        return None
+    secs = sorted(t / 997.0 for t in ticks.values())  # ticks at COPROF_HZ
+    check(secs[0] > 0, "%d idle tasks were charged no wait" % secs.count(0.0))
+    print("1,000 tasks waited %.3f-%.3f s each of %.3f s" % (secs[0], secs[-1], waited["waited"]))
+    return {"low": secs[0], "high": secs[-1], "mean": sum(secs) / len(secs),
+            "waited": waited["waited"], "resumed": waited["resumed"]}
 
 
 def case_idle(r, clock):
-    """1,000 tasks wait on an Event for about a second while another computes: under
-    wall each is charged its wait at the Event (ending in wait, the coroutine that
-    awaits it, at the root), close to what the program measured (below), and no wait is
-    dropped on the way (a scan hands over hundreds at once); under cpu nothing waits."""
-    w, secs = idle_waits(r, clock)
-    if secs is None:
-        return
-    waited, resumed = w["waited"], w["resumed"]
-    low, high, mean = secs[0], secs[-1], sum(secs) / len(secs)
-    # A wait counts from the call that first saw the task (every 5th call makes new
-    # tasks' slots, and a busy machine delays the calls), so a task may lose the
-    # first 0.1-0.2 s; none is charged more than it waited, give or take a call: until
-    # the loop resumed it, after the set (on a loaded machine 0.1 s later, and a call
-    # that came before it resumed saw it waiting still).
-    check(waited - 0.2 <= low and high <= resumed + 0.1 and
-          0.92 * waited <= mean <= 1.08 * resumed,
-          "waits %.3f-%.3f s (mean %.3f), the tasks waited %.3f s (the last resumed at "
-          "%.3f s)" % (low, high, mean, waited, resumed))
-    print("1,000 tasks waited %.3f-%.3f s each (mean %.3f) of %.3f s" % (low, high, mean, waited))
+    """1,000 tasks wait on an Event while another computes a second of its CPU
+    (idle_waits); how close each wait is to what the program measured is
+    bench/python/accuracy.py's."""
+    return idle_waits(r, clock)
 
 
 def case_idlestarved(r, clock):
     """idle with the scans of a starved folding thread (COPROF_TEST_FOLD_EVERY=13: one
-    fold in 13 asks for one, about every 130 ms, as at load 13 on 2 cores): each task
-    waited about as long, and none loses what its slot measured but had not handed over
-    when the program ended (before, each slot kept up to ten scans of it, at its own
-    turn: waits of 0.0-0.9 s for a wait of 1 s). Scans that far apart miss the start of the
-    wait (until the scan that first sees a task waiting) and its end (after the last
-    one): a few of them."""
-    w, secs = idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
-    if secs is None:
-        return
-    waited = w["waited"]
-    low, high, mean = secs[0], secs[-1], sum(secs) / len(secs)
-    # A call that comes while the loop resumes the tasks one by one (late on a loaded
-    # machine) sees those not resumed yet waiting still: they differ by up to a call.
-    check(high - low <= 0.3 and waited - 0.6 <= low and high <= w["resumed"] + 0.15,
-          "waits %.3f-%.3f s (mean %.3f), the tasks waited %.3f s" % (low, high, mean, waited))
-    print("1,000 tasks waited %.3f-%.3f s each (mean %.3f) of %.3f s" % (low, high, mean, waited))
+    fold in 13 asks for one, about every 130 ms, as at load 13 on 2 cores), checked as
+    idle_waits checks idle. bench/python/accuracy.py holds each task to about the same
+    wait: none loses what its slot measured but had not handed over when the program
+    ended (before, each slot kept up to ten scans of it, at its own turn: waits of
+    0.0-0.9 s for a wait of 1 s)."""
+    return idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
 
 
 def case_gap(r, clock):
     """The first-scan gap: task gapped's first 0.12 s is one C call that holds the GIL,
     so the scan its first tick asked for runs only after it; those ticks are held and
     charged to gapped once that scan finds it (without that, to the thread's own
-    context: all of csum)."""
+    context: all of csum). csum is sampled, in gapped (one task) and in no other task.
+    Returns csum's sampled time and the part of it in gapped (bench/python/accuracy.py:
+    all of it)."""
     out = os.path.join(r.tmp, "gap.pstat")
     r.run(["gap"], clock, out, short=True)
-    stats, ex = load(out)
+    prof = Profile(out)
+    ex = prof.extras
     # By its root, not its name: a scan that ran between Task() and create_task's
     # set_name lists it as Task-2 until the next rename, 200 ms on.
     found = [(i, t) for i, t in enumerate(ex["tasks"]) if task_ct(t, "gapped") > 0]
     check(len(found) == 1, "tasks holding gapped: %r" % [t["name"] for _, t in found])
     i, task = found[0]
-    total, mine = ct(stats, "csum"), task_ct(task, "csum")
-    check(total >= 0.05, "csum sampled %.3f s" % total)
-    check(mine >= 0.95 * total, "csum %.3f s of %.3f s in gapped; elsewhere %s" % (
-        mine, total, elsewhere(ex, "csum", i)))
+    total, mine = prof.ct("csum", PROG), task_ct(task, "csum")
+    check(mine > 0, "csum %.3f s, none in gapped; elsewhere %s" % (
+        total, elsewhere(ex, "csum", i)))
+    check(holders(ex, "csum") == [task["name"]], "csum in tasks %s" % holders(ex, "csum"))
     print("csum %.3f s of %.3f s in gapped" % (mine, total))
+    return {"csum": total, "in gapped": mine}
 
 
 def case_reuse(r, clock):
     """A held tick goes to no other coroutine at its address: reused_a runs and
     finishes before any scan (COPROF_TEST_SCAN_DELAY_MS holds them), reused_b's
     coroutine is made at its address; the scan finds reused_b there, and takes
-    reused_b's held ticks, not reused_a's (another code): those stay with the
-    thread."""
+    reused_b's held ticks (some of them in its task), not reused_a's (another code,
+    sampled: none in reused_b's task): those stay with the thread. Returns reused_b's
+    sampled time and the part in its task (bench/python/accuracy.py: all of it)."""
     out = os.path.join(r.tmp, "reuse.pstat")
     side = os.path.join(r.tmp, "reuse.json")
     delay = 0.6
@@ -632,20 +595,21 @@ def case_reuse(r, clock):
               COPROF_TEST_SCAN_DELAY_MS=int(delay * 1000))
         with open(side) as f:
             check(json.load(f)["reused"], "reused_b's coroutine not made at reused_a's address")
-        stats, ex = load(out)
-        tasks = task_table(ex)
+        prof = Profile(out)
+        tasks = task_table(prof.extras)
         if "reused_a" not in tasks and "reused_b" in tasks:
             break
     check("reused_a" not in tasks, "a scan listed reused_a in 3 runs: the knob did not hold it")
     check(len(tasks.get("reused_b", [])) == 1, "task reused_b: tasks %r" % sorted(tasks))
     i, task = tasks["reused_b"][0]
-    a, b = ct(stats, "reused_a"), task_ct(task, "reused_b")
+    a, b = prof.ct("reused_a", PROG), task_ct(task, "reused_b")
     check(a >= 0.02, "reused_a sampled %.3f s" % a)
     check(task_ct(task, "reused_a") == 0, "reused_b holds reused_a's %.3f s of %.3f s" % (
         task_ct(task, "reused_a"), a))
-    check(b >= 0.95 * ct(stats, "reused_b"), "reused_b %.3f s of %.3f s in its task; "
-          "elsewhere %s" % (b, ct(stats, "reused_b"), elsewhere(ex, "reused_b", i)))
+    check(b > 0, "reused_b %.3f s, none in its task; elsewhere %s" % (
+        prof.ct("reused_b", PROG), elsewhere(prof.extras, "reused_b", i)))
     print("reused_a %.3f s with the thread, reused_b %.3f s in its task" % (a, b))
+    return {"reused_b": prof.ct("reused_b", PROG), "in its task": b}
 
 
 def main():
@@ -664,12 +628,14 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pysample-") as tmp:
         try:
             t = time.monotonic()
-            fn(Runner(args, tmp), clock)
-            print("%s: passed in %.1f s" % (args.case, time.monotonic() - t))
-            return 0
-        except Failed as e:
+            fig = fn(Runner(args, tmp), clock)
+        except AssertionError as e:
             print("%s: FAILED: %s" % (args.case, e))
             return 1
+    print("%s: passed in %.1f s" % (args.case, time.monotonic() - t))
+    if fig:  # for the log: what bench/python/accuracy.py holds to its tolerances
+        print("figures: " + ", ".join("%s %.4g" % kv for kv in sorted(fig.items())))
+    return 0
 
 
 if __name__ == "__main__":

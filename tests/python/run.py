@@ -5,9 +5,13 @@ usage: run.py --python EXE --shim LIB [--asan LIB] [--hook auto|profile|monitori
               CASE
 
 Each CASE runs a program of progs/ (or samples/python/) on the interpreter EXE with
-LD_PRELOAD=LIB, reads the .pstat files it wrote with pstats and marshal, and asserts
-on calls, times, tasks and threads. --hook sets COPROF_PY_HOOK (the backend).
-Exit status 0: passed; 1: failed (with a reason).
+LD_PRELOAD=LIB, reads the .pstat files it wrote (tests/lib/coprof_test.py's Profile,
+which checks the whole-program tree) and asserts what is exact: calls, callers, keys,
+which task or thread got which function, files, exit codes, and times only where an
+inequality holds whatever the load (a wall time is at least what was slept). A case
+that measures more returns its figures, printed after "ok": bench/python/accuracy.py
+runs the same case again and again and holds them to their tolerances. --hook sets
+COPROF_PY_HOOK (the backend). Exit status 0: passed; 1: failed (with a reason).
 """
 import argparse
 import collections
@@ -16,6 +20,7 @@ import json
 import marshal
 import os
 import pstats
+import re
 import resource
 import signal
 import subprocess
@@ -26,105 +31,25 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS = os.path.join(HERE, "progs")
 SAMPLES = os.path.join(HERE, "..", "..", "samples", "python")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+import coprof_test  # noqa: E402
+from coprof_test import check  # noqa: E402
 
 
-class Failed(Exception):
-    pass
+def ours(path):
+    """A file of the programs this driver runs (progs/, samples/python/)."""
+    return "progs" in path or "samples" in path
 
 
-def check(cond, what):
-    if not cond:
-        raise Failed(what)
+class Profile(coprof_test.Profile):
+    """coprof_test's Profile, whose lookups (funcs, one, nc, tt, ct) are in ours()
+    unless given another `file`."""
 
+    def funcs(self, name, file=None):
+        return coprof_test.Profile.funcs(self, name, file or ours)
 
-class Profile:
-    """One .pstat file: pstats' dict plus coprof's extras."""
-
-    def __init__(self, path):
-        self.path = path
-        raw = pstats.Stats(path).stats
-        with open(path, "rb") as f:
-            marshal.load(f)
-            self.extras = marshal.load(f)
-        check_whole_program(raw, self.extras)
-        # The cases assert on the program's own functions: take the whole-program
-        # tree's synthetic ones out, as coprof's reader does.
-        synth = set(self.extras.get("synthetic", []))
-        self.stats = {k: v[:4] + ({c: e for c, e in v[4].items() if c not in synth},)
-                      for k, v in raw.items() if k not in synth}
-
-    def funcs(self, name, file_part=None):
-        """Entries named `name` (or 'Class.name') in a file of ours, or of file_part."""
-        if file_part is None:
-            return [(k, v) for k, v in self.stats.items()
-                    if k[2].split(".")[-1] == name and
-                    ("progs" in k[0] or "samples" in k[0])]
-        return [(k, v) for k, v in self.stats.items()
-                if k[2].split(".")[-1] == name and file_part in k[0]]
-
-    def one(self, name, file_part=None):
-        found = self.funcs(name, file_part)
-        check(len(found) == 1, "%s: expected one entry, found %d" % (name, len(found)))
-        return found[0][1]
-
-    def nc(self, name, file_part=None):
-        return self.one(name, file_part)[1]
-
-    def tt(self, name, file_part=None):
-        return self.one(name, file_part)[2]
-
-    def ct(self, name, file_part=None):
-        return self.one(name, file_part)[3]
-
-    def tasks(self):
-        return self.extras.get("tasks", [])
-
-    def task(self, name):
-        found = [t for t in self.tasks() if t["name"] == name]
-        check(len(found) == 1, "task %s: found %d" % (name, len(found)))
-        return found[0]
-
-
-ROOT = ("~", 0, "<whole program>")
-
-
-def check_whole_program(raw, extras):
-    """What snakeviz and gprof2dot draw: one root, '<whole program>', from which every
-    function is reached, over one node per thread and per task; each node's ct the sum
-    of its edges'. Under cpu, in trace mode, the root's ct is the sum of every own time
-    (each context's roots cover that context's own time once)."""
-    synth = extras.get("synthetic", [])
-    check(ROOT in synth and all(k in raw for k in synth),
-          "the synthetic functions are in the dict: %s" % synth[:5])
-    roots = [k for k, v in raw.items() if not v[4]]
-    check(roots == [ROOT], "one caller-less function, the root: %s" % roots[:5])
-    callees = {}
-    for k, v in raw.items():
-        for c in v[4]:
-            callees.setdefault(c, []).append(k)
-    seen, todo = {ROOT}, [ROOT]
-    while todo:
-        for k in callees.get(todo.pop(), []):
-            if k not in seen:
-                seen.add(k)
-                todo.append(k)
-    check(len(seen) == len(raw), "%d of %d functions reached from the root" % (len(seen), len(raw)))
-    ntasks, nthreads = len(extras.get("tasks", [])), len(extras.get("threads", []))
-    check(len(synth) == 1 + nthreads + min(ntasks, 200) + (ntasks > 200),
-          "%d synthetic functions for %d threads and %d tasks" % (len(synth), nthreads, ntasks))
-    for k in synth:
-        edges = [raw[c][4][k][3] for c in callees.get(k, [])]
-        check(abs(raw[k][3] - sum(edges)) <= 1e-9 + 1e-9 * raw[k][3],
-              "%s: ct %.9f is the sum of its edges' %.9f" % (k[2], raw[k][3], sum(edges)))
-    if extras.get("clock") == "cpu" and extras.get("mode") == "trace":
-        own = sum(v[2] for k, v in raw.items())
-        check(abs(raw[ROOT][3] - own) <= 0.01 * own + 1e-6,
-              "cpu: the root's ct %.6f is the sum of own times %.6f" % (raw[ROOT][3], own))
-
-
-def near(value, expected, rel, what):
-    check(abs(value - expected) <= rel * expected,
-          "%s: %.4f not within %d%% of %.4f" % (what, value, rel * 100, expected))
+    def one(self, name, file=None):
+        return coprof_test.Profile.one(self, name, file or ours)
 
 
 class Runner:
@@ -154,52 +79,58 @@ class Runner:
         return out, p
 
 
-def case_tasks_cpu(r, clock="cpu"):
+def case_tasks_cpu(r, clock="cpu", unit=10000):
+    """Three asyncio tasks interleave CPU work (progs/tasks_cpu.py, chunks of 1, 2 and 3
+    times `unit` iterations; bench/python/accuracy.py runs the program's 60000): each
+    spin function
+    is called 10 times, each task (asyncio, finished, resumed at least 10 times) holds
+    its own spin function and no other's, the main task none of them; under cpu the own
+    times add up to at most the thread table's CPU (rule 10: each is a part of it).
+    Returns, for bench/python/accuracy.py, each spin's ct and each task's ttot with what
+    the program measured on the clock, the sum of own times, the main module's CPU, the
+    thread table's and main's ct."""
     side = os.path.join(r.tmp, "measured.json")
-    out, _ = r.run(os.path.join(PROGS, "tasks_cpu.py"), [side], clock=clock)
+    out, _ = r.run(os.path.join(PROGS, "tasks_cpu.py"), [side, str(unit)], clock=clock)
     prof = Profile(out)
     with open(side) as f:
         both = json.load(f)
     measured = both[clock]
-    rel = 0.10 if clock == "cpu" else 0.15
+    fig = {"main ct": prof.ct("main"), "module cpu": both["module_cpu"]}
     for fn in ("spin_a", "spin_b", "spin_c"):
         check(prof.nc(fn) == 10, "%s nc %d != 10" % (fn, prof.nc(fn)))
-        # burn() is the work; spin_x's own time is a call away, so compare ct.
-        near(prof.ct(fn), measured[fn], rel, "%s ct vs the program's own %s clock" % (fn, clock))
+        fig["ct " + fn], fig["measured " + fn] = prof.ct(fn), measured[fn]
+    spins = {"spin_a", "spin_b", "spin_c"}
     for name, mine in (("A", "spin_a"), ("B", "spin_b"), ("C", "spin_c")):
         t = prof.task(name)
         check(t["runtime"] == "asyncio" and t["state"] == "finished", "task %s: %r" % (
             name, {k: v for k, v in t.items() if k != "stats"}))
         keys = {k[2] for k in t["stats"]}
-        others = {"spin_a", "spin_b", "spin_c"} - {mine}
-        check(mine in keys and not (others & keys),
-              "task %s is charged for %s" % (name, sorted(others & keys)))
+        check(mine in keys and not ((spins - {mine}) & keys),
+              "task %s is charged for %s" % (name, sorted((spins - {mine}) & keys)))
         check(t["resumes"] >= 10, "task %s resumed %d times" % (name, t["resumes"]))
-        if clock == "cpu":
-            near(t["ttot"], measured[mine], 0.25, "task %s ttot" % name)
+        fig["ttot " + name] = t["ttot"]
+    # Rule 9: the driver is not charged for its tasks' work: main's task holds none.
+    drivers = [t for t in prof.tasks() if any(ours(k[0]) and k[2] == "main" for k in t["stats"])]
+    check(len(drivers) == 1 and not spins & {k[2] for k in drivers[0]["stats"]},
+          "main's tasks %s" % [(t["name"], sorted(k[2] for k in t["stats"])) for t in drivers])
+    fig["tt sum"] = sum(v[2] for v in prof.stats.values())
+    fig["threads cpu"] = sum(t["ttot"] for t in prof.extras["threads"])
     if clock == "cpu":
-        # Rule 10: the own times add up to the CPU time profiled on the thread, minus
-        # the time outside any frame (Python's start-up before the main module, its
-        # exit after): so at most the thread's CPU, and at least the CPU the main
-        # module took by the program's own clock (7% for the two clocks' disagreement
-        # under load). A fixed share for the start-up failed once: 81 ms of a 0.50 s
-        # thread at load, where 20 ms is usual.
-        tt = sum(v[2] for v in prof.stats.values())
-        threads = sum(t["ttot"] for t in prof.extras["threads"])
-        module = both["module_cpu"]
-        check(0.93 * module <= tt <= 1.01 * threads,
-              "sum of tt %.4f against the main module's CPU %.4f and the thread table's "
-              "CPU %.4f" % (tt, module, threads))
-        # Rule 9: under cpu the driver is not charged for its tasks' work.
-        check(prof.ct("main") < 0.2 * measured["spin_a"],
-              "main ct %.4f includes its tasks' CPU" % prof.ct("main"))
+        check(fig["tt sum"] <= 1.01 * fig["threads cpu"],
+              "sum of tt %.4f above the thread table's CPU %.4f" % (fig["tt sum"],
+                                                                    fig["threads cpu"]))
+    return fig
 
 
-def case_tasks_wall(r):
-    case_tasks_cpu(r, clock="wall")
+def case_tasks_wall(r, unit=10000):
+    return case_tasks_cpu(r, "wall", unit)
 
 
 def case_awaits(r, clock):
+    """Counting and waiting (progs/awaits.py): calls of a coroutine awaited three times,
+    generators, an async generator and its caller; under wall, rule 5, each wait lands
+    in the function that awaited, at least the 0.3 s it waited. Returns waiter's and
+    asyncio.sleep's tt and sleeper's ct (bench/python/accuracy.py bounds them)."""
     out, _ = r.run(os.path.join(PROGS, "awaits.py"), clock=clock)
     prof = Profile(out)
     check(prof.nc("inner") == 3, "inner nc %d != 3" % prof.nc("inner"))
@@ -212,21 +143,20 @@ def case_awaits(r, clock):
     sleep = prof.one("sleep", os.path.join("asyncio", "tasks.py"))
     if clock == "wall":
         # Rule 5: the wait lands in the tsub of the function that awaited.
-        check(0.27 <= prof.tt("waiter") <= 0.6, "waiter tt %.3f" % prof.tt("waiter"))
-        check(0.27 <= sleep[2] <= 0.8, "asyncio.sleep tt %.3f" % sleep[2])
-        check(0.27 <= prof.ct("sleeper") <= 0.6, "sleeper ct %.3f" % prof.ct("sleeper"))
+        check(prof.tt("waiter") >= 0.27, "waiter tt %.3f" % prof.tt("waiter"))
+        check(sleep[2] >= 0.27, "asyncio.sleep tt %.3f" % sleep[2])
+        check(prof.ct("sleeper") >= 0.27, "sleeper ct %.3f" % prof.ct("sleeper"))
         check(prof.ct("main") >= 0.27, "main ct %.3f" % prof.ct("main"))
-    else:
-        check(prof.tt("waiter") < 0.05, "cpu: waiter tt %.3f" % prof.tt("waiter"))
-        check(prof.ct("sleeper") < 0.05, "cpu: sleeper ct %.3f" % prof.ct("sleeper"))
+    return {"waiter tt": prof.tt("waiter"), "sleep tt": sleep[2],
+            "sleeper ct": prof.ct("sleeper")}
 
 
 def case_awaits_cpu(r):
-    case_awaits(r, "cpu")
+    return case_awaits(r, "cpu")
 
 
 def case_awaits_wall(r):
-    case_awaits(r, "wall")
+    return case_awaits(r, "wall")
 
 
 def case_errors(r):
@@ -435,7 +365,7 @@ def case_fork_thread(r):
               "%s: printed %r, stderr %r" % (kw, p.stdout, p.stderr[-400:]))
         files = glob.glob(os.path.join(r.tmp, "fork.*.pstat"))
         if not kw:
-            names = {k[2] for f in files for k in pstats.Stats(f).stats}
+            names = {k[2] for f in files for k in Profile(f).stats}
             check(len(files) == 2 and {"worker", "joiningfunc"} <= names,
                   "%s: profiles %s" % (kw, files))
         for f in files:
@@ -452,16 +382,16 @@ def case_getprofile(r):
 
 
 def case_threads(r):
+    """Two threads, each running an event loop with a task burning CPU, started after
+    profiling began (progs/threads.py): each loop's task is on its own thread, there
+    are at least three threads in the table and tasks on at least two. Returns each
+    loop's ct with the CPU the program measured (thread_time) for
+    bench/python/accuracy.py."""
     side = os.path.join(r.tmp, "threads.json")
     out, _ = r.run(os.path.join(PROGS, "threads.py"), [side])
     prof = Profile(out)
-    one, two = prof.ct("loop_one"), prof.ct("loop_two")
     with open(side) as f:
         real = json.load(f)
-    # each loop's CPU as the program measured it (thread_time), so each thread's task
-    # got its own work and nothing of the other's
-    near(one, real["loop_one"], 0.10, "loop_one CPU against the program's thread_time")
-    near(two, real["loop_two"], 0.10, "loop_two CPU against the program's thread_time")
     tids = {t["thread"] for t in prof.tasks() if t["name"] != "?"}
     by_name = {}
     for t in prof.tasks():
@@ -472,19 +402,29 @@ def case_threads(r):
           "tasks of the two loops on threads %s" % by_name)
     check(len(prof.extras["threads"]) >= 3, "thread table %s" % prof.extras["threads"])
     check(len(tids) >= 2, "tasks on %d threads" % len(tids))
+    return {"ct loop_one": prof.ct("loop_one"), "measured loop_one": real["loop_one"],
+            "ct loop_two": prof.ct("loop_two"), "measured loop_two": real["loop_two"]}
 
 
 def case_toggled(r):
+    """An asyncio server under load (progs/toggled.py), toggled by signal: two windows,
+    each started and written, in each the server's and the clients' coroutines,
+    adopted as they resume (they started before it): time but no call."""
     tmpl = os.path.join(r.tmp, "win.%n.pstat")
     env = r.env(COPROF_CLOCK="cpu", COPROF_OUT=tmpl, COPROF_START=0)
-    p = subprocess.Popen([r.python, os.path.join(PROGS, "toggled.py"), "6"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check(p.stdout.readline().strip() == "ready", "the server did not start")
-    for _ in range(2):  # two windows: start, stop
-        for _ in range(2):  # 1 s apart: under load the control thread may wait for the GIL
-            time.sleep(1.0)
-            os.kill(p.pid, signal.SIGUSR2)
-    rest, err = p.communicate(timeout=60)
+    p = subprocess.Popen([r.python, os.path.join(PROGS, "toggled.py"), "-"], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline().strip() == "ready", "the server did not start")
+        for n in range(1, 3):
+            time.sleep(0.5)
+            check(toggle_applied(p.pid) == "R", "window %d did not start" % n)
+            time.sleep(0.5)
+            check(toggle_applied(p.pid) == "S", "window %d was not written" % n)
+        rest, err = p.communicate("stop\n", timeout=60)
+    finally:
+        reap(p)
     check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
     check("requests" in rest, "no requests served")
     files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
@@ -521,7 +461,7 @@ def case_long_tasks(r):
                 line = p.stdout.readline().strip()
                 check(line == "ended keeper-0", "no task ended: %r" % line)
             check(coprof_toggle(p.pid) == "%d: profiling on" % p.pid, "window %d opens" % i)
-            time.sleep(0.4)
+            time.sleep(0.2)
             out = coprof_toggle(p.pid)
             check(out == "%d: profiling off; wrote %s" % (p.pid, tmpl.replace("%n", str(i))),
                   "window %d closes: %s" % (i, out))
@@ -700,10 +640,11 @@ def case_forked_toggle(r):
         while not lines or lines[-1] not in (b"ready\n", b""):
             lines.append(p.stdout.readline())
         check(lines[-1] == b"ready\n", "the program did not get ready: %r" % lines)
-        for pause in (0.5, 1.0):
-            time.sleep(pause)
-            os.kill(p.pid, signal.SIGUSR2)
-        time.sleep(0.5)
+        time.sleep(0.2)
+        check(toggle_applied(p.pid) == "R", "the window did not start")
+        time.sleep(0.3)
+        check(toggle_applied(p.pid) == "S", "the window was not written")
+        time.sleep(0.2)
         out, err = p.communicate(b"go\n", timeout=120)
     finally:
         reap(p)
@@ -732,7 +673,8 @@ def case_toggle_at_exit(r):
             while p.stdout.readline() not in (b"ready\n", b""):
                 pass
             time.sleep(0.3)
-            os.kill(p.pid, signal.SIGUSR2)
+            check(toggle_applied(p.pid) == "R", "attempt %d: the window did not start"
+                  % attempt)
             time.sleep(0.5)
             os.kill(p.pid, signal.SIGUSR2)
             out, err = p.communicate(b"go\n", timeout=60)
@@ -796,15 +738,18 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def case_busy_toggle(r):
+def case_busy_toggle(r, window=0.3, gap=0.1):
     """Windows toggled by signal while a loop polls stdin between short bursts of work:
     that loop drops and retakes the GIL every half millisecond, which kept the control
     thread from getting it for whole windows (no file at all, about half the time),
-    wherever the loop ran. Each window must cover the time between its two signals:
-    burn's time in it is at least half of what the process used (cpu) or of the time
-    that passed (wall) between them. Two windows in each of six runs: the bug lost
-    about every other window, so twelve catch it but for 1 in 4,096."""
+    wherever the loop ran. Each window (`window` s between its signals, `gap` s apart;
+    bench/python/accuracy.py runs 0.5 and 0.2) must be written, with burn in it. Two
+    windows in each of six runs: the bug lost about every other window, so twelve catch
+    it but for 1 in 4,096. Returns burn's ct in each window and the span between its two signals
+    (what the process used under cpu, the time that passed under wall): how much of it
+    the window covers is bench/python/accuracy.py's."""
     windows = 2
+    fig = {}
     for where in ("module", "func", "thread"):
         for clock in ("cpu", "wall"):
             what = "%s, %s clock" % (where, clock)
@@ -818,14 +763,14 @@ def case_busy_toggle(r):
             try:
                 check(p.stdout.readline() == b"ready\n", "%s: busy.py did not get ready" % what)
                 for _ in range(windows):
-                    time.sleep(0.2)
+                    time.sleep(gap)
                     t0, c0 = time.monotonic(), proc_cpu(p.pid)
                     toggle_delivered(p.pid)
-                    time.sleep(0.5)
+                    time.sleep(window)
                     toggle_delivered(p.pid)
                     t1, c1 = time.monotonic(), proc_cpu(p.pid)
                     spans.append(t1 - t0 if clock == "wall" else c1 - c0)
-                time.sleep(0.2)
+                time.sleep(gap)
                 out, err = p.communicate(b"go\n", timeout=60)
             finally:
                 reap(p)
@@ -839,9 +784,9 @@ def case_busy_toggle(r):
                 found = prof.funcs("burn")
                 check(len(found) == 1, "%s, window %d: burn is not in it: %s"
                       % (what, n, sorted(k[2] for k in prof.stats)))
-                burn = found[0][1][3]
-                check(burn >= 0.5 * span, "%s, window %d: burn has %.3f s of %.3f s"
-                      % (what, n, burn, span))
+                fig["burn %s %s %d" % (where, clock, n)] = found[0][1][3]
+                fig["span %s %s %d" % (where, clock, n)] = span
+    return fig
 
 
 def toggle_delivered(pid):
@@ -860,6 +805,35 @@ def toggle_delivered(pid):
         if not any(m & bit for m in pending):
             return
         time.sleep(0.0002)
+
+
+CONTROL_NAME = re.compile(r"^coprof\d\d[RSEFX][0-9a-z]{6}$", re.I)
+
+
+def control_name(pid):
+    """The name of the shim's control thread in process pid, or None: "coprof", the
+    signal, a run letter and the count of requests it applied (toggle-state.h)."""
+    for comm in glob.glob("/proc/%d/task/*/comm" % pid):
+        try:
+            with open(comm) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if CONTROL_NAME.match(name):
+            return name
+    return None
+
+
+def toggle_applied(pid):
+    """Sends the toggle signal and waits, as `coprof toggle` does, until the control
+    thread has applied it (its name changed): on a loaded machine it may wait long for
+    the GIL, and a stop applied right after its start recorded nothing. Returns the run
+    letter: R running, S stopped (a file written), E stopped with nothing recorded."""
+    before = control_name(pid)
+    toggle_delivered(pid)
+    coprof_test.wait_for(lambda: control_name(pid) not in (None, before), 60,
+                         "process %d to apply the toggle (control thread %s)" % (pid, before))
+    return control_name(pid)[8].upper()
 
 
 def case_forked_storm(r):
@@ -911,28 +885,27 @@ def case_forked_storm(r):
               sent[0], last))
 
 
-def case_worker(r, clock):
-    out, _ = r.run(os.path.join(SAMPLES, "worker.py"), ["120", "8", "0.05"], clock=clock)
+def case_worker(r, clock, jobs=40):
+    """samples/python/worker.py, `jobs` jobs over 8 workers: decode_payload and save are
+    called once a job; under wall, save's ct is at least the 0.05 s each job slept
+    (less 10%). Returns decode_payload's, save's and handle's ct: their proportions are
+    bench/python/accuracy.py's (which runs 120 jobs)."""
+    out, _ = r.run(os.path.join(SAMPLES, "worker.py"), [str(jobs), "8", "0.05"], clock=clock)
     prof = Profile(out)
     decode, save = prof.one("decode_payload"), prof.one("save")
     handle = prof.one("handle")
-    check(decode[1] == 120 and save[1] == 120, "decode/save nc %d/%d" % (decode[1], save[1]))
-    if clock == "cpu":
-        # json.loads is Python code, so decoding is decode_payload's ct, not its tt.
-        check(decode[3] >= 0.7 * handle[3], "cpu: decode %.4f of handle %.4f" % (
-            decode[3], handle[3]))
-        check(decode[3] > 5 * save[3], "cpu: save %.4f vs decode %.4f" % (save[3], decode[3]))
-    else:
-        check(save[3] > 2 * decode[3], "wall: save %.4f vs decode %.4f" % (save[3], decode[3]))
-        check(save[3] >= 120 * 0.05 * 0.9, "wall: save ct %.3f" % save[3])
+    check(decode[1] == jobs and save[1] == jobs, "decode/save nc %d/%d" % (decode[1], save[1]))
+    if clock == "wall":
+        check(save[3] >= jobs * 0.05 * 0.9, "wall: save ct %.3f" % save[3])
+    return {"decode ct": decode[3], "save ct": save[3], "handle ct": handle[3]}
 
 
 def case_worker_cpu(r):
-    case_worker(r, "cpu")
+    return case_worker(r, "cpu")
 
 
 def case_worker_wall(r):
-    case_worker(r, "wall")
+    return case_worker(r, "wall")
 
 
 def case_builtins(r):
@@ -1039,10 +1012,13 @@ def case_resp(r):
     check(len(clients) >= 20, "%d connection tasks" % len(clients))
 
 
-def case_resp_toggled(r):
+def case_resp_toggled(r, window=0.2):
     """samples/python/resp_server.py under redis-benchmark, toggled by signal: three
-    windows, each written, each covering its span with the requests it served, and none
-    after the last."""
+    windows of `window` s (bench/python/accuracy.py runs 0.5), each written, each with
+    requests served in it (execute called), none after the last. Returns each window's
+    calls of execute, the loop thread's ttot and the window's span in the file
+    (bench/python/accuracy.py: how much of the window was recorded, and how many
+    requests)."""
     tmpl = os.path.join(r.tmp, "resp.%n.pstat")
     bench, port, p = resp_server(r, COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
     b = None
@@ -1051,14 +1027,11 @@ def case_resp_toggled(r):
                               "-c", "20", "-q"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         time.sleep(0.5)
-        spans = []
-        for _ in range(3):
-            t0 = time.monotonic()
-            toggle_delivered(p.pid)
-            time.sleep(0.5)
-            toggle_delivered(p.pid)
-            spans.append(time.monotonic() - t0)
-            time.sleep(0.3)
+        for n in range(1, 4):
+            check(toggle_applied(p.pid) == "R", "window %d did not start" % n)
+            time.sleep(window)
+            check(toggle_applied(p.pid) == "S", "window %d was not written" % n)
+            time.sleep(0.2)
         check(b.poll() is None, "redis-benchmark stopped early")
     finally:
         if b is not None:
@@ -1070,20 +1043,17 @@ def case_resp_toggled(r):
     check("coprof:" not in err, "the shim complained: " + err[-2000:])
     files = sorted(glob.glob(os.path.join(r.tmp, "resp.*.pstat")))
     check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
-    for f, span in zip(files, spans):
+    fig = {}
+    for n, f in enumerate(files, 1):
         prof = Profile(f)
         name = os.path.basename(f)
-        check(prof.funcs("execute") and prof.nc("execute") >= 100, "%s: execute has %s calls"
-              % (name, prof.nc("execute") if prof.funcs("execute") else 0))
-        # The loop's thread was recorded for most of the window (wall clock). The
-        # window in the file starts once the hook is on and ends once it is off: under
-        # load the control thread waits for the GIL first, which the toggles' span, as
-        # the test sees it, includes.
-        ttot = max(t["ttot"] for t in prof.extras["threads"])
+        check(prof.funcs("execute"), "%s: execute was not called" % name)
         wspan = prof.extras["stop"] - prof.extras["start"]
         check(wspan > 0, "%s: the file's window is %.3f s" % (name, wspan))
-        check(ttot >= 0.5 * wspan, "%s: %.3f s recorded of a %.3f s window (toggles %.3f s)"
-              % (name, ttot, wspan, span))
+        fig["execute nc %d" % n] = prof.nc("execute")
+        fig["ttot %d" % n] = max(t["ttot"] for t in prof.extras["threads"])
+        fig["window %d" % n] = wspan
+    return fig
 
 
 def coprof_toggle(pid, *opts):
@@ -1098,8 +1068,10 @@ def coprof_toggle(pid, *opts):
 def case_resp_toggle_cmd(r):
     """samples/python/resp_server.py under redis-benchmark, 100 toggles through `coprof
     toggle`, back to back: each toggle is applied before the next is sent, so none
-    merges; each says the state it left (on, then off with the file it wrote), windows
-    are numbered without a gap and every one is written and readable."""
+    merges; each says the state it left (on, then off with the file it wrote, or that
+    nothing was recorded), windows are numbered without a gap and every one said
+    written is written and readable. Returns how many of the 50 were written (how
+    many is bench/python/accuracy.py's)."""
     tmpl = os.path.join(r.tmp, "cmd.%n.pstat")
     bench, port, p = resp_server(r, COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
     b = None
@@ -1124,10 +1096,11 @@ def case_resp_toggle_cmd(r):
         err = stop_resp_server(p, b)
     check_clean_exit(p, err)
     files = glob.glob(os.path.join(r.tmp, "cmd.*.pstat"))
-    check(len(files) == written and written >= 25,
+    check(len(files) == written and written >= 1,
           "%d windows said written, %d files" % (written, len(files)))
     for f in files:
         Profile(f)
+    return {"written": written}
 
 
 FORK_PROG = """
@@ -1176,15 +1149,18 @@ def case_forked_toggle_cmd(r):
     check("coprof:" not in err, "the shim complained: " + err[-2000:])
 
 
-def case_yappi(r):
+def case_yappi(r, unit=10000):
     """The same programs under yappi 1.4 (CPU clock): the same functions, the same call
-    counts for coroutines, CPU times within tolerance."""
+    counts for coroutines. Returns, for tasks_cpu.py's spin functions, each profiler's
+    ct as a share of the CPU the program measured in its run (bench/python/accuracy.py
+    compares them, at tasks_cpu.py's own `unit`)."""
     side = os.path.join(r.tmp, "measured.json")
+    fig = {}
     for prog, args, coros in (("awaits.py", [], ("inner", "outer", "waiter", "sleeper")),
-                              ("tasks_cpu.py", [side], ("run", "main"))):
+                              ("tasks_cpu.py", [side, str(unit)], ("run", "main"))):
         path = os.path.join(PROGS, prog)
-        ours = Profile(r.run(path, args)[0])
-        ours_measured = read_measured(side) if args else None
+        coprofs = Profile(r.run(path, args)[0])
+        coprofs_measured = read_measured(side) if args else None
         theirs_out = os.path.join(r.tmp, "yappi.pstat")
         p = subprocess.run([r.python, os.path.join(PROGS, "yappi_run.py"), theirs_out, path]
                            + args, capture_output=True, text=True, timeout=120)
@@ -1195,7 +1171,7 @@ def case_yappi(r):
         def mine(stats):
             return {k[2].split(".")[-1]: v for k, v in stats.items()
                     if k[0] == path and k[2] != "<module>"}
-        a, b = mine(ours.stats), mine(theirs)
+        a, b = mine(coprofs.stats), mine(theirs)
         check(set(a) == set(b), "%s: functions differ: coprof only %s, yappi only %s" % (
             prog, sorted(set(a) - set(b)), sorted(set(b) - set(a))))
         for fn in coros:
@@ -1203,11 +1179,12 @@ def case_yappi(r):
                                                                       b[fn][1]))
         if prog == "tasks_cpu.py":
             # The two runs are separate processes, whose CPU time for the same work
-            # differs on a loaded machine: compare each profiler's figure as a share
-            # of what the program measured itself (thread_time) in that same run.
+            # differs on a loaded machine: each profiler's figure as a share of what
+            # the program measured itself (thread_time) in that same run.
             for fn in ("spin_a", "spin_b", "spin_c"):
-                near(a[fn][3] / ours_measured[fn], b[fn][3] / theirs_measured[fn], 0.25,
-                     "%s ct / measured CPU, against yappi's" % fn)
+                fig["coprof " + fn] = a[fn][3] / coprofs_measured[fn]
+                fig["yappi " + fn] = b[fn][3] / theirs_measured[fn]
+    return fig
 
 
 def case_tool_freed(r):
@@ -1609,10 +1586,13 @@ GEVENT_PACKAGES = ["gevent", "greenlet", "eventlet"]
 def gevent_python(r):
     """An interpreter that imports gevent and eventlet for r.python: Debian's own
     (python3-gevent, python3-eventlet, scripts/setup.sh) for /usr/bin/python3, else
-    BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet from PyPI (once; a lock keeps two tests from
-    making it at once), BUILD the build directory or $COPROF_VENV_DIR. The interpreter
-    itself is never changed."""
-    probe = [r.python, "-W", "ignore", "-c", "import gevent, greenlet, eventlet"]
+    BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet
+    from PyPI (once; a lock keeps two tests from making it at once), BUILD the build
+    directory or $COPROF_VENV_DIR. The interpreter itself is never changed. The
+    packages are looked for, not imported: importing eventlet took a second a test.
+    A venv whose pip failed is removed."""
+    probe = [r.python, "-c", "import importlib.util as u, sys; "
+             "sys.exit(not all(u.find_spec(m) for m in %r))" % GEVENT_PACKAGES]
     if r.python.startswith("/usr/bin/"):
         p = subprocess.run(probe, capture_output=True, text=True)
         check(p.returncode == 0, "%s has no gevent or eventlet (python3-gevent, "
@@ -1647,17 +1627,21 @@ def gevent_python(r):
             check(p.returncode == 0, "cannot make %s: %s" % (venv, p.stderr[-1000:]))
             p = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
                                + GEVENT_PACKAGES, capture_output=True, text=True, timeout=1200)
+            if p.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
             check(p.returncode == 0, "pip install %s into %s: %s"
                   % (" ".join(GEVENT_PACKAGES), venv, p.stderr[-2000:]))
     return py
 
 
-def greenlet_run(r, kind, clock, mode="trace"):
-    """progs/greenlets.py KIND on gevent_python(r): (the profile, what it measured)."""
+def greenlet_run(r, kind, clock, mode, scale):
+    """progs/greenlets.py KIND on gevent_python(r), its burns `scale` times its own
+    (the tests' 0.4 keeps each longer than the hub's 1-ms sleeps;
+    bench/python/accuracy.py runs 1): (the profile, what it measured)."""
     py = gevent_python(r)
     side = os.path.join(r.tmp, "measured.json")
     out = os.path.join(r.tmp, "gl.pstat")
-    cmd = [py, os.path.join(PROGS, "greenlets.py"), kind, side]
+    cmd = [py, os.path.join(PROGS, "greenlets.py"), kind, side, str(scale)]
     env = r.env(COPROF_CLOCK=clock, COPROF_OUT=out, COPROF_MODE=mode, COPROF_HZ=997)
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), p.returncode, p.stderr[-2000:]))
@@ -1679,35 +1663,44 @@ def greenlet_tasks(prof, names):
 
 
 def check_greenlet_cpu(prof, measured, workers, mode):
-    """Under cpu: each greenlet's ttot within 10% of the CPU its worker burned (no
-    cross-charging); in trace mode one call per worker (a switch is not a return) and
-    its work charged to its own context only."""
+    """Under cpu: each worker's greenlet is a context of its own (runtime greenlet,
+    resumed at least once a round) that holds no other worker's function; in trace
+    mode one call per worker (a switch is not a return), in its own context. Returns
+    each greenlet's ttot, in trace mode its function's ct in it, and the CPU its
+    worker burned (bench/python/accuracy.py holds them to it: no cross-charging)."""
     tasks = greenlet_tasks(prof, workers)
+    fig = {}
     for name, t in tasks.items():
-        near(t["ttot"], measured["cpu"][name], 0.10, "greenlet %s ttot" % name)
         check(t["resumes"] >= 10, "greenlet %s resumed %d times" % (name, t["resumes"]))
+        held = (set(workers) - {name}) & {k[2] for k in t["stats"]}
+        check(not held, "greenlet %s holds %s" % (name, sorted(held)))
+        fig["ttot " + name], fig["measured " + name] = t["ttot"], measured["cpu"][name]
         if mode != "trace":
             continue
         check(prof.nc(name) == 1, "%s nc %d != 1" % (name, prof.nc(name)))
         fn = [v for k, v in t["stats"].items() if k[2] == name]
         check(len(fn) == 1 and fn[0][1] == 1, "task %s has its function once: %s" % (name, fn))
-        near(fn[0][3], measured["cpu"][name], 0.10, "%s ct in its task" % name)
+        fig["ct " + name] = fn[0][3]
     if mode == "trace":
         check(prof.nc("work") == 10 * len(workers), "work nc %d" % prof.nc("work"))
+    return fig
 
 
-def case_greenlet_gevent(r, clock="cpu", mode="trace"):
-    """Two gevent greenlets burning 20 and 5 ms per round through gevent.sleep, with a
-    greenlet tracer of the program's own set (it must keep working)."""
-    prof, measured = greenlet_run(r, "gevent", clock, mode)
+def case_greenlet_gevent(r, clock="cpu", mode="trace", scale=0.4):
+    """Two gevent greenlets burning 20 and 5 ms (times `scale`) per round through
+    gevent.sleep, with a greenlet tracer of the program's own set: it keeps working
+    (it sees every switch, and greenlet.settrace gives it back); the hub is a
+    greenlet's context. Under cpu as check_greenlet_cpu says (its figures returned);
+    under wall each greenlet's ttot holds at least its work and the other's work while
+    it slept, and in trace mode that wait is in its gevent.sleep's tt."""
+    prof, measured = greenlet_run(r, "gevent", clock, mode, scale)
     check(measured["tracer_back"], "greenlet.gettrace() is not the program's tracer")
     check(measured["switches"] >= 4 * 10, "the program's tracer saw %d switches"
           % measured["switches"])
     hubs = [t for t in prof.tasks() if t["name"] == "Hub.run"]
     check(len(hubs) == 1 and hubs[0]["runtime"] == "greenlet", "the hub: %s" % hubs)
     if clock == "cpu":
-        check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
-        return
+        return check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
     tasks = greenlet_tasks(prof, ("heavy", "light"))
     # Under wall a greenlet's ttot runs from its start to its end, waits included.
     # heavy starts first: it waits through each of light's rounds, light through all
@@ -1733,47 +1726,49 @@ def case_greenlet_gevent(r, clock="cpu", mode="trace"):
 
 
 def case_greenlet_gevent_wall(r):
-    case_greenlet_gevent(r, "wall")
+    return case_greenlet_gevent(r, "wall")
 
 
 def case_greenlet_gevent_sample(r):
-    case_greenlet_gevent(r, "cpu", "sample")
+    return case_greenlet_gevent(r, "cpu", "sample")
 
 
 def case_greenlet_gevent_sample_wall(r):
-    case_greenlet_gevent(r, "wall", "sample")
+    return case_greenlet_gevent(r, "wall", "sample")
 
 
-def case_greenlet_eventlet(r, mode="trace"):
-    """Two eventlet green threads burning 20 and 5 ms of CPU per round through
-    eventlet.sleep: separate contexts (runtime greenlet), named after the functions
-    given to eventlet.spawn (not eventlet's GreenThread.main, which runs them all),
-    each charged its own CPU within 10%."""
-    prof, measured = greenlet_run(r, "eventlet", "cpu", mode)
+def case_greenlet_eventlet(r, mode="trace", scale=0.4):
+    """Two eventlet green threads burning 20 and 5 ms (times `scale`) of CPU per round
+    through eventlet.sleep: separate contexts (runtime greenlet), named after the
+    functions given to eventlet.spawn (not eventlet's GreenThread.main, which runs them
+    all), as check_greenlet_cpu says."""
+    prof, measured = greenlet_run(r, "eventlet", "cpu", mode, scale)
     mains = [t["name"] for t in prof.tasks() if "GreenThread" in t["name"]]
     check(not mains, "green threads named after eventlet's main: %s" % mains)
-    check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
+    return check_greenlet_cpu(prof, measured, ("heavy", "light"), mode)
 
 
 def case_greenlet_eventlet_sample(r):
-    case_greenlet_eventlet(r, "sample")
+    return case_greenlet_eventlet(r, "sample")
 
 
-def case_greenlet_plain(r):
-    """Raw greenlets switching with switch(): named after their run functions."""
-    prof, measured = greenlet_run(r, "plain", "cpu")
-    check_greenlet_cpu(prof, measured, ("ping", "pong"), "trace")
+def case_greenlet_plain(r, mode="trace", scale=0.4):
+    """Raw greenlets switching with switch(): named after their run functions, as
+    check_greenlet_cpu says."""
+    prof, measured = greenlet_run(r, "plain", "cpu", mode, scale)
+    return check_greenlet_cpu(prof, measured, ("ping", "pong"), mode)
 
 
 def case_greenlet_plain_sample(r):
-    prof, measured = greenlet_run(r, "plain", "cpu", "sample")
-    check_greenlet_cpu(prof, measured, ("ping", "pong"), "sample")
+    return case_greenlet_plain(r, "sample")
 
 
-def case_greenlet_threads(r):
+def case_greenlet_threads(r, scale=0.4):
     """Raw greenlets in two threads started after greenlet was imported: each thread's
-    greenlets are contexts on that thread, charged their own work."""
-    prof, measured = greenlet_run(r, "threads", "cpu")
+    greenlets are contexts on that thread, resumed at least once a round; work is
+    called 10 times by each. Returns the four greenlets' ttot and their work's CPU
+    (bench/python/accuracy.py: charged their own work)."""
+    prof, measured = greenlet_run(r, "threads", "cpu", "trace", scale)
     tids = {}
     for t in prof.tasks():
         if t["runtime"] == "greenlet":
@@ -1784,35 +1779,43 @@ def case_greenlet_threads(r):
               "greenlet %s: %d tasks on threads %s" % (side, len(ts), [t["thread"] for t in ts]))
         for t in ts:
             check(t["resumes"] >= 10, "%s resumed %d times" % (side, t["resumes"]))
-    work = sum(measured["cpu"].values())
-    got = sum(t["ttot"] for ts in tids.values() for t in ts)
-    near(got, work, 0.10, "the four greenlets' ttot against their work")
     check(prof.nc("work") == 40, "work nc %d" % prof.nc("work"))
+    return {"ttot": sum(t["ttot"] for ts in tids.values() for t in ts),
+            "measured": sum(measured["cpu"].values())}
 
 
-def case_greenlet_asyncio(r):
+def case_greenlet_asyncio(r, scale=0.4):
     """An event loop in a greenlet, one of whose tasks switches into another greenlet
-    and back: each task and greenlet is charged its own work only."""
-    prof, measured = greenlet_run(r, "asyncio", "cpu")
+    and back: tasks task-x and task-y (asyncio) and greenlet helper each call work 10
+    times, in their own context; loop_main (a greenlet) calls it in none. Returns each
+    one's ttot and work's ct in it, with the CPU its work burned
+    (bench/python/accuracy.py: each charged its own work only)."""
+    prof, measured = greenlet_run(r, "asyncio", "cpu", "trace", scale)
     owners = {"task-x": "x", "task-y": "y", "helper": "b"}
+    fig = {}
     for name, who in owners.items():
         t = prof.task(name)
         check(t["runtime"] == ("greenlet" if name == "helper" else "asyncio"),
               "task %s: runtime %r" % (name, t["runtime"]))
-        near(t["ttot"], measured["cpu"][who], 0.10, "%s ttot" % name)
         work = [v for k, v in t["stats"].items() if k[2] == "work"]
         check(len(work) == 1 and work[0][1] == 10, "%s: work %s" % (name, work))
-        near(work[0][3], measured["cpu"][who], 0.10, "%s: work ct" % name)
+        fig["ttot " + name], fig["ct " + name] = t["ttot"], work[0][3]
+        fig["measured " + name] = measured["cpu"][who]
     loop = prof.task("loop_main")
     check(loop["runtime"] == "greenlet", "loop_main: %r" % loop["runtime"])
     check(not any(k[2] == "work" for k in loop["stats"]), "loop_main is charged its tasks' work")
+    return fig
 
 
-def case_greenlet_resp_toggled(r, mode="trace"):
+def case_greenlet_resp_toggled(r, mode="trace", window=0.2):
     """samples/python/gevent_resp_server.py (gevent's StreamServer, a greenlet per
     connection) under redis-benchmark, started off and toggled three times with `coprof
-    toggle`: each window is written, holds the requests it served, in the connections'
-    greenlets (runtime greenlet), and the server stops cleanly."""
+    toggle`, windows of `window` s (bench/python/accuracy.py runs 0.5): each window is
+    written, holds requests served (execute called), in the connections' greenlets
+    (runtime greenlet) and nowhere else (sample mode: greenlets sampled), and the
+    server stops cleanly. Returns each window's calls of execute and
+    greenlets that ran it (sample mode: greenlets sampled): how many is
+    bench/python/accuracy.py's."""
     import shutil
     import socket
     py = gevent_python(r)
@@ -1835,19 +1838,19 @@ def case_greenlet_resp_toggled(r, mode="trace"):
         time.sleep(0.5)
         for i in range(3):
             check("on" in coprof_toggle(p.pid), "window %d did not open" % (i + 1))
-            time.sleep(0.5)
+            time.sleep(window)
             said = coprof_toggle(p.pid)
             check("gresp.%d.pstat" % (i + 1) in said, "window %d: %r" % (i + 1, said))
             time.sleep(0.2)
         check(b.poll() is None, "redis-benchmark stopped early")
-    except Failed as e:
+    except AssertionError as e:
         # what the server said, when it was a crash the toggle ran into
         if b is not None:
             reap(b)
             b = None
         p.send_signal(signal.SIGINT)
         rest, err = p.communicate(timeout=60)
-        raise Failed("%s; the server exited %r: %s %s" % (e, p.returncode, rest[-500:],
+        raise AssertionError("%s; the server exited %r: %s %s" % (e, p.returncode, rest[-500:],
                                                        err[-3000:]))
     finally:
         if b is not None:
@@ -1862,25 +1865,27 @@ def case_greenlet_resp_toggled(r, mode="trace"):
     check(not ours, "the shim complained: %s" % ours)
     files = sorted(glob.glob(os.path.join(r.tmp, "gresp.*.pstat")))
     check(len(files) == 3, "expected 3 windows, got %s" % [os.path.basename(f) for f in files])
-    for f in files:
+    fig = {}
+    for n, f in enumerate(files, 1):
         prof = Profile(f)
         name = os.path.basename(f)
         glets = [t for t in prof.tasks() if t["runtime"] == "greenlet"]
         if mode == "trace":
-            check(prof.funcs("execute") and prof.nc("execute") >= 100,
-                  "%s: execute has %s calls"
-                  % (name, prof.nc("execute") if prof.funcs("execute") else 0))
+            check(prof.funcs("execute"), "%s: execute was not called" % name)
             conns = [t for t in glets if any(k[2] == "execute" for k in t["stats"])]
-            check(len(conns) >= 10, "%s: %d connection greenlets ran execute" % (name, len(conns)))
+            check(conns, "%s: no connection greenlet ran execute" % name)
             check(not any(k[2] == "execute" for t in prof.tasks() if t["runtime"] != "greenlet"
                           for k in t["stats"]), "%s: execute outside a greenlet" % name)
+            fig["execute nc %d" % n], fig["greenlets %d" % n] = prof.nc("execute"), len(conns)
         else:
             busy = [t for t in glets if t["ttot"] > 0]
-            check(len(busy) >= 10, "%s: %d greenlets were sampled" % (name, len(busy)))
+            check(busy, "%s: no greenlet was sampled" % name)
+            fig["greenlets %d" % n] = len(busy)
+    return fig
 
 
-def case_greenlet_resp_toggled_sample(r):
-    case_greenlet_resp_toggled(r, "sample")
+def case_greenlet_resp_toggled_sample(r, window=0.2):
+    return case_greenlet_resp_toggled(r, "sample", window)
 
 
 def read_measured(path):
@@ -1908,19 +1913,22 @@ def main():
             ap.error("a case is needed")
         try:
             print(gevent_python(Runner(args, None)))
-        except Failed as e:
+        except AssertionError as e:
             print("no gevent venv for %s: %s" % (args.python, e))
             return 1
         return 0
     hook = " (COPROF_PY_HOOK=%s)" % args.hook if args.hook else ""
     with tempfile.TemporaryDirectory(prefix="coprof-py-") as tmp:
         try:
-            CASES[args.case](Runner(args, tmp))
-        except Failed as e:
+            fig = CASES[args.case](Runner(args, tmp))
+        except AssertionError as e:
             print("FAIL %s on %s%s: %s" % (args.case, args.python, hook, e))
             return 1
     print("ok %s on %s%s" % (args.case, args.python, hook))
+    if fig:  # for the log: what bench/python/accuracy.py holds to its tolerances
+        print("figures: " + ", ".join("%s %.4g" % kv for kv in sorted(fig.items())))
     return 0
 
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

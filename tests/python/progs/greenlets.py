@@ -1,6 +1,6 @@
 """Greenlets switching under coprof (tests/python/run.py, cases greenlet_*).
 
-usage: greenlets.py gevent|eventlet|plain|asyncio|threads OUT.json
+usage: greenlets.py gevent|eventlet|plain|asyncio|threads OUT.json [SCALE]
 
 gevent: two gevent greenlets, "heavy" and "light", burn 20 ms and 5 ms of CPU per
 round, 10 rounds, switching through gevent.sleep; the program sets a greenlet tracer of
@@ -9,8 +9,8 @@ green threads (eventlet.spawn), switching through eventlet.sleep. plain: two raw
 their run functions) ping-pong through switch(). asyncio: a greenlet runs an event loop
 whose task x switches into another greenlet (helper) and back, beside task y.
 threads: two threads, each with a pair of raw greenlets.
-Writes the CPU and wall time each worker really burned, and what its tracer saw, to
-OUT.json."""
+Every burn is SCALE (default 1) times the time said here. Writes the CPU and wall time
+each worker really burned, and what its tracer saw, to OUT.json."""
 import json
 import sys
 import time
@@ -18,12 +18,13 @@ import time
 import greenlet
 
 ROUNDS = 10
+SCALE = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
 measured = {"cpu": {}, "wall": {}, "rounds": {}, "switches": 0, "tracer_back": False}
 
 
 def burn(sec):
     t0 = time.thread_time()
-    while time.thread_time() - t0 < sec:
+    while time.thread_time() - t0 < sec * SCALE:
         pass
 
 

@@ -1,8 +1,9 @@
 """Three asyncio tasks interleave known CPU work (spin_a, spin_b, spin_c: 1, 2 and 3
-units per chunk), yielding to each other between chunks. Writes the CPU and wall time
-each spin function really took (time.thread_time and time.perf_counter around each
-call) to argv[1] as JSON, and the thread CPU time the main module took ("module_cpu":
-everything in it runs inside some frame)."""
+units per chunk, a unit argv[2] iterations, 60000 by default), yielding to each other
+between chunks. Writes the CPU and wall time each spin function really took
+(time.thread_time and time.perf_counter around each call) to argv[1] as JSON, and the
+thread CPU time the main module took ("module_cpu": everything in it runs inside some
+frame)."""
 import time
 
 module_start = time.thread_time()
@@ -12,7 +13,7 @@ import sys  # noqa: E402
 
 measured = {"cpu": {"spin_a": 0.0, "spin_b": 0.0, "spin_c": 0.0},
             "wall": {"spin_a": 0.0, "spin_b": 0.0, "spin_c": 0.0}}
-UNIT = 60000
+UNIT = int(sys.argv[2]) if len(sys.argv) > 2 else 60000
 
 
 def burn(n):

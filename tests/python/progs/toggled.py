@@ -1,6 +1,7 @@
 """An asyncio server under load, toggled from outside: 50 client tasks send requests
-to a streams server in the same loop for argv[1] seconds, while SIGUSR2 starts and stops
-profiling. Prints "ready" once every client has had an answer."""
+to a streams server in the same loop for argv[1] seconds (or, for "-", until a line
+comes on stdin), while SIGUSR2 starts and stops profiling. Prints "ready" once every
+client has had an answer."""
 import asyncio
 import sys
 
@@ -28,6 +29,14 @@ async def client(port, stop, answered):
     return n
 
 
+async def line_on_stdin():
+    loop = asyncio.get_running_loop()
+    got = loop.create_future()
+    loop.add_reader(sys.stdin.fileno(), lambda: got.done() or got.set_result(None))
+    await got
+    loop.remove_reader(sys.stdin.fileno())
+
+
 async def main(seconds):
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -37,11 +46,11 @@ async def main(seconds):
     for _ in clients:
         await answered.acquire()
     print("ready", flush=True)
-    await asyncio.sleep(seconds)
+    await (line_on_stdin() if seconds is None else asyncio.sleep(seconds))
     stop.set()
     done = await asyncio.gather(*clients)
     server.close()
     print("requests", sum(done), flush=True)
 
 
-asyncio.run(main(float(sys.argv[1])))
+asyncio.run(main(None if sys.argv[1] == "-" else float(sys.argv[1])))
