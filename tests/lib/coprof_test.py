@@ -32,14 +32,6 @@ def check(cond, msg):
         raise AssertionError(msg)
 
 
-def near(value, want, rel, what, outside=0.0):
-    """value is want within rel, or above it by at most `outside` more: the thread's CPU
-    time outside the work, which a span holding more than the work may hold some of."""
-    check(want * (1 - rel) <= value <= want * (1 + rel) + outside,
-          f"{what}: {value:.4f} s, expected {want:.4f} s ±{rel:.0%}"
-          + (f" (+ up to {outside:.4f} s outside the work)" if outside else ""))
-
-
 def wait_for(pred, timeout, what):
     end = time.time() + timeout
     while time.time() < end:
