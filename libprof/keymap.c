@@ -22,13 +22,6 @@ void cp_keymap_fini(struct cp_keymap *m)
 	cp_keymap_init(m);
 }
 
-void cp_keymap_clear(struct cp_keymap *m)
-{
-	if (m->t)
-		memset(m->t, 0, m->cap * sizeof(*m->t));
-	m->n = 0;
-}
-
 static uint64_t mix(uint64_t h, uint64_t w)
 {
 	h = (h ^ w) * MUL;

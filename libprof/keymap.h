@@ -26,8 +26,6 @@ struct cp_keymap {
 
 void cp_keymap_init(struct cp_keymap *m);
 void cp_keymap_fini(struct cp_keymap *m);
-/* Forgets every entry, keeping the table for reuse. */
-void cp_keymap_clear(struct cp_keymap *m);
 
 /* Looks up (file, line, name); when absent, inserts it with value *val and sets
  * *found to 0; when present, sets *val to its value and *found to 1. Pass name NULL

@@ -55,7 +55,7 @@
 #include "keymap.h"
 #include "marshal.h"
 #include "profile.h"
-#include "target.h"
+#include "coprof-private.h"
 #include "whole.h"
 
 /* What one marshal object has written so far, for back-references. */

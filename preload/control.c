@@ -734,7 +734,6 @@ void pl_control_fork_child(void)
 	if (pl_syms)
 		coprof_add_resolver(p, pl_symbols_resolve, pl_syms);
 	__atomic_add_fetch(&pl_gen, 1, __ATOMIC_RELEASE);
-	pl_uctx_after_fork_child();
 	pl_thread();
 	pl_runtimes_after_fork_child();
 	if (pl_cfg.signo != 0 || pl_cfg.interval_ns)

@@ -102,7 +102,6 @@ PL_HIDDEN int pl_sig_maybe_in_handler(void);
 PL_HIDDEN int pl_uctx_init(void);
 /* Tells the engine which context the calling thread runs after a start or a fork. */
 PL_HIDDEN void pl_uctx_resync(struct coprof_thread *t);
-PL_HIDDEN void pl_uctx_after_fork_child(void);
 
 /* threads.c */
 PL_HIDDEN void pl_threads_init(void);

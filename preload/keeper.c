@@ -28,7 +28,7 @@
 #include "config.h"
 #include "coprof.h"
 #include "keeper.h"
-#include "target.h"
+#include "coprof-private.h"
 
 static const char *tmpl; /* COPROF_OUT */
 static long host;	 /* the pid served */

@@ -8,7 +8,6 @@
  * frames run on the thread's tick stack (sampler-stack.c). */
 /* async-signal-safe */
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>

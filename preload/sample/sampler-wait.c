@@ -7,7 +7,6 @@
  * coroutines still suspended, by the folding thread at each fold. The Python adapter's
  * asyncio waits, measured by its scans, go to the engine directly (pl_sampler_wait_record). */
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,7 +8,6 @@
  * milliseconds, drains every thread's ring into the engine (coprof_sample) and charges suspended
  * coroutines their waits. start/stop run on the shim's control thread. */
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -67,12 +67,6 @@ int pl_uctx_init(void)
 	return 0;
 }
 
-void pl_uctx_after_fork_child(void)
-{
-	/* The table and the coroutines stay valid in the child; their engine contexts
-	 * belong to the parent's profiler and are made again (pl_gen moved on). */
-}
-
 static size_t hash(uintptr_t k)
 {
 	return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 40) & (MAP_SLOTS - 1);
