@@ -33,13 +33,6 @@ static int membarrier_setup(void)
 	return membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 ? 0 : -1;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static double epoch_now(void)
 {
 	struct timespec ts;
@@ -170,7 +163,7 @@ uint64_t cp_thread_now(struct coprof_thread *t, uint64_t self_tid)
 	if (t->fake)
 		now = t->fake(t->fake_arg);
 	else if (!t->cpu)
-		now = monotonic_ns(); /* every wall implementation is anchored on it */
+		now = cp_clock_gettime_ns(CLOCK_MONOTONIC); /* every wall implementation is anchored on it */
 	else
 		now = t->last;
 	return now > t->last ? now : t->last;

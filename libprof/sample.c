@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "keymap.h"
 #include "sample.h"
 
 /* One distinct stack with what it was charged. */
@@ -239,21 +240,18 @@ static int map_get(const struct map *m, uint64_t key, uint32_t *val)
 	return 1;
 }
 
-static uint64_t hash_str(uint64_t h, const char *s)
+/* (file, line, name) of `k` in keymap `m`: 1 and *val when there, else 0. */
+static int key_find(const struct cp_keymap *m, const struct cp_key *k, uint32_t *val)
 {
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
+	return cp_keymap_find(m, k->file, strlen(k->file), k->line, k->name, strlen(k->name), val);
 }
 
-static uint64_t hash_key(const struct cp_key *k)
+/* Adds `k` to keymap `m` with value `val` unless an equal key is there: 0 or -ENOMEM. */
+static int key_put(struct cp_keymap *m, const struct cp_key *k, uint32_t val)
 {
-	return mix(hash_str(hash_str(0xcbf29ce484222325ull, k->file), k->name), k->line);
-}
-
-static int key_eq(const struct cp_key *a, const struct cp_key *b)
-{
-	return a->line == b->line && strcmp(a->file, b->file) == 0 && strcmp(a->name, b->name) == 0;
+	int found;
+	return cp_keymap_get_or_put(m, k->file, strlen(k->file), k->line, k->name, strlen(k->name),
+				    &val, &found);
 }
 
 /* --- building: accumulate one pstats dict -------------------------------------------- */
@@ -360,33 +358,17 @@ static int acc_stack(struct acc *a, const uint32_t *keys, uint32_t depth, uint64
 static int merge_into(struct cp_stats *dst, const struct acc *a, const struct cp_key *keys,
 		      struct cp_arena *arena, uint32_t *index)
 {
-	struct map old; /* hash_key (probed) -> index in dst */
-	if (map_init(&old, dst->nfuncs + a->nfuncs) < 0)
-		return -ENOMEM;
+	struct cp_keymap old; /* dst's keys -> the first index in dst with that key */
+	cp_keymap_init(&old);
 	uint32_t n = dst->nfuncs;
 	uint32_t *where = malloc((a->nfuncs + 1) * sizeof(*where));
 	int err = where ? 0 : -ENOMEM;
-	for (uint32_t j = 0; !err && j < dst->nfuncs; j++) {
-		uint64_t probe = hash_key(&dst->funcs[j].key);
-		uint32_t other;
-		while (map_get(&old, probe, &other))
-			probe++;
-		err = map_put(&old, probe, j);
-	}
-	for (uint32_t i = 0; !err && i < a->nfuncs; i++) {
-		const struct cp_key *k = &keys[a->funcs[i].key];
-		uint32_t j;
-		where[i] = UINT32_MAX;
-		for (uint64_t probe = hash_key(k); map_get(&old, probe, &j); probe++) {
-			if (key_eq(&dst->funcs[j].key, k)) {
-				where[i] = j;
-				break;
-			}
-		}
-		if (where[i] == UINT32_MAX)
+	for (uint32_t j = 0; !err && j < dst->nfuncs; j++)
+		err = key_put(&old, &dst->funcs[j].key, j);
+	for (uint32_t i = 0; !err && i < a->nfuncs; i++)
+		if (!key_find(&old, &keys[a->funcs[i].key], &where[i]))
 			where[i] = n++;
-	}
-	map_fini(&old);
+	cp_keymap_fini(&old);
 	if (err) {
 		free(where);
 		return err;
@@ -451,7 +433,7 @@ struct build {
 	struct cp_profile *prof;
 	struct cp_key *keys; /* distinct function keys */
 	uint32_t nkeys, capkeys;
-	struct map bykeyhash; /* hash_key -> first key index with that hash */
+	struct cp_keymap bykey; /* (file, line, name) -> key index */
 	struct map bypc;      /* pc -> key index */
 	struct acc top;
 	struct acc *tasks; /* one per prof->ex.tasks */
@@ -485,21 +467,14 @@ static int key_of_pc(struct build *b, uintptr_t pc, uint32_t *out)
 		if (!k.name)
 			return -ENOMEM;
 	}
-	uint64_t h = hash_key(&k);
 	uint32_t ki;
-	/* Keys with equal hashes are chained by probing h, h+1, ... in bykeyhash. */
-	for (uint64_t probe = h;; probe++) {
-		if (!map_get(&b->bykeyhash, probe, &ki)) {
-			if (cp_grow(&b->keys, &b->capkeys, b->nkeys + 1, sizeof(*b->keys), 256) < 0)
-				return -ENOMEM;
-			ki = b->nkeys++;
-			b->keys[ki] = k;
-			if (map_put(&b->bykeyhash, probe, ki) < 0)
-				return -ENOMEM;
-			break;
-		}
-		if (key_eq(&b->keys[ki], &k))
-			break;
+	if (!key_find(&b->bykey, &k, &ki)) {
+		if (cp_grow(&b->keys, &b->capkeys, b->nkeys + 1, sizeof(*b->keys), 256) < 0)
+			return -ENOMEM;
+		ki = b->nkeys++;
+		b->keys[ki] = k;
+		if (key_put(&b->bykey, &k, ki) < 0)
+			return -ENOMEM;
 	}
 	*out = ki;
 	return map_put(&b->bypc, pc, ki);
@@ -672,7 +647,7 @@ int cp_samples_build(const struct cp_samples *s, const struct cp_samples_map *ma
 	struct row *rows = NULL;
 	uint32_t nrows = 0, *topindex = NULL;
 	int err = 0;
-	if (map_init(&b.bykeyhash, 256) < 0 || map_init(&b.bypc, 1024) < 0)
+	if (map_init(&b.bypc, 1024) < 0)
 		err = -ENOMEM;
 	if (!err && prof->ex.ntasks) {
 		b.tasks = calloc(prof->ex.ntasks, sizeof(*b.tasks));
@@ -712,7 +687,7 @@ int cp_samples_build(const struct cp_samples *s, const struct cp_samples_map *ma
 	acc_fini(&b.top);
 	free(b.scratch);
 	free(b.keys);
-	map_fini(&b.bykeyhash);
+	cp_keymap_fini(&b.bykey);
 	map_fini(&b.bypc);
 	return err;
 }

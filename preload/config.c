@@ -25,6 +25,15 @@ static int parse_uint(const char *s, unsigned long min, unsigned long max, unsig
 	return 0;
 }
 
+int pl_parse_hz(const char *s, unsigned *out)
+{
+	unsigned long n;
+	if (parse_uint(s, PL_HZ_MIN, PL_HZ_MAX, &n))
+		return -EINVAL;
+	*out = (unsigned)n;
+	return 0;
+}
+
 int pl_parse_signal(const char *s)
 {
 	unsigned long n;
@@ -193,11 +202,8 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 	}
 	if ((v = get("COPROF_START")) != NULL && parse_bool(v, &cfg->start))
 		return bad(err, errlen, "COPROF_START", v, "1 or 0 (yes or no)");
-	if ((v = get("COPROF_HZ")) != NULL) {
-		if (parse_uint(v, 1, 10000, &n))
-			return bad(err, errlen, "COPROF_HZ", v, "a rate from 1 to 10000");
-		cfg->hz = (unsigned)n;
-	}
+	if ((v = get("COPROF_HZ")) != NULL && pl_parse_hz(v, &cfg->hz))
+		return bad(err, errlen, "COPROF_HZ", v, "a rate from 1 to 10000");
 	if ((v = get("COPROF_BUILTINS")) != NULL && parse_bool(v, &cfg->builtins))
 		return bad(err, errlen, "COPROF_BUILTINS", v, "1 or 0 (yes or no)");
 	if ((v = get("COPROF_NATIVE")) != NULL && parse_bool(v, &cfg->native))

@@ -12,6 +12,13 @@
  * *cfg then holds the defaults for what was not parsed yet. 0 when all are good. */
 PL_HIDDEN int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 			      char *err, size_t errlen);
+/* COPROF_HZ and coprof record's --hz: a rate from PL_HZ_MIN to PL_HZ_MAX, the one
+ * range check of it. CLOCK_MONOTONIC timers deliver up to about 10 kHz here. 0 or
+ * -EINVAL. */
+#define PL_HZ_MIN 1
+#define PL_HZ_MAX 10000
+PL_HIDDEN int pl_parse_hz(const char *s, unsigned *out);
+
 /* The signal number for "USR2", "SIGUSR2", "12", "RTMIN+3"...; -EINVAL for anything
  * else, and for every signal but USR1, USR2 and the real-time ones (the program or
  * libc relies on them). "0" and "none" give 0 (no toggle signal). The one parser of

@@ -11,22 +11,16 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "coprof-private.h"
 #include "creds.h"
 #include "interval.h"
 
 static uint64_t due;   /* CLOCK_MONOTONIC ns at which the open window ends; 0: none */
 static int last_error; /* the -errno of the last failed window, said once; 0 */
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void pl_interval_open(void)
 {
-	due = pl_cfg.interval_ns ? mono_ns() + pl_cfg.interval_ns : 0;
+	due = pl_cfg.interval_ns ? cp_clock_gettime_ns(CLOCK_MONOTONIC) + pl_cfg.interval_ns : 0;
 }
 
 void pl_interval_close(void)
@@ -40,7 +34,7 @@ int pl_interval_wait_ms(void)
 	 * forked child) without waking this one, so look again an interval later. */
 	if (!due)
 		return pl_cfg.interval_ns ? (int)(pl_cfg.interval_ns / 1000000) : -1;
-	uint64_t now = mono_ns();
+	uint64_t now = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 	if (now >= due)
 		return 0;
 	uint64_t ms = (due - now + 999999) / 1000000;
@@ -51,7 +45,7 @@ int pl_interval_write_due(unsigned n, int child)
 {
 	if (!due || !pl_prof)
 		return 0;
-	uint64_t now = mono_ns();
+	uint64_t now = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 	if (now < due)
 		return 0;
 	/* The next window ends one interval after this one did; after a stall (the

@@ -5,9 +5,9 @@
  * process had then; it serves requests on PL_KEEPER_FD (keeper.h) until the process
  * closes its end (exit, exec, or the directory is writable after all). It makes only
  * the paths COPROF_OUT gives for that pid, in the directory it opened at start, through
- * a temporary name and rename(2) as the engine does, so "never half a file" holds; it
- * follows no symbolic link, gives each file to the user and group the process runs as
- * when it asks, and keeps only the capabilities that takes. Single-threaded; every
+ * a temporary name and rename(2) as the engine does (cp_publish), so "never half a
+ * file" holds; it follows no symbolic link, gives each file to the user and group the
+ * process runs as when it asks, and keeps only the capabilities that takes. Single-threaded; every
  * signal stays blocked (the mask it was started with), so it ends only when the
  * process is gone, or by SIGKILL. */
 #define _GNU_SOURCE
@@ -26,14 +26,13 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "coprof-private.h"
 #include "coprof.h"
 #include "keeper.h"
-#include "coprof-private.h"
 
 static const char *tmpl; /* COPROF_OUT */
 static long host;	 /* the pid served */
 static int dirfd_;	 /* the directory of every path, opened at start */
-static unsigned serial;	 /* temporary names */
 static unsigned char buf[1 << 16];
 
 /* The last component of dump number `n`'s path: its directory is the template's, which
@@ -52,18 +51,10 @@ static int base_name(unsigned n, int child, char out[PATH_MAX])
 	return 0;
 }
 
-/* Only nothing, or a regular file, is replaced (as the engine's check_target); a
- * symbolic link is not followed, since the keeper has rights the process has not. */
-static int check_base(const char *base)
+/* The bytes of descriptor `from` (the process's memfd) into `to`, from offset 0. */
+static int copy_all(void *arg, int to)
 {
-	struct stat st;
-	if (fstatat(dirfd_, base, &st, AT_SYMLINK_NOFOLLOW) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	return S_ISLNK(st.st_mode) ? COPROF_ENOFOLLOW : cp_target_kind(st.st_mode);
-}
-
-static int copy_all(int from, int to)
-{
+	int from = *(const int *)arg;
 	off_t off = 0;
 	for (;;) {
 		ssize_t r = pread(from, buf, sizeof(buf), off);
@@ -85,45 +76,28 @@ static int copy_all(int from, int to)
 	}
 }
 
-/* Publishes the bytes of `from` as dump number `n`, owned by uid:gid. */
+/* Publishes the bytes of `from` as dump number `n`, owned by uid:gid, as the engine
+ * publishes a dump (cp_publish), but in the directory opened at start and through no
+ * symbolic link, since the keeper has rights the process has not. A keeper that is not
+ * root may not give the file away: then it stays the one of the ids the process had
+ * when the keeper started. */
 static int publish(unsigned n, int child, int from, uid_t uid, gid_t gid)
 {
-	char base[PATH_MAX], tmp[PATH_MAX];
+	char base[PATH_MAX];
 	int rc = base_name(n, child, base);
-	if (rc == 0)
-		rc = check_base(base);
 	if (rc != 0)
 		return rc;
-	int fd = -1;
-	for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
-		int m = snprintf(tmp, sizeof(tmp), "%.*s.tmp.%ld.k%u", NAME_MAX - 40, base, host,
-				 serial++);
-		if (m < 0 || m >= (int)sizeof(tmp))
-			return -ENAMETOOLONG;
-		fd =
-		    openat(dirfd_, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-		if (fd < 0 && errno != EEXIST)
-			return -errno;
-	}
-	if (fd < 0)
-		return -EEXIST;
-	rc = copy_all(from, fd);
-	/* A keeper that is not root may not give the file away: then it stays the one
-	 * of the ids the process had when the keeper started. */
-	if (rc == 0 && fchown(fd, uid, gid) != 0 && errno != EPERM)
-		rc = -errno;
-	if (rc == 0 && fsync(fd) != 0)
-		rc = -errno;
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat(dirfd_, tmp, dirfd_, base) != 0)
-		rc = -errno;
-	if (rc != 0) {
-		unlinkat(dirfd_, tmp, 0);
-		return rc;
-	}
-	fsync(dirfd_);
-	return 0;
+	return cp_publish(&(struct cp_publish){
+	    .dirfd = dirfd_,
+	    .path = base,
+	    .pid = host,
+	    .tag = "k",
+	    .chown = 1,
+	    .uid = uid,
+	    .gid = gid,
+	    .fill = copy_all,
+	    .arg = &from,
+	});
 }
 
 static int remove_dump(unsigned n, int child)

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coprof-private.h"
 #include "symbols.h"
 
 struct fn_range {
@@ -69,13 +70,6 @@ struct pl_symbols {
 	struct str_chunk *strs;
 	uint64_t last_refresh; /* ns, monotonic */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static const char *intern(struct pl_symbols *s, const char *str, size_t len)
 {
@@ -210,7 +204,7 @@ static void refresh(struct pl_symbols *s)
 		}
 	}
 	dwfl_report_end(s->dwfl, NULL, NULL);
-	s->last_refresh = now_ns();
+	s->last_refresh = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 }
 
 /* Joins a relative DWARF path with the compilation directory and folds "x/.." away,
@@ -422,7 +416,7 @@ static const struct fn_range *find_fn(const struct fn_table *t, uint64_t pc)
 static int resolve_uncached(struct pl_symbols *s, uintptr_t pc, struct coprof_func_info *out)
 {
 	Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
-	if (!mod && now_ns() - s->last_refresh > 100000000u) {
+	if (!mod && cp_clock_gettime_ns(CLOCK_MONOTONIC) - s->last_refresh > 100000000u) {
 		refresh(s);
 		mod = dwfl_addrmodule(s->dwfl, pc);
 	}

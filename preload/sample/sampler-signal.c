@@ -17,6 +17,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "coprof-private.h"
 #include "sampler-ring.h"
 #include "unwind.h"
 
@@ -56,9 +57,7 @@ void pl_sampler_arm(struct pl_sthread *st, int on)
  * clock's next anchor then weighed nothing (a 5 ms round of a coroutine read 1.5). */
 static uint64_t thread_cpu_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return cp_clock_gettime_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
 /* The next xorshift draw of the thread's generator. */
@@ -114,9 +113,7 @@ static void dither_period(struct pl_sthread *st)
  * that wakes 50 000 times a second pays for about `rate` stack walks, not 50 000. */
 static uint64_t perf_wall_weight(struct pl_sthread *st, int wake)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t wall = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	uint64_t wall = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 	/* Under a seccomp filter the CPU clock (a system call) is not read: a run tick
 	 * comes each period of CPU time. */
 	uint64_t cpu = !atomic_load_explicit(&pl_sampler_sandboxed, memory_order_relaxed)

@@ -28,7 +28,6 @@
 #include "unwind.h"
 
 #define FOLD_NS 10000000u /* ns between folds: 10 ms */
-#define MAX_HZ 10000u	  /* CLOCK_MONOTONIC timers deliver up to about 10 kHz here */
 
 int pl_sampler_force_timer;
 static unsigned kernel_hz(void);
@@ -863,13 +862,8 @@ int pl_sampler_init(void)
 {
 	if (pl_cfg.mode != COPROF_MODE_SAMPLE || !pl_prof)
 		return 0;
+	/* (at most PL_HZ_MAX: config.c refuses more) */
 	unsigned hz = pl_cfg.hz ? pl_cfg.hz : PL_DEFAULT_HZ;
-	if (hz > MAX_HZ) {
-		pl_say("sample mode: %u Hz is above what timers deliver here; sampling at %u Hz",
-		       hz, MAX_HZ);
-		coprof_set_note(pl_prof, "sample rate capped at 10000 Hz (COPROF_HZ was higher)");
-		hz = MAX_HZ;
-	}
 	pl_sconf.wall = pl_cfg.clock == COPROF_CLOCK_WALL;
 	pl_sconf.period = 1000000000u / hz;
 	if (pl_seccomp_filtered()) {

@@ -53,7 +53,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "sample.h"
+#include "sample.h" /* Python.h first */
+#include "coprof-private.h"
 #if PY_VERSION_HEX < 0x030D0000
 #include <internal/pycore_atomic.h>
 #include <internal/pycore_interp.h>
@@ -542,13 +543,6 @@ static unsigned await_stack(PyObject *coro, uintptr_t *keys)
 	return n;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Where a suspended coroutine's frame stopped. */
 static const void *root_ip(PyObject *g)
 {
@@ -775,7 +769,7 @@ static void scan_now(unsigned what)
 	int names = interned(&s_get_coro, "get_coro") && interned(&s_get_name, "get_name") &&
 		    interned(&s_get_loop, "get_loop") && interned(&s_thread_id, "_thread_id") &&
 		    interned(&s_native_id, "_native_id");
-	uint64_t now = mono_ns();
+	uint64_t now = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 	static unsigned scans;
 	scans++;
 	/* Numbered before the task sets are read: a tick that read the number before
@@ -902,7 +896,7 @@ static unsigned test_delay(unsigned what)
 		test_asked_at = 0;
 		return what;
 	}
-	uint64_t now = mono_ns();
+	uint64_t now = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 	if (!test_asked_at)
 		test_asked_at = now;
 	if (now - test_asked_at < test_delay_ns)

@@ -4,8 +4,8 @@
  * "fcontext", named after its entry function, with the exact bounds of its stack.
  *
  * An fcontext_t is the stack pointer its context suspended at, so a handle names one
- * suspension only: a lock-free table maps every handle the program is given (made, or
- * handed over by a jump) to the stack record behind it; a handle it does not know is
+ * suspension only: a lock-free table (addrmap.h) maps every handle the program is given
+ * (made, or handed over by a jump) to the stack record behind it; a handle it does not know is
  * the thread's own context. Runs in the program's threads, on their switch path (maybe
  * in a signal handler: no allocation there); records are made in make_fcontext. */
 #define _GNU_SOURCE
@@ -13,11 +13,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "addrmap.h"
 #include "internal.h"
 #include "runtime/stack/stack.h"
-
-#define MAP_SLOTS (1u << 16)
-#define MAX_PROBE 512
 
 typedef void *pl_fctx;
 struct pl_transfer {
@@ -30,12 +28,12 @@ static struct pl_transfer (*real_jump)(pl_fctx, void *);
 static struct pl_transfer (*real_ontop)(pl_fctx, void *,
 					struct pl_transfer (*)(struct pl_transfer));
 
-struct slot {
-	_Atomic uintptr_t key;		  /* a handle, or a stack's top | 1; 0: empty */
-	_Atomic(struct pl_stack *) stack; /* NULL: the thread's own context */
+/* a handle, or a stack's top | 1 -> its stack record (NULL: the thread's own context);
+ * made by the first make_fcontext */
+static struct pl_addrmap map = {
+    .mask = (1u << 16) - 1,
+    .full = "too many fcontext handles; further fibers count as part of their thread",
 };
-static struct slot *map;
-static atomic_int said_full;
 
 static void resolve(void)
 {
@@ -47,63 +45,17 @@ static void resolve(void)
 		real_ontop = (__typeof__(real_ontop))dlsym(RTLD_NEXT, "ontop_fcontext");
 }
 
-static size_t hash(uintptr_t k)
-{
-	return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 40) & (MAP_SLOTS - 1);
-}
-
 /* async-signal-safe */
 static struct pl_stack *map_get(uintptr_t k)
 {
-	struct slot *m = __atomic_load_n(&map, __ATOMIC_ACQUIRE);
-	if (!m || !k)
-		return NULL;
-	size_t i = hash(k);
-	for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-		uintptr_t cur = atomic_load_explicit(&m[i].key, memory_order_acquire);
-		if (cur == k)
-			return atomic_load_explicit(&m[i].stack, memory_order_acquire);
-		if (cur == 0)
-			return NULL;
-	}
-	return NULL;
+	return pl_addrmap_get(&map, k);
 }
 
 /* async-signal-safe once the table exists (make_fcontext makes it). Returns -1 when
  * the table is full. */
 static int map_put(uintptr_t k, struct pl_stack *s)
 {
-	struct slot *m = __atomic_load_n(&map, __ATOMIC_ACQUIRE);
-	if (!m || !k)
-		return -1;
-	size_t i = hash(k);
-	for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-		uintptr_t cur = atomic_load_explicit(&m[i].key, memory_order_acquire);
-		if (cur == 0) {
-			if (!atomic_compare_exchange_strong(&m[i].key, &cur, k) && cur != k)
-				continue;
-		} else if (cur != k) {
-			continue;
-		}
-		atomic_store_explicit(&m[i].stack, s, memory_order_release);
-		return 0;
-	}
-	if (!atomic_exchange(&said_full, 1))
-		pl_say("too many fcontext handles; further fibers count as part of their thread");
-	return -1;
-}
-
-static int make_map(void)
-{
-	if (__atomic_load_n(&map, __ATOMIC_ACQUIRE))
-		return 0;
-	struct slot *m = calloc(MAP_SLOTS, sizeof(*m));
-	struct slot *none = NULL;
-	if (!m)
-		return -1;
-	if (!__atomic_compare_exchange_n(&map, &none, m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		free(m); /* another thread made it first */
-	return 0;
+	return pl_addrmap_put(&map, k, s);
 }
 
 /* The calling thread leaves for `to` (NULL: its own context, or one of no record):
@@ -214,7 +166,7 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 {
 	resolve();
 	struct pl_tls *t = &pl_tls_data;
-	if (!pl_active || t->guard || pl_sig_maybe_in_handler() || make_map() != 0)
+	if (!pl_active || t->guard || pl_sig_maybe_in_handler() || pl_addrmap_make(&map) != 0)
 		return real_make(sp, size, fn);
 	t->guard = 1;
 	uintptr_t top = (uintptr_t)sp;

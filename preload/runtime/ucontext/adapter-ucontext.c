@@ -3,8 +3,8 @@
  * virtual clock, named after its entry function.
  *
  * A coroutine's identity is the ucontext_t it was made in, and every ucontext_t a
- * swapcontext saves into: a lock-free table maps those addresses to coroutines (an
- * address it does not know is the switching thread's own context). The entry function
+ * swapcontext saves into: a lock-free table (addrmap.h) maps those addresses to
+ * coroutines (an address it does not know is the switching thread's own context). The entry function
  * runs inside a trampoline of ours, which finishes the context when it returns. Runs in
  * the program's threads, on their switch path, maybe in a signal handler (preemptive
  * green threads): no allocation there, and otherwise only when a coroutine is made or
@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "addrmap.h"
 #include "internal.h"
 #include "runtime/stack/stack.h"
 #include "symbols.h"
@@ -22,8 +23,6 @@
 /* The most arguments an entry function may take (makecontext's argc). Beyond it the
  * coroutine runs unprofiled, as part of the thread that switches to it. */
 #define PL_MAX_ARGS 8
-#define MAP_SLOTS (1u << 18)
-#define MAX_PROBE 512
 
 struct pl_coro {
 	ucontext_t *home; /* the ucontext_t it was made in */
@@ -45,72 +44,33 @@ struct pl_coro {
 	struct pl_coro *next_all;
 };
 
-struct slot {
-	_Atomic uintptr_t key;		/* a ucontext_t address; 0: empty */
-	_Atomic(struct pl_coro *) coro; /* NULL: the thread's own context */
+/* ucontext_t address -> the coroutine saved or made there (NULL: a thread's own) */
+static struct pl_addrmap map = {
+    .mask = (1u << 18) - 1,
+    .full = "too many ucontexts; further coroutines count as part of their thread",
 };
-
-static struct slot *map;
 static atomic_ullong next_id;
-static atomic_int said_full;
 static struct pl_coro *all_coros;
 
 int pl_uctx_init(void)
 {
-	/* large enough for glibc to mmap it: pages are only touched when used */
-	struct slot *m = calloc(MAP_SLOTS, sizeof(struct slot));
-	if (!m) {
+	if (pl_addrmap_make(&map) != 0) {
 		pl_say("cannot map the coroutine table; coroutines are not profiled");
 		return -1;
 	}
-	map = m;
 	return 0;
-}
-
-static size_t hash(uintptr_t k)
-{
-	return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 40) & (MAP_SLOTS - 1);
 }
 
 /* The coroutine saved in or made in `uc`; NULL for a thread's own (or unknown). */
 static struct pl_coro *map_get(const void *uc)
 {
-	uintptr_t k = (uintptr_t)uc;
-	if (!map || !k)
-		return NULL;
-	size_t i = hash(k);
-	for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-		uintptr_t cur = atomic_load_explicit(&map[i].key, memory_order_acquire);
-		if (cur == k)
-			return atomic_load_explicit(&map[i].coro, memory_order_acquire);
-		if (cur == 0)
-			return NULL;
-	}
-	return NULL;
+	return pl_addrmap_get(&map, (uintptr_t)uc);
 }
 
 /* Records that `uc` now holds `coro`. Returns -1 when the table is full. */
 static int map_put(const void *uc, struct pl_coro *coro)
 {
-	uintptr_t k = (uintptr_t)uc;
-	if (!map || !k)
-		return -1;
-	size_t i = hash(k);
-	for (int n = 0; n < MAX_PROBE; n++, i = (i + 1) & (MAP_SLOTS - 1)) {
-		uintptr_t cur = atomic_load_explicit(&map[i].key, memory_order_acquire);
-		if (cur == 0) {
-			/* an empty slot: claim it unless another thread just did */
-			if (!atomic_compare_exchange_strong(&map[i].key, &cur, k) && cur != k)
-				continue;
-		} else if (cur != k) {
-			continue;
-		}
-		atomic_store_explicit(&map[i].coro, coro, memory_order_release);
-		return 0;
-	}
-	if (!atomic_exchange(&said_full, 1))
-		pl_say("too many ucontexts; further coroutines count as part of their thread");
-	return -1;
+	return pl_addrmap_put(&map, (uintptr_t)uc, coro);
 }
 
 /* Whether `c` has a context in the engine of this process on thread `th`. */
@@ -293,7 +253,7 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 	if (!pl_real.makecontext)
 		pl_resolve_reals();
 	struct pl_tls *t = &pl_tls_data;
-	if (!pl_active || !map || t->guard || argc < 0 || argc > PL_MAX_ARGS) {
+	if (!pl_active || !pl_addrmap_ready(&map) || t->guard || argc < 0 || argc > PL_MAX_ARGS) {
 		if (pl_active && argc > PL_MAX_ARGS)
 			pl_say("makecontext with %d arguments (coprof follows up to %d); that "
 			       "coroutine counts as part of its thread",
