@@ -1,7 +1,7 @@
 /* publish.c: a file made whole or not at all: written under a temporary name in its
  * directory, synced, then renamed over the target (coprof-private.h). The engine's
  * writer (pstat-write.c) publishes each dump so, on the dumping thread, and so does
- * coprof-keeper (preload/keeper.c) for a process that can no longer write its own. */
+ * coprof-keeper (preload/keeper/keeper.c) for a process that can no longer write its own. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -70,8 +70,8 @@ static int temp_name(const struct cp_publish *p, const char *target, unsigned se
 	const char *slash = strrchr(target, '/');
 	int dirlen = slash ? (int)(slash - target + 1) : 0;
 	char suffix[48];
-	int sl = snprintf(suffix, sizeof(suffix), ".tmp.%ld.%s%u", p->pid, p->tag ? p->tag : "",
-			  serial);
+	int sl =
+	    snprintf(suffix, sizeof(suffix), ".tmp.%ld.%s%u", p->pid, p->tag ? p->tag : "", serial);
 	int base = (int)strlen(target + dirlen);
 	if (base > NAME_MAX - sl)
 		base = NAME_MAX - sl;

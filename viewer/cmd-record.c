@@ -13,7 +13,7 @@
 
 #include "cli.h"
 #include "cmds.h"
-#include "config.h"
+#include "state/state.h"
 
 #if defined(__x86_64__)
 #define MULTIARCH "x86_64-linux-gnu"

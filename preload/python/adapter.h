@@ -1,5 +1,5 @@
-/* adapter.h: the meeting point of the shim's Python loader (python-loader.c) and the
- * CPython adapters (one .so per Python version, built in this folder).
+/* adapter.h: the meeting point of the shim's Python loader (runtime/python-loader.c) and
+ * the CPython adapters (one .so per Python version, built in this folder).
  *
  * The loader runs in the shim's constructor: it finds the interpreter, dlopens the
  * adapter built for its version and calls its one exported symbol with a struct of what
@@ -13,21 +13,10 @@
 #include <sys/types.h>
 
 #include "coprof.h"
+#include "state/state.h" /* enum pl_py_hook, COPROF_PY_HOOK's values */
 
 #define PL_PY_ABI 5
 #define PL_PY_ENTRY "pl_py_attach"
-
-/* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
- * every thread state (every version); `monitoring`: sys.monitoring callbacks under a
- * tool id of coprof's own (3.12+); `evalframe`: a PEP 523 frame-evaluation function
- * (3.10, 3.11; no C builtins); `auto`: the cheapest for the version and settings
- * (bench/RESULTS.md). */
-enum pl_py_hook {
-	PL_PY_HOOK_AUTO,
-	PL_PY_HOOK_PROFILE,
-	PL_PY_HOOK_MONITORING,
-	PL_PY_HOOK_EVALFRAME,
-};
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
 struct pl_py_host {
@@ -40,7 +29,7 @@ struct pl_py_host {
 	int profile;
 	/* For os.fork's 'before' and 'after_in_parent'/'after_in_child' callbacks, called
 	 * without the GIL: the shim's own threads stop before the fork and start again
-	 * after it, so Python never counts them (pl_control_fork_pause, shim.h). */
+	 * after it, so Python never counts them (pl_control_fork_pause, lifecycle/control.c). */
 	void (*fork_pause)(void);
 	void (*fork_resume)(void);
 	/* The calling thread's engine thread, registered on first use; NULL on failure. */
@@ -91,7 +80,7 @@ struct pl_py_sample {
 };
 
 /* The shim's tick handler calls this when the Python adapter registered it (sample
- * mode, python-loader.c); NULL otherwise. */
+ * mode, runtime/python-loader.c); NULL otherwise. */
 typedef int (*pl_py_sample_fn)(struct pl_py_sample *s);
 
 /* What the adapter gives back. start and stop run on the shim's control thread (or in

@@ -15,7 +15,7 @@
 #include <link.h>
 #include <string.h>
 
-#include "sampler-ring.h"
+#include "sampler.h"
 
 pl_py_sample_fn pl_sampler_python;
 void (*pl_sampler_python_fold)(void);

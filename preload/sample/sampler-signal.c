@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 #include "coprof-private.h"
-#include "sampler-ring.h"
-#include "unwind.h"
+#include "sampler.h"
 
 /* Arming needs no lock: timer_settime and ioctl are async-signal-safe. An event's
  * number gets no ioctl once it is not the event's (the program closed it; the folding
@@ -87,7 +86,7 @@ static uint64_t next_rng(struct pl_sthread *st)
 static void dither_period(struct pl_sthread *st)
 {
 	if (atomic_load_explicit(&pl_sampler_sandboxed, memory_order_relaxed))
-		return; /* no ioctl, no CPU clock (pl_sampler_sandbox) */
+		return; /* no ioctl, no CPU clock (sampler.c's sandbox) */
 	if (st->undrawn && --st->undrawn)
 		return;
 	uint64_t now = thread_cpu_ns();
@@ -174,7 +173,7 @@ static uint64_t tick_weight(struct pl_sthread *st, unsigned overrun, int perf, i
 		return 0;
 	}
 	if (atomic_load_explicit(&pl_sampler_sandboxed, memory_order_relaxed))
-		return pl_sconf.period * (1 + overrun); /* no CPU clock (pl_sampler_sandbox) */
+		return pl_sconf.period * (1 + overrun); /* no CPU clock (sampler.c's sandbox) */
 	uint64_t now = thread_cpu_ns();
 	uint64_t last = st->cpu_last;
 	st->cpu_last = now;
@@ -190,7 +189,7 @@ static void capture(struct pl_sthread *st, struct pl_rec *rec, const ucontext_t 
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	int n = pl_unw_backtrace(st->tls, uc, rec->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
 	if (n < 0) {
-		/* No walk may run (unwind.h): keep the pc alone. */
+		/* No walk may run (pl_unw_walk, signal-safe.h): keep the pc alone. */
 		atomic_fetch_add_explicit(&st->failed, 1, memory_order_relaxed);
 		rec->pcs[0] = pc;
 		rec->depth = 1;

@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sampler-ring.h"
+#include "sampler.h"
 
 #define TICK_STACK (64u * 1024) /* the handler needs ~10 KiB; a program handler may run here */
 #define GUARD 4096u		/* PROT_NONE below the stack: an overflow faults */

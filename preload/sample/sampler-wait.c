@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler-ring.h"
-#include "unwind.h"
+#include "sampler.h"
 
 static uint64_t ticks_now(struct pl_sthread *st)
 {
@@ -86,7 +85,7 @@ static void suspend(struct pl_sthread *st, struct coprof_ctx *ctx)
 	if (!w)
 		return;
 	int depth = pl_unw_backtrace(st->tls, NULL, w->pcs, PL_SAMPLE_DEPTH + PL_SAMPLE_SKIP);
-	if (depth < 0) /* no walk may run (unwind.h) */
+	if (depth < 0) /* no walk may run (pl_unw_backtrace, signal-safe.h) */
 		return;
 	int skip = 0;
 	while (skip < depth &&

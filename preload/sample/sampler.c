@@ -24,21 +24,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sampler-ring.h"
-#include "unwind.h"
+#include "sampler.h"
 
 #define FOLD_NS 10000000u /* ns between folds: 10 ms */
 
-int pl_sampler_force_timer;
 static unsigned kernel_hz(void);
 static void reopen_lost(void);
 
-struct pl_sampler_conf pl_sconf;
-atomic_int pl_sampler_on;
-atomic_int pl_sampler_sandboxed;
-_Atomic uint64_t pl_sampler_epoch;
-
-static __thread struct pl_sthread *self __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* threads, folding */
 /* Held by the folding thread around a fold and by fork: the child never inherits a list
@@ -61,10 +53,6 @@ static uint64_t events_reopened;
 static int events_noted;
 #define CHECK_FOLDS 5 /* folds between two checks of the events' numbers: 50 ms */
 
-struct pl_sthread *pl_sampler_self(void)
-{
-	return self;
-}
 
 /* Engine threads outlive their sampler state (the engine frees them with the
  * profiler), so the pointer stays good once the list's lock is let go. */
@@ -339,7 +327,7 @@ static void folder_fork_resume(void)
  * neither restarts the event's period (ioctl) nor reads the thread's CPU clock (a tick
  * weighs its period), no new thread opens an event or a timer, and the events already
  * open are never checked, disarmed nor opened again (ioctl, perf_event_open). */
-void pl_sampler_sandbox(const char *how)
+static void sandbox(const char *how)
 {
 	if (!sampler_ready || atomic_exchange(&pl_sampler_sandboxed, 1))
 		return;
@@ -384,18 +372,6 @@ static int move_high(int fd)
 		return fd;
 	close(fd);
 	return high;
-}
-
-/* async-signal-safe: fstat first, so that no ioctl reaches a number that names a file
- * of the program's now (an anonymous inode at most: eventfd, timerfd, whose ioctls
- * reject perf's). The event id tells ours from any other perf event. */
-int pl_event_ours(int fd, const struct pl_event_id *id, int full)
-{
-	struct stat sb;
-	uint64_t ev;
-	if (fd < 0 || fstat(fd, &sb) != 0 || sb.st_dev != id->dev || sb.st_ino != id->ino)
-		return 0;
-	return !full || (ioctl(fd, PERF_EVENT_IOC_ID, &ev) == 0 && ev == id->id);
 }
 
 /* Closes an event's number, only while it still names the event (a number the program
@@ -485,7 +461,7 @@ static void thread_start(void)
 	if (atomic_load(&pl_sampler_sandboxed))
 		return;
 	pl_tick_stack_start();
-	if (self)
+	if (pl_sampler_tls)
 		return;
 	struct pl_sthread *st = calloc(1, sizeof(*st));
 	if (!st)
@@ -525,7 +501,7 @@ static void thread_start(void)
 	st->next = threads;
 	threads = st;
 	pthread_mutex_unlock(&lock);
-	self = st;
+	pl_sampler_tls = st;
 	if (atomic_load(&pl_sampler_on))
 		pl_sampler_arm(st, 1);
 }
@@ -548,10 +524,10 @@ static void close_source(struct pl_sthread *st)
 static void thread_exit(void)
 {
 	pl_tick_stack_exit();
-	struct pl_sthread *st = self;
+	struct pl_sthread *st = pl_sampler_tls;
 	if (!st)
 		return;
-	self = NULL;
+	pl_sampler_tls = NULL;
 	pthread_mutex_lock(&lock);
 	close_source(st);
 	atomic_store_explicit(&st->dead, 1, memory_order_release);
@@ -562,10 +538,10 @@ static void thread_exit(void)
  * thread's creation and set-up. Catches a filter installed with no libc function of
  * the ones seccomp.c sees (the bare syscall instruction); the thread is filtered if its
  * creator was. */
-void pl_sampler_thread_check(void)
+static void thread_early(void)
 {
 	if (sampler_ready && !atomic_load(&pl_sampler_sandboxed) && pl_seccomp_filtered())
-		pl_sampler_sandbox("a thread started under a seccomp filter");
+		sandbox("a thread started under a seccomp filter");
 }
 
 /* Folding thread, list lock held. The program closed the number of some thread's event
@@ -639,7 +615,7 @@ void pl_sampler_moved(struct coprof_ctx *ctx)
 		else
 			sched_yield();
 	for (struct pl_sthread *st = threads; st; st = st->next)
-		if (st != self && !atomic_load(&st->dead))
+		if (st != pl_sampler_tls && !atomic_load(&st->dead))
 			pl_sampler_drop_wait(st, ctx);
 	pthread_mutex_unlock(&lock);
 }
@@ -706,7 +682,7 @@ static void sampler_after_fork_child(void)
 		st = next;
 	}
 	threads = NULL;
-	self = NULL;
+	pl_sampler_tls = NULL;
 	thread_start();
 	start_folder();
 }
@@ -720,6 +696,10 @@ static const struct pl_runtime sampler_runtime = {
     .after_fork_child = sampler_after_fork_child,
     .fork_pause = folder_fork_pause,
     .fork_resume = folder_fork_resume,
+    .thread_early = thread_early,
+    .sandbox = sandbox,
+    .altstack_owns = pl_tick_stack_owns,
+    .altstack_program_set = pl_tick_stack_program_set,
 };
 
 /* A real-time signal nobody handles, other than the toggle signal. */
@@ -733,29 +713,6 @@ static int pick_signal(void)
 			return s;
 	}
 	return -1;
-}
-
-/* dl_iterate_phdr callback: the executable segment holding r->at. */
-static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	struct pl_text_range *r = arg;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && r->at >= lo &&
-		    r->at < lo + ph->p_memsz) {
-			r->lo = lo;
-			r->hi = lo + ph->p_memsz;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-int pl_text_range(struct pl_text_range *r)
-{
-	return r->at && dl_iterate_phdr(find_text, r);
 }
 
 /* The kernel's tick rate (CONFIG_HZ): the coarse clocks advance once a tick. */

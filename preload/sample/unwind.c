@@ -21,9 +21,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "fd.h"
-#include "sampler-ring.h"
-#include "unwind.h"
+#include "sampler.h"
 
 /* libunwind's ABI has kept this soname since 1.0. */
 #define UNWIND_SONAME "libunwind.so.8"
