@@ -1,7 +1,7 @@
 /* coprof-private.h: the engine-private boundary. All that code outside libprof/ may use
  * of the engine beyond the public API (coprof.h), through libcoprof_private_dep
  * (libprof/meson.build, a static library of its own): the shim, coprof-keeper
- * (preload/keeper.c) and the CPython adapter. The adapter also inlines the engine's
+ * (preload/keeper/keeper.c) and the CPython adapter. The adapter also inlines the engine's
  * hot path (engine-inline.h), the one other header of libprof/ it may include.
  * scripts/check-layers.py holds every file outside libprof/ to this. Nothing here is
  * exported from libcoprof.so. */
@@ -23,6 +23,11 @@ static inline uint64_t cp_clock_gettime_ns(clockid_t id)
 	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/* The layout of the engine structs engine-inline.h reads, as libcoprof.so was built
+ * (cp_inline_layout there): the one private name it exports, for the CPython adapter,
+ * which inlines that header and refuses to load when its own number differs. */
+COPROF_API uint64_t coprof__inline_layout(void);
 
 /* A file to publish whole or not at all (publish.c): `fill` writes its bytes to `fd`
  * (0 or -errno), under a temporary name next to `path`, which then replaces `path` by

@@ -40,6 +40,11 @@ static double epoch_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+uint64_t coprof__inline_layout(void)
+{
+	return cp_inline_layout();
+}
+
 int coprof_create(const struct coprof_options *opt, struct coprof **out)
 {
 	if (!out)

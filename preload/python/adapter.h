@@ -108,7 +108,9 @@ struct pl_py_adapter {
 	int (*claim)(uintptr_t coro, uintptr_t root_key, unsigned gen, struct coprof_ctx **out);
 };
 
-/* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */
+/* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno;
+ * -EPROTO, said on stderr, when the libcoprof.so it runs against was built with
+ * another layout of the structs the adapter inlines (engine-inline.h). */
 typedef int (*pl_py_attach_fn)(const struct pl_py_host *host, struct pl_py_adapter *out);
 
 #endif

@@ -151,7 +151,10 @@ void pl_python_init(const struct pl_lend *lend)
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {
-		if (profile)
+		/* -EPROTO: built against another libcoprof.so, which it said */
+		if (rc == -EPROTO)
+			pl_runtime_refused();
+		else if (profile)
 			pl_say("the Python adapter %s failed (%d); Python is not profiled", path,
 			       rc);
 		return;

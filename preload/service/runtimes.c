@@ -16,6 +16,7 @@
 
 static const struct pl_runtime *runtimes[MAX_RUNTIMES];
 static int nruntimes;
+static int refused; /* runtimes found and not followed (pl_runtime_refused) */
 
 void pl_runtime_add(const struct pl_runtime *rt)
 {
@@ -106,9 +107,14 @@ void pl_runtimes_fork_resume(void)
 	EACH(fork_resume);
 }
 
+void pl_runtime_refused(void)
+{
+	refused++;
+}
+
 int pl_runtimes_found(void)
 {
-	int n = 0;
+	int n = refused;
 	for (int i = 0; i < nruntimes; i++)
 		n += !runtimes[i]->native;
 	return n;

@@ -317,7 +317,11 @@ PL_HIDDEN void pl_runtimes_sandbox(const char *how);
 PL_HIDDEN const struct pl_runtime *pl_runtimes_altstack_owner(const stack_t *ss);
 /* Tells every runtime that holds alternate stacks what the program did with its own. */
 PL_HIDDEN void pl_runtimes_altstack_program_set(int own);
-/* Runtimes found in this process, the native adapters aside. */
+/* A runtime found in this process that the shim does not follow, having said why on
+ * stderr (the CPython adapter refused an engine of another layout): it counts as found,
+ * so the exit note about missing instrumentation is not said as well. */
+PL_HIDDEN void pl_runtime_refused(void);
+/* Runtimes found in this process, the native adapters aside (and those refused). */
 PL_HIDDEN int pl_runtimes_found(void);
 /* Whether a runtime of this name is registered. */
 PL_HIDDEN int pl_runtime_on(const char *name);

@@ -1,17 +1,82 @@
-/* monitor.c: the sys.monitoring backend (CPython 3.12+): C callbacks registered under
- * a tool id of coprof's own, for the events that make up the profile hook's 'call' and
- * 'return', fed to hook.c with the running interpreter frame (no frame object made).
+/* backend-monitoring.c: the sys.monitoring backend (CPython 3.12+): C callbacks
+ * registered under a tool id of coprof's own, for the events that make up the profile
+ * hook's 'call' and 'return', fed to the hook's events (hook.h) with the running
+ * interpreter frame (no frame object made).
  * Events are interpreter-wide, so threads started later need nothing. Callbacks run
  * in the thread that runs the code, GIL held; start and stop hold the GIL too (the
  * audit hook, or the shim's control thread). */
 #include <errno.h>
 #include <stdarg.h>
 
-#include "py.h"
-
-#include "callback.h" /* after Python.h */
+#include "hook.h"
+#include "python/callback.h" /* after Python.h */
 
 #if PY_VERSION_HEX >= 0x030C0000
+
+/* What a callback says the frame does: the profile hook's 'call' (it starts, resumes or
+ * is thrown into), or its 'return' (it returns or yields, or unwinds). */
+enum { PL_PY_MON_START, PL_PY_MON_RESUME, PL_PY_MON_THROW };
+enum { PL_PY_MON_RETURN, PL_PY_MON_YIELD, PL_PY_MON_UNWIND };
+
+/* The frame running now, when it runs `code` (a callback always comes from the frame
+ * of its code; the check keeps a surprise from reaching the engine). */
+static inline PL_PY_FRAME *running(PyObject *code)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	PL_PY_FRAME *fr = PyThreadState_GetUnchecked()->current_frame;
+#else
+	PL_PY_FRAME *fr = _PyThreadState_UncheckedGet()->cframe->current_frame;
+#endif
+	return pl_py_likely(fr) && (PyObject *)pl_py_frame_code(fr) == code ? fr : NULL;
+}
+
+/* The function of a callback's code object (NULL: out of memory). A plain function's
+ * events (no generator or coroutine) need no frame: its code is all the engine keys,
+ * as cProfile's callbacks read no frame either. */
+static inline struct pl_py_func *code_func(PyObject *code)
+{
+	return PyCode_Check(code) ? pl_py_func_of((PyCodeObject *)code) : NULL;
+}
+
+/* A start, resume or throw() of `code`'s frame (`how`: PL_PY_MON_START, _RESUME or
+ * _THROW). A plain function's never reads its frame (on_call_fn does not, for one). */
+static inline __attribute__((always_inline)) void mon_call(PyObject *code, int how)
+{
+	struct pl_py_thread *pt = thread_current();
+	if (!pt)
+		return;
+	struct pl_py_func *fn = code_func(code);
+	int plain = fn && !fn->flags;
+	PL_PY_FRAME *fr = plain ? NULL : running(code);
+	if (plain || fr)
+		on_call_fn(pt, fr, (PyCodeObject *)code, fn, how == PL_PY_MON_THROW,
+			   how == PL_PY_MON_THROW ? -1 : how == PL_PY_MON_START);
+}
+
+/* A return, yield (of `arg`) or unwind of `code`'s frame (`how`: PL_PY_MON_RETURN,
+ * _YIELD or _UNWIND). */
+static inline __attribute__((always_inline)) void mon_return(PyObject *code, PyObject *arg, int how)
+{
+	struct pl_py_thread *pt = thread_current();
+	if (!pt)
+		return;
+	/* A plain function's return needs its frame only when it may be the thread's
+	 * outermost (on_return then sweeps the ended tasks): not while a task runs (its
+	 * driver's frames are below), nor above another frame the running context
+	 * recorded. A coroutine's end needs it only to tell the running task's root,
+	 * which runs other code, or none runs. */
+	struct pl_py_func *fn = code_func(code);
+	int suspended = how == PL_PY_MON_YIELD;
+	if (fn && ((!fn->flags && (pt->ctx || pt->t->cur->depth >= 2)) ||
+		   (fn->flags == PL_PY_CORO && !suspended && pt->root_code != code))) {
+		forget_last(pt);
+		ev_leave(pt->t, (uintptr_t)fn);
+		return;
+	}
+	PL_PY_FRAME *fr = running(code);
+	if (fr)
+		on_return_fn(pt, fr, fn, arg, suspended);
+}
 
 /* Tool ids to try: 0-2 are debugger, coverage and profiler (cProfile uses 2), 5 is
  * the optimizer's. */
@@ -21,7 +86,8 @@ static int tool = -1; /* the id coprof holds; -1: none */
 
 /* Callbacks never fail: an error in a profiler is not the program's, and NULL here
  * would raise in the program. args: code, instruction offset, then the event's own.
- * Each event has a callback of its own, which tells hook.c what the frame does.
+ * Each event has a callback of its own, which tells the hook what the frame does, so
+ * that each inlines what its event already says.
  *
  * Each callback is an object of a type of coprof's own whose vectorcall is the
  * callback itself: sys.monitoring calls it straight, where a builtin function
@@ -34,55 +100,55 @@ static int tool = -1; /* the id coprof holds; -1: none */
 	(void)kwnames
 #define NARGS PyVectorcall_NARGS(nargsf)
 
-static PyObject *on_start(ARGS)
+static PyObject *cb_start(ARGS)
 {
 	UNUSED_ARGS;
 	if (pl_py_likely(NARGS >= 2))
-		pl_py_mon_start(args[0]);
+		mon_call(args[0], PL_PY_MON_START);
 	Py_RETURN_NONE;
 }
 
-static PyObject *on_resume(ARGS)
+static PyObject *cb_resume(ARGS)
 {
 	UNUSED_ARGS;
 	if (pl_py_likely(NARGS >= 2))
-		pl_py_mon_resume(args[0]);
+		mon_call(args[0], PL_PY_MON_RESUME);
 	Py_RETURN_NONE;
 }
 
-static PyObject *on_throw(ARGS)
+static PyObject *cb_throw(ARGS)
 {
 	UNUSED_ARGS;
 	if (pl_py_likely(NARGS >= 2))
-		pl_py_mon_throw(args[0]);
+		mon_call(args[0], PL_PY_MON_THROW);
 	Py_RETURN_NONE;
 }
 
 /* PY_RETURN and PY_YIELD pass the value (the profile hook's arg). */
-static PyObject *on_return(ARGS)
+static PyObject *cb_return(ARGS)
 {
 	UNUSED_ARGS;
 	size_t n = NARGS;
 	if (pl_py_likely(n >= 2))
-		pl_py_mon_return(args[0], n >= 3 ? args[2] : NULL);
+		mon_return(args[0], n >= 3 ? args[2] : NULL, PL_PY_MON_RETURN);
 	Py_RETURN_NONE;
 }
 
-static PyObject *on_yield(ARGS)
+static PyObject *cb_yield(ARGS)
 {
 	UNUSED_ARGS;
 	size_t n = NARGS;
 	if (pl_py_likely(n >= 2))
-		pl_py_mon_yield(args[0], n >= 3 ? args[2] : NULL);
+		mon_return(args[0], n >= 3 ? args[2] : NULL, PL_PY_MON_YIELD);
 	Py_RETURN_NONE;
 }
 
 /* PY_UNWIND passes the exception, which the profile hook's 'return' never sees. */
-static PyObject *on_unwind(ARGS)
+static PyObject *cb_unwind(ARGS)
 {
 	UNUSED_ARGS;
 	if (pl_py_likely(NARGS >= 2))
-		pl_py_mon_unwind(args[0]);
+		mon_return(args[0], NULL, PL_PY_MON_UNWIND);
 	Py_RETURN_NONE;
 }
 
@@ -92,19 +158,19 @@ static PyObject *on_unwind(ARGS)
 static void builtin(PyObject *const *args, size_t n, int enter)
 {
 	struct pl_py_func *fn = n >= 4 ? pl_py_builtin_of(args[2], args[3]) : NULL;
-	struct pl_py_thread *pt = fn ? pl_py_thread_current() : NULL;
+	struct pl_py_thread *pt = fn ? thread_current() : NULL;
 	if (pt)
 		pl_py_on_builtin(pt, enter, fn);
 }
 
-static PyObject *on_c_call(ARGS)
+static PyObject *cb_c_call(ARGS)
 {
 	UNUSED_ARGS;
 	builtin(args, NARGS, 1);
 	Py_RETURN_NONE;
 }
 
-static PyObject *on_c_return(ARGS)
+static PyObject *cb_c_return(ARGS)
 {
 	UNUSED_ARGS;
 	builtin(args, NARGS, 0);
@@ -117,8 +183,8 @@ static PyObject *on_c_return(ARGS)
 
 static PyTypeObject callback_type = PL_PY_CALLBACK_TYPE("coprof.callback");
 
-static const vectorcallfunc defs[] = {on_start, on_resume, on_throw,  on_return,
-				      on_yield, on_unwind, on_c_call, on_c_return};
+static const vectorcallfunc defs[] = {cb_start, cb_resume, cb_throw,  cb_return,
+				      cb_yield, cb_unwind, cb_c_call, cb_c_return};
 
 /* Each event, by its name in sys.monitoring.events, and its callback in defs. */
 static const struct {
