@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "engine-inline.h"
-#include "sample.h"
+#include "sample-store.h"
 
 static _Atomic uint64_t next_uid = 1;
 

@@ -1,7 +1,7 @@
 /* keymap.h: a hash map from a pstats key (file, line, name), or from one string, to
  * a 32-bit value: the one interning of keys. The writer uses it to merge duplicate keys
  * and to find marshal references, the reader to turn caller keys into function
- * indices, the dump (snapshot.c, sample.c) to give each distinct key one function.
+ * indices, the dump (snapshot.c, sample-store.c) to give each distinct key one function.
  * Strings are not copied: they must outlive the map. Single-threaded. */
 #ifndef CP_KEYMAP_H
 #define CP_KEYMAP_H

@@ -15,7 +15,7 @@
 #include "engine-inline.h"
 #include "grow.h"
 #include "keymap.h"
-#include "sample.h"
+#include "sample-store.h"
 
 struct row {
 	uintptr_t key;

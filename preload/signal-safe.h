@@ -1,6 +1,6 @@
 /* signal-safe.h: every function of the shim that runs in a signal handler, declared in
  * this one place, whichever layer defines it: the toggle signal's handler (lifecycle/),
- * the sampler's tick handler (sample/), and what they and _exit call. Each runs in a
+ * the sampler's tick handler (sampler/), and what they and _exit call. Each runs in a
  * handler that may have interrupted anything: it touches only atomics, its own thread's
  * state and async-signal-safe system calls (write, read, fstat, ioctl, clock_gettime,
  * timer_settime), takes no lock it may have to wait for, and allocates nothing. The
@@ -56,7 +56,7 @@ PL_SIGNAL_SAFE int pl_sig_maybe_in_handler(void);
  * table or no slot (then m->full is said on stderr, once) (addrmap.c). */
 PL_SIGNAL_SAFE int pl_addrmap_put(struct pl_addrmap *m, uintptr_t k, void *v);
 
-/* --- sample/: the tick handler and what it calls ------------------------------------ */
+/* --- sampler/: the tick handler and what it calls ----------------------------------- */
 
 /* The calling thread's sampler state, NULL when it is not sampled (sampler.c). */
 PL_SIGNAL_SAFE struct pl_sthread *pl_sampler_self(void);
@@ -124,7 +124,7 @@ PL_SIGNAL_SAFE void pl_sampler_moved(struct coprof_ctx *c);
 
 /* --- lifecycle/: the toggle signal's handler and _exit's dump ------------------------ */
 
-/* The toggle signal's handler: one byte to the control pipe (signal-handler.c). */
+/* The toggle signal's handler: one byte to the control pipe (toggle-handler.c). */
 PL_SIGNAL_SAFE void pl_on_toggle_signal(int sig, siginfo_t *si, void *uc);
 /* The control thread publishes its state again (the toggle signal was lost to the
  * program's handler, which may run in a handler) (control.c). */

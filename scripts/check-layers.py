@@ -33,7 +33,7 @@ LAYERS = [
     ("state", ["preload/state"]),
     ("services", ["preload/service"]),
     ("python adapter", ["preload/python"]),
-    ("sampler", ["preload/sample", "preload/sampler"]),
+    ("sampler", ["preload/sampler"]),
     ("runtimes", ["preload/runtime"]),
     ("lifecycle", ["preload/lifecycle", "preload/keeper"]),
 ]

@@ -47,7 +47,7 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_creds_init();
 	pl_control_exec_keep();
 	pl_thread();
-	pl_signals_install(pl_cfg.signo);
+	pl_toggle_install(pl_cfg.signo);
 	pl_control_init();
 	pl_fork_init();
 	pl_active = 1;

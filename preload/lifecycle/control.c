@@ -1,6 +1,6 @@
 /* control.c: starting, stopping and dumping the profile, and the control thread.
  *
- * The toggle signal's handler (signal-handler.c) writes a byte to a pipe; the control
+ * The toggle signal's handler (toggle-handler.c) writes a byte to a pipe; the control
  * thread reads it and starts or stops profiling; each stop dumps a numbered file and
  * clears the profile. Exit dumps once more, and so does exec (exec.c); fork gives the
  * child a fresh profiler, pipe and control thread; Python's os.fork pauses the shim's
@@ -147,7 +147,7 @@ void pl_control_start(void)
 static void publish_locked(void)
 {
 	struct pl_toggle_state st = {
-	    .signo = pl_signals_armed(),
+	    .signo = pl_toggle_armed(),
 	    .run = exiting	? PL_RUN_EXITING
 		   : pl_running ? PL_RUN_ON
 				: last_stop,

@@ -103,14 +103,14 @@ PL_HIDDEN void pl_creds_fork_prepare(void);
 /* In a forked child, right after fork. */
 PL_HIDDEN void pl_creds_fork_child(void);
 
-/* --- the toggle signal: installed by signals.c, handled by signal-handler.c ------------ */
+/* --- the toggle signal: installed by toggle-install.c, handled by toggle-handler.c ---- */
 
 /* The pipe's write end (non-blocking, close-on-exec); none while there is none. */
 extern PL_HIDDEN struct pl_fd pl_toggle_fd;
 /* Installs the toggle signal's handler, unless the program has one for `signo`. */
-PL_HIDDEN void pl_signals_install(int signo);
+PL_HIDDEN void pl_toggle_install(int signo);
 /* The toggle signal while the shim's handler is installed; 0 once the program took it
  * over (or never: COPROF_SIGNAL=none). */
-PL_HIDDEN int pl_signals_armed(void);
+PL_HIDDEN int pl_toggle_armed(void);
 
 #endif

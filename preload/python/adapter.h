@@ -6,7 +6,7 @@
  * the adapter may use from the shim (the adapter cannot call the shim's hidden
  * functions). The adapter answers with its start/stop/fork callbacks. In sample mode
  * the adapter keeps os.fork quiet (fork.c) and lends the tick handler its frame reader
- * (sample/). */
+ * (sampling/). */
 #ifndef PL_PY_ADAPTER_H
 #define PL_PY_ADAPTER_H
 
@@ -25,7 +25,7 @@ struct pl_py_host {
 	enum coprof_clock clock;
 	int builtins; /* COPROF_BUILTINS=1: key C builtins too */
 	/* 0 (sample mode): the adapter serves os.fork below and the tick handler's frame
-	 * reader (sample/); it hooks nothing. */
+	 * reader (sampling/); it hooks nothing. */
 	int profile;
 	/* For os.fork's 'before' and 'after_in_parent'/'after_in_child' callbacks, called
 	 * without the GIL: the shim's own threads stop before the fork and start again
@@ -53,7 +53,7 @@ struct pl_py_host {
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick
- * handler of the interrupted thread (python/sample/walk.c). keys[] are the adapter's
+ * handler of the interrupted thread (python/sampling/walk.c). keys[] are the adapter's
  * function keys (the top bit set: never a code address), innermost first, resolved at dump by the
  * adapter's resolver; groups[i] is the number of frames the i-th innermost run of the eval loop ran
  * (the C frames of _PyEval_EvalFrameDefault that --native replaces). The function returns the
@@ -67,7 +67,7 @@ struct pl_py_sample {
 	unsigned ngroups;
 	uintptr_t keys[PL_PY_SAMPLE_MAX];
 	uint16_t groups[PL_PY_SAMPLE_MAX];
-	/* The asyncio task whose coroutine chain runs (python/sample/tasks.c): its
+	/* The asyncio task whose coroutine chain runs (python/sampling/tasks.c): its
 	 * context, or NULL when none or it is not known yet (the thread's own). The
 	 * task's stack is its first task_frames keys: its root has no caller in it. */
 	struct coprof_ctx *ctx;
@@ -91,7 +91,7 @@ struct pl_py_adapter {
 	int (*stop)(void);
 	void (*after_fork_child)(void);
 	/* Sample mode: reads the calling thread's Python frames from inside the tick
-	 * handler (async-signal-safe, python/sample/). NULL in trace mode. */
+	 * handler (async-signal-safe, python/sampling/). NULL in trace mode. */
 	int (*sample)(struct pl_py_sample *s);
 	/* Sample mode: called by the shim's folding thread at each fold (no GIL, no
 	 * signal): the adapter may ask the main thread to look at its asyncio tasks. */

@@ -6,14 +6,14 @@
  * profile hook on, so profiling starts at the main module's first line. Later starts
  * and stops come from the shim's control thread, which takes the GIL (gil.c). In
  * sample mode only the fork callbacks are registered, and the tick handler reads frames
- * through sample/. The adapter inlines the engine's hot path (engine-inline.h): it
+ * through sampling/. The adapter inlines the engine's hot path (engine-inline.h): it
  * loads only next to the libcoprof.so built with the same layout of it. */
 #include <errno.h>
 #include <string.h>
 
 #include "hook/hook.h"
 #include "py.h"
-#include "sample/sample.h"
+#include "sampling/sampling.h"
 
 #include <internal/pycore_runtime.h>
 
@@ -182,7 +182,7 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 		return -EPERM;
 	if (!host->profile) {
 		/* Sample mode: the audit hook only registers fork.c's callbacks; the tick
-		 * handler reads frames through out->sample (sample/). */
+		 * handler reads frames through out->sample (sampling/). */
 		if (pl_pys_init() == 0) {
 			out->start = sample_start;
 			out->after_fork_child = py_after_fork_child;

@@ -396,7 +396,7 @@ PL_PY_HIDDEN void pl_py_greenlet_audit(const char *event, PyObject *args);
  * No Python code runs. The hook's pl_py_window_ctx once greenlet is installed. */
 PL_PY_HIDDEN struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t);
 /* The text of greenlet's C module once installed ([lo, hi); 0, 0 before): the tick
- * handler reads no Python frame while it runs there (sample/walk.c). */
+ * handler reads no Python frame while it runs there (sampling/walk.c). */
 extern PL_PY_HIDDEN uintptr_t pl_py_greenlet_lo, pl_py_greenlet_hi;
 
 /* --- weak references (weakref.c) ---------------------------------------------------- */

@@ -4,7 +4,7 @@
  * for that version (next to the shim: python/ in the build tree, coprof/ installed) and
  * registers it as the "python" runtime. Non-Python processes return after one dlsym.
  * In sample mode the adapter keeps os.fork quiet (python/fork.c) and lends the tick
- * handler its frame reader (python/sample/). */
+ * handler its frame reader (python/sampling/). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

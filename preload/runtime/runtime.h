@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "sample/sampler.h"
+#include "sampler/sampler.h"
 #include "service/service.h"
 #include "state/state.h"
 

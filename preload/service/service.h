@@ -152,7 +152,7 @@ static inline void *pl_addrmap_get(struct pl_addrmap *m, uintptr_t k)
 /* --- the stack records (stacks.c): one per stack a context runs on that no ucontext
  * names, found from the stack pointer by the __cyg hooks (runtime/adapter-stack.c) or
  * made by the fcontext adapter for make_fcontext stacks; the sampler reads them at a
- * tick and names fibers from its samples (sample/stack-sampled.c). Written by the
+ * tick and names fibers from its samples (sampler/stack-sampled.c). Written by the
  * thread that runs on them, on its call and switch paths. ------------------------- */
 
 #define PL_STACK_FNS 32 /* instrumented frames kept per detected stack (sample mode) */

@@ -494,7 +494,7 @@ static int real_sigaltstack(const stack_t *ss, stack_t *old)
 }
 
 /* The program's alternate signal stack. Where it has none, a runtime's stands in (the
- * sampler's tick stack, sample/sampler-stack.c; struct pl_runtime's altstack_*): the
+ * sampler's tick stack, sampler/sampler-stack.c; struct pl_runtime's altstack_*): the
  * program is told it has none, its own replaces the runtime's, and disabling its own
  * puts the runtime's back. Nothing else changes: what the kernel does with the
  * program's own is its to answer (EPERM on it, ENOMEM). */

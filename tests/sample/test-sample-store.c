@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sample.h"
+#include "sample-store.h"
 
 static struct cp_samples *s;
 static struct cp_profile *prof;

@@ -1,4 +1,4 @@
-/* test-stack-name.c: how a stack found in samples gets its name (preload/sample/
+/* test-stack-name.c: how a stack found in samples gets its name (preload/sampler/
  * stack-sampled.c), on made-up records: the real naming code against a stub symbol table
  * and stub engine calls, so which frame a tick caught is chosen, not left to timing.
  *
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sample/sampler.h"
+#include "sampler/sampler.h"
 #include "service/service.h"
 #include "state/state.h"
 

@@ -399,7 +399,7 @@ static int text_of(struct dl_phdr_info *info, size_t size, void *arg)
 
 /* The executable segment of greenlet's C module, found from its settrace's C function:
  * greenlet switches there (and in what it calls) with the thread state's frames half
- * moved; the tick handler stays out of them (sample/walk.c). */
+ * moved; the tick handler stays out of them (sampling/walk.c). */
 static void find_text(PyObject *real)
 {
 	if (!PyCFunction_Check(real))

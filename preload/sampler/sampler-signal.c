@@ -430,7 +430,7 @@ __attribute__((noinline)) static void tick(void *arg)
 			pl_sampler_python_merge(st, rec, &py, n);
 		else if (n > 0)
 			pl_sampler_python_fill(st, rec, &py, n, ucv);
-		if (n > 0 && py.ctx) { /* the asyncio task running (python/sample/tasks.c) */
+		if (n > 0 && py.ctx) { /* the asyncio task running (python/sampling/tasks.c) */
 			rec->ctx = py.ctx;
 			pl_sampler_python_cut(rec, py.task_frames);
 		} else if (n > 0 && py.new_coro && py.task_frames &&

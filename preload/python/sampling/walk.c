@@ -28,7 +28,7 @@
  * coroutines' own iterators; a plain function's frame ends the run: it drives the
  * coroutines above it, as Task's step does); tasks.c says which context it has. */
 /* async-signal-safe */
-#include "sample.h" /* Python.h first */
+#include "sampling.h" /* Python.h first */
 
 #include <sys/syscall.h>
 #include <sys/uio.h>

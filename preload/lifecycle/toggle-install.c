@@ -1,4 +1,4 @@
-/* signals.c: installs the toggle signal's handler, and lets the program win it back.
+/* toggle-install.c: installs the toggle signal's handler, and lets the program win it back.
  *
  * At start the handler is installed unless the program already has one for that
  * signal; signal-guard.c then keeps it: resets to SIG_DFL and masks only change what
@@ -32,7 +32,7 @@ static void toggle_lost(int signo)
 	(void)w;
 }
 
-void pl_signals_install(int signo)
+void pl_toggle_install(int signo)
 {
 	struct sigaction old, sa;
 	if (signo <= 0 || pl_sig_real_action(signo, NULL, &old) != 0)
@@ -57,7 +57,7 @@ void pl_signals_install(int signo)
 	pl_sig_guard(signo, &old, 0, toggle_lost);
 }
 
-int pl_signals_armed(void)
+int pl_toggle_armed(void)
 {
 	return atomic_load(&owned) ? toggle_signo : 0;
 }

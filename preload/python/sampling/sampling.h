@@ -1,10 +1,10 @@
-/* sample.h: the CPython adapter's side of sample mode (COPROF_MODE=sample), compiled
+/* sampling.h: the CPython adapter's side of sample mode (COPROF_MODE=sample), compiled
  * into every per-version adapter. The shim's tick handler calls pl_pys_sample (through
  * the pointer the adapter hands back, adapter.h) on the interrupted thread; it reads
  * that thread's frame chain (walk.c) and names each code object into a table of its
  * own (names.c). Both are async-signal-safe: no GIL, no allocation, no lock. */
-#ifndef PL_PYS_SAMPLE_H
-#define PL_PYS_SAMPLE_H
+#ifndef PL_PYS_SAMPLING_H
+#define PL_PYS_SAMPLING_H
 
 #include "../py.h"
 

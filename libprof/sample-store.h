@@ -1,12 +1,12 @@
-/* sample.h: the store of sampled stacks (COPROF_MODE_SAMPLE), owned by the engine.
+/* sample-store.h: the engine's store of sampled stacks (COPROF_MODE_SAMPLE).
  *
  * Stacks arrive from one thread at a time (the shim's control thread folding its
  * per-thread buffers, via coprof_sample) and are counted per (thread, context,
  * waiting, stack). At dump time cp_samples_build turns them into pstats numbers
  * (tt: leaf samples x period, ct: samples the function appears in x period, nc = cc =
  * sample counts, edges from adjacent frames) and into the extras' stack table. */
-#ifndef CP_SAMPLE_H
-#define CP_SAMPLE_H
+#ifndef CP_SAMPLE_STORE_H
+#define CP_SAMPLE_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "sample.h"
+#include "sampling.h"
 
 #define NAME_SLOTS (1u << 16)	/* distinct functions sampled, at most */
 #define ARENA_BYTES (16u << 20) /* their names */

@@ -1,4 +1,4 @@
-/* signal-handler.c: the toggle signal's handler, the only code of the shim that runs
+/* toggle-handler.c: the toggle signal's handler, the only code of the shim that runs
  * in a signal context. It writes one byte to the control pipe (control.c reads it on
  * the control thread, which starts or stops profiling). Nothing else belongs here. */
 #include <errno.h>

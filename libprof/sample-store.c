@@ -1,16 +1,17 @@
-/* sample.c: the store of sampled stacks and their conversion into pstats numbers.
+/* sample-store.c: the engine's store of sampled stacks and their conversion into pstats
+ * numbers.
  *
  * Stacks come from coprof_sample (one thread at a time: the shim's folding thread) and
  * are counted per (thread, context, waiting, pcs) in a chained hash table. At dump
  * time cp_samples_build, on the dumping thread, resolves every pc once and adds the
- * functions, caller edges and the stack table into a profile (see sample.h). */
+ * functions, caller edges and the stack table into a profile (see sample-store.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grow.h"
 #include "keymap.h"
-#include "sample.h"
+#include "sample-store.h"
 
 /* One distinct stack with what it was charged. */
 struct sstack {

@@ -1,7 +1,7 @@
 /* sampler-python.c: Python frames in sample mode, the shim's side. async-signal-safe
  * but for pl_sampler_python_init (the shim's constructor).
  *
- * In a CPython process the Python adapter (python/sample/) lends the tick handler a
+ * In a CPython process the Python adapter (python/sampling/) lends the tick handler a
  * function that reads the interrupted thread's Python frames. A tick then records those
  * frames, innermost first, under the adapter's keys, plus the interrupted pc at the leaf
  * when it lies outside the interpreter and the dynamic loader (the C function Python

@@ -53,7 +53,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sample.h" /* Python.h first */
+#include "sampling.h" /* Python.h first */
 #include "coprof-private.h"
 #if PY_VERSION_HEX < 0x030D0000
 #include <internal/pycore_atomic.h>
