@@ -78,8 +78,9 @@ static int grow(struct cp_keymap *m)
 }
 
 /* The slot of (file, line, name), or the empty slot where it belongs; *h gets its hash.
- * The table has a free slot (the caller grew it, or it is not empty). */
-static size_t probe(const struct cp_keymap *m, const char *file, size_t flen, uint64_t line,
+ * The table has a free slot (the caller grew it, or it is not empty). Inlined: the
+ * writer looks up every key and string it writes (a call per lookup was 4% of a dump). */
+static inline __attribute__((always_inline)) size_t probe(const struct cp_keymap *m, const char *file, size_t flen, uint64_t line,
 		    const char *name, size_t nlen, uint64_t *h)
 {
 	size_t j;
