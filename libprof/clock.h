@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "coprof-private.h"
 #include "coprof.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -94,13 +95,6 @@ static inline uint64_t cp_rdtsc(void)
 	return (uint64_t)hi << 32 | lo;
 }
 #endif
-
-static inline uint64_t cp_clock_gettime_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* Whether a TSC clock's anchor holds `d` ticks after it: the clock's process, the
  * thread not scheduled out since, the anchor young enough. d < span also rejects a

@@ -10,6 +10,8 @@
 #ifndef CP_ENGINE_INLINE_H
 #define CP_ENGINE_INLINE_H
 
+#include <stddef.h>
+
 #include "engine.h"
 
 /* The thread's clock now. A clock set up in another process (clock.h: a child made
@@ -181,6 +183,50 @@ static inline __attribute__((always_inline)) int cp_leave_fast(struct coprof_thr
 		cp_pop(c, now - c->offset);
 	cp_section_close(t);
 	return now != 0;
+}
+
+/* The layout of everything above, as a number: the size of each struct it reads and the
+ * offset of each field, and the constants it compiles in. The CPython adapter inlines
+ * this header, so it is built against the engine's private structs; libcoprof.so
+ * exports the number it was built with (coprof__inline_layout, coprof-private.h), and
+ * the adapter refuses to load when its own differs (python/attach.c): an engine and an
+ * adapter from two builds would otherwise read each other's fields at the wrong
+ * offsets. A constant expression: computing it costs nothing. */
+#define CP_LAYOUT_MIX(h, v) ((((h) ^ (uint64_t)(v)) * 0x100000001b3ull) & 0xffffffffffffull)
+#define CP_LAYOUT_FIELDS(X)                                                                        \
+	X(sizeof(struct coprof_thread)) X(offsetof(struct coprof_thread, seq))                    \
+	X(offsetof(struct coprof_thread, seen)) X(offsetof(struct coprof_thread, p))              \
+	X(offsetof(struct coprof_thread, cur)) X(offsetof(struct coprof_thread, fake))            \
+	X(offsetof(struct coprof_thread, fake_arg)) X(offsetof(struct coprof_thread, fence))      \
+	X(offsetof(struct coprof_thread, last)) X(offsetof(struct coprof_thread, clock))          \
+	X(offsetof(struct coprof, state)) X(sizeof(struct cp_clock))                              \
+	X(offsetof(struct cp_clock, impl)) X(offsetof(struct cp_clock, seq))                      \
+	X(offsetof(struct cp_clock, seq_word)) X(offsetof(struct cp_clock, tsc0))                 \
+	X(offsetof(struct cp_clock, ns0)) X(offsetof(struct cp_clock, span))                      \
+	X(offsetof(struct cp_clock, mult)) X(offsetof(struct cp_clock, last))                     \
+	X(offsetof(struct cp_clock, proc_word)) X(offsetof(struct cp_clock, orphan))              \
+	X(sizeof(struct coprof_ctx)) X(offsetof(struct coprof_ctx, frames))                       \
+	X(offsetof(struct coprof_ctx, depth)) X(offsetof(struct coprof_ctx, cap))                 \
+	X(offsetof(struct coprof_ctx, lost)) X(offsetof(struct coprof_ctx, offset))               \
+	X(sizeof(struct cp_frame)) X(offsetof(struct cp_frame, rec))                              \
+	X(offsetof(struct cp_frame, edge)) X(offsetof(struct cp_frame, start))                    \
+	X(offsetof(struct cp_frame, children)) X(sizeof(struct cp_rec))                           \
+	X(offsetof(struct cp_rec, key)) X(offsetof(struct cp_rec, nc))                            \
+	X(offsetof(struct cp_rec, cc)) X(offsetof(struct cp_rec, tt))                             \
+	X(offsetof(struct cp_rec, ct)) X(offsetof(struct cp_rec, last_rec))                       \
+	X(offsetof(struct cp_rec, last_edge)) X(offsetof(struct cp_rec, level))                   \
+	X(sizeof(struct cp_erec)) X(offsetof(struct cp_erec, nc))                                 \
+	X(offsetof(struct cp_erec, cc)) X(offsetof(struct cp_erec, tt))                           \
+	X(offsetof(struct cp_erec, ct)) X(offsetof(struct cp_erec, level))                        \
+	X(CP_PAUSED) X(CP_EDGE_VIRTUAL) X(CP_CLOCK_HAVE_TSC) X(CP_CLOCK_TSC_WALL)                 \
+	X(CP_CLOCK_SHIFT)
+#define CP_LAYOUT_STEP(v) h = CP_LAYOUT_MIX(h, v);
+
+static inline uint64_t cp_inline_layout(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull & 0xffffffffffffull;
+	CP_LAYOUT_FIELDS(CP_LAYOUT_STEP)
+	return h;
 }
 
 #endif

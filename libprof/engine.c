@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "engine-inline.h"
-#include "sample.h"
+#include "sample-store.h"
 
 static _Atomic uint64_t next_uid = 1;
 
@@ -33,18 +33,16 @@ static int membarrier_setup(void)
 	return membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 ? 0 : -1;
 }
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static double epoch_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+uint64_t coprof__inline_layout(void)
+{
+	return cp_inline_layout();
 }
 
 int coprof_create(const struct coprof_options *opt, struct coprof **out)
@@ -170,7 +168,7 @@ uint64_t cp_thread_now(struct coprof_thread *t, uint64_t self_tid)
 	if (t->fake)
 		now = t->fake(t->fake_arg);
 	else if (!t->cpu)
-		now = monotonic_ns(); /* every wall implementation is anchored on it */
+		now = cp_clock_gettime_ns(CLOCK_MONOTONIC); /* every wall implementation is anchored on it */
 	else
 		now = t->last;
 	return now > t->last ? now : t->last;

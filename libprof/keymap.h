@@ -1,7 +1,8 @@
 /* keymap.h: a hash map from a pstats key (file, line, name), or from one string, to
- * a 32-bit value. The writer uses it to merge duplicate keys and to find marshal
- * references, the reader to turn caller keys into function indices. Strings are
- * not copied: they must outlive the map. Single-threaded. */
+ * a 32-bit value: the one interning of keys. The writer uses it to merge duplicate keys
+ * and to find marshal references, the reader to turn caller keys into function
+ * indices, the dump (snapshot.c, sample-store.c) to give each distinct key one function.
+ * Strings are not copied: they must outlive the map. Single-threaded. */
 #ifndef CP_KEYMAP_H
 #define CP_KEYMAP_H
 
@@ -26,14 +27,16 @@ struct cp_keymap {
 
 void cp_keymap_init(struct cp_keymap *m);
 void cp_keymap_fini(struct cp_keymap *m);
-/* Forgets every entry, keeping the table for reuse. */
-void cp_keymap_clear(struct cp_keymap *m);
 
 /* Looks up (file, line, name); when absent, inserts it with value *val and sets
  * *found to 0; when present, sets *val to its value and *found to 1. Pass name NULL
  * (and line 0) to key on a single string. Returns 0 or -ENOMEM. */
 int cp_keymap_get_or_put(struct cp_keymap *m, const char *file, size_t flen, uint64_t line,
 			 const char *name, size_t nlen, uint32_t *val, int *found);
+/* 1 and *val when (file, line, name) is in the map, else 0: for a caller that copies
+ * the strings of a key it adds (the map keeps pointers). */
+int cp_keymap_find(const struct cp_keymap *m, const char *file, size_t flen, uint64_t line,
+		   const char *name, size_t nlen, uint32_t *val);
 
 /* A map from an address to a 32-bit value: the reader's cache in front of a keymap,
  * since marshal references make equal keys share one parsed object. */

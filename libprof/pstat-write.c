@@ -1,8 +1,8 @@
 /* pstat-write.c: serializes a struct cp_profile into a .pstat file (DESIGN "The file").
  *
  * Called by the engine at dump time (the dumping thread, never a signal handler) and
- * by tests. Writes a temporary file in the target's directory, fsyncs it and renames
- * it over the target, which must be a regular file or nothing (see check_target).
+ * by tests. Publishes the file whole or not at all (cp_publish: a temporary file in the
+ * target's directory, synced, renamed over a target that is a regular file or nothing).
  * The file holds two marshal objects, version 4:
  *
  * 1. The pstats dict, exactly as cProfile's dump_stats writes it, plus the synthetic
@@ -43,19 +43,17 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "coprof-private.h"
 #include "coprof.h"
 
 #include "keymap.h"
 #include "marshal.h"
 #include "profile.h"
-#include "target.h"
 #include "whole.h"
 
 /* What one marshal object has written so far, for back-references. */
@@ -488,76 +486,6 @@ int cp_profile_encode(const struct cp_profile *p, unsigned char **buf, size_t *l
 	return err;
 }
 
-/* Makes the rename durable; a failure here does not lose the file, so it is ignored. */
-static void sync_dir(const char *path)
-{
-	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	int fd;
-
-	if (!slash) {
-		strcpy(dir, ".");
-	} else if (slash == path) {
-		strcpy(dir, "/");
-	} else {
-		if ((size_t)(slash - path) >= sizeof(dir))
-			return;
-		memcpy(dir, path, (size_t)(slash - path));
-		dir[slash - path] = '\0';
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-}
-
-/* Where a profile may go. Nothing, or a regular file, is replaced. A symbolic link to
- * a regular file is written through, as cProfile and gperftools write through links:
- * the file it names is replaced and the link stays. Anything else (a device, a FIFO,
- * a socket, a directory, a link to one of them or to nothing) is never replaced: the
- * rename would put a regular file in its place, which for /dev/null breaks the
- * machine. Puts the path to rename onto in `target` (PATH_MAX bytes). Returns 0,
- * -EISDIR, a COPROF_E* code or -errno (what lstat said, as the OS says it). A thing
- * made at `path` between this check and the rename is still replaced: the check is
- * against mistakes in COPROF_OUT, not against another process racing us. */
-static int check_target(const char *path, char target[PATH_MAX])
-{
-	struct stat st;
-	size_t n = strlen(path);
-
-	if (path[n - 1] == '/')
-		return -EISDIR;
-	if (n >= PATH_MAX)
-		return -ENAMETOOLONG;
-	memcpy(target, path, n + 1);
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (S_ISLNK(st.st_mode)) {
-		if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
-			return COPROF_ELINK;
-		return realpath(path, target) ? 0 : -errno;
-	}
-	return cp_target_kind(st.st_mode);
-}
-
-/* The temporary name next to `target`: "NAME.tmp.PID.N", with NAME shortened so that
- * the last component stays within NAME_MAX (a target whose own name fits must not
- * fail for its temporary's sake). */
-static int temp_name(const char *target, unsigned serial, char tmp[PATH_MAX])
-{
-	const char *slash = strrchr(target, '/');
-	int dirlen = slash ? (int)(slash - target + 1) : 0;
-	char suffix[48];
-	int sl = snprintf(suffix, sizeof(suffix), ".tmp.%ld.%u", (long)getpid(), serial);
-	int base = (int)strlen(target + dirlen);
-	if (base > NAME_MAX - sl)
-		base = NAME_MAX - sl;
-	int n =
-	    snprintf(tmp, PATH_MAX, "%.*s%.*s%s", dirlen, target, base, target + dirlen, suffix);
-	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
-}
-
 int cp_profile_write_fd(const struct cp_profile *p, int fd)
 {
 	struct cp_mw w;
@@ -573,37 +501,21 @@ int cp_profile_write_fd(const struct cp_profile *p, int fd)
 	return err;
 }
 
+static int fill(void *p, int fd)
+{
+	return cp_profile_write_fd(p, fd);
+}
+
 int cp_profile_write(const struct cp_profile *p, const char *path)
 {
-	static unsigned counter;
-	char tmp[PATH_MAX], target[PATH_MAX];
-	int fd = -1, err = 0;
-
-	if (!p || !path || !*path)
+	if (!p || !path)
 		return -EINVAL;
-	if ((err = check_target(path, target)) != 0)
-		return err;
-	for (int attempt = 0; fd < 0 && attempt < 100; attempt++) {
-		if ((err = temp_name(target, __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED),
-				     tmp)) != 0)
-			return err;
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd < 0 && errno != EEXIST)
-			return -errno;
-	}
-	if (fd < 0)
-		return -EEXIST;
-	err = cp_profile_write_fd(p, fd);
-	if (err == 0 && fsync(fd) < 0)
-		err = -errno;
-	if (close(fd) < 0 && err == 0)
-		err = -errno;
-	if (err == 0 && rename(tmp, target) < 0)
-		err = -errno;
-	if (err) {
-		unlink(tmp);
-		return err;
-	}
-	sync_dir(target);
-	return 0;
+	return cp_publish(&(struct cp_publish){
+	    .dirfd = AT_FDCWD,
+	    .path = path,
+	    .follow = 1,
+	    .pid = (long)getpid(),
+	    .fill = fill,
+	    .arg = (void *)p,
+	});
 }

@@ -14,7 +14,8 @@
 
 #include "engine-inline.h"
 #include "grow.h"
-#include "sample.h"
+#include "keymap.h"
+#include "sample-store.h"
 
 struct row {
 	uintptr_t key;
@@ -57,8 +58,7 @@ struct snap {
 	unsigned nresolvers;
 	struct cp_key *gkeys; /* global functions, strings in the profile's arena */
 	uint32_t ngkeys, cgkeys;
-	uint32_t *trip; /* (file, line, name) -> global function + 1 */
-	uint32_t tripcap;
+	struct cp_keymap bykey; /* (file, line, name) -> global function */
 	uint32_t *row_g;
 	int32_t *local;	   /* scratch for build_stats: global -> local function */
 	uint32_t *touched; /* scratch: globals set in local */
@@ -287,45 +287,13 @@ static int copy_all(struct snap *s)
 
 /* --- phase 2: resolve and merge, writers running --------------------------------- */
 
-static uint32_t hash_str(const char *str, uint64_t h)
-{
-	for (; *str; str++)
-		h = (h ^ (unsigned char)*str) * 0x100000001b3ull;
-	return mix(h);
-}
-
-static uint32_t hash_triple(const char *file, uint64_t line, const char *name)
-{
-	return hash_str(name, hash_str(file, 0xcbf29ce484222325ull) ^ line);
-}
-
-/* The global function for (file, line, name), added on first sight (strings copied). */
+/* The global function for (file, line, name), added on first sight (strings copied:
+ * a resolver's are good until its next call). */
 static int intern(struct snap *s, const char *file, uint64_t line, const char *name, uint32_t *out)
 {
-	if ((s->ngkeys + 1) * 2 > s->tripcap) {
-		uint32_t ncap = s->tripcap ? s->tripcap * 2 : 256;
-		uint32_t *nt = calloc(ncap, sizeof(*nt));
-		if (!nt)
-			return -ENOMEM;
-		for (uint32_t g = 0; g < s->ngkeys; g++) {
-			struct cp_key *k = &s->gkeys[g];
-			uint32_t h = hash_triple(k->file, k->line, k->name) & (ncap - 1);
-			while (nt[h])
-				h = (h + 1) & (ncap - 1);
-			nt[h] = g + 1;
-		}
-		free(s->trip);
-		s->trip = nt;
-		s->tripcap = ncap;
-	}
-	uint32_t h = hash_triple(file, line, name) & (s->tripcap - 1);
-	for (; s->trip[h]; h = (h + 1) & (s->tripcap - 1)) {
-		struct cp_key *k = &s->gkeys[s->trip[h] - 1];
-		if (k->line == line && !strcmp(k->file, file) && !strcmp(k->name, name)) {
-			*out = s->trip[h] - 1;
-			return 0;
-		}
-	}
+	size_t flen = strlen(file), nlen = strlen(name);
+	if (cp_keymap_find(&s->bykey, file, flen, line, name, nlen, out))
+		return 0;
 	if (grow(&s->gkeys, &s->cgkeys, s->ngkeys + 1, sizeof(*s->gkeys)))
 		return -ENOMEM;
 	struct cp_key *k = &s->gkeys[s->ngkeys];
@@ -334,8 +302,11 @@ static int intern(struct snap *s, const char *file, uint64_t line, const char *n
 	k->line = line;
 	if (!k->file || !k->name)
 		return -ENOMEM;
-	s->trip[h] = s->ngkeys + 1;
-	*out = s->ngkeys++;
+	*out = s->ngkeys;
+	int found;
+	if (cp_keymap_get_or_put(&s->bykey, k->file, flen, line, k->name, nlen, out, &found))
+		return -ENOMEM;
+	s->ngkeys++;
 	return 0;
 }
 
@@ -696,9 +667,9 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 		cp_profile_free(s.prof);
 		return rc;
 	}
-	struct timespec t0, t1;
+	uint64_t t0;
 	pthread_mutex_lock(&p->lock);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = cp_clock_gettime_ns(CLOCK_MONOTONIC);
 	cp_pause(p);
 	rc = copy_all(&s);
 	if (!rc)
@@ -713,9 +684,7 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 		cp_clear_paused(p);
 	}
 	cp_unpause(p);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	p->last_pause_ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
-			   (uint64_t)t0.tv_nsec;
+	p->last_pause_ns = cp_clock_gettime_ns(CLOCK_MONOTONIC) - t0;
 	s.nresolvers = p->nresolvers;
 	memcpy(s.resolvers, p->resolvers, sizeof(s.resolvers));
 	pthread_mutex_unlock(&p->lock);
@@ -733,7 +702,7 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 	free(s.ctxmap.keys);
 	free(s.ctxmap.vals);
 	free(s.gkeys);
-	free(s.trip);
+	cp_keymap_fini(&s.bykey);
 	free(s.row_g);
 	free(s.local);
 	free(s.touched);

@@ -1,4 +1,4 @@
-/* cli.c: loading and option helpers shared by the report, export and diff commands.
+/* cli.c: loading and option helpers shared by the commands.
  * Runs on the command's only thread; prints to stderr only. */
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +30,18 @@ int vw_cli_finish(FILE *f, const char *cmd, const char *name)
 		return 0;
 	fprintf(stderr, "coprof %s: cannot write %s: %s\n", cmd, name, strerror(err));
 	return 2;
+}
+
+int vw_cli_opt(int argc, char **argv, const char *shortopts, const struct option *opts,
+	       void (*usage)(FILE *f), int *status)
+{
+	int c = getopt_long(argc, argv, shortopts, opts, NULL);
+	if (c == 'h' || c == '?' || c == ':') {
+		usage(c == 'h' ? stdout : stderr);
+		*status = c == 'h' ? 0 : 2;
+		return -1;
+	}
+	return c;
 }
 
 int vw_parse_u64(const char *s, uint64_t *out)

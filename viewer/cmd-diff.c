@@ -143,9 +143,9 @@ int vw_cmd_diff(int argc, char **argv)
 	};
 	enum by by = BY_ANY;
 	uint64_t limit = 0;
-	int csv = 0, c;
+	int csv = 0, done = -1, c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:l:F:h", opts, NULL)) != -1) {
+	while ((c = vw_cli_opt(argc, argv, "s:l:F:h", opts, usage, &done)) != -1) {
 		switch (c) {
 		case 's':
 			if (!strcmp(optarg, "change"))
@@ -175,14 +175,10 @@ int vw_cmd_diff(int argc, char **argv)
 			}
 			csv = !strcmp(optarg, "csv");
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
 		}
 	}
+	if (done >= 0)
+		return done;
 	if (argc - optind != 2) {
 		usage(stderr);
 		return 2;

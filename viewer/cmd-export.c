@@ -219,9 +219,9 @@ int vw_cmd_export(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	const char *format = NULL, *out = NULL;
-	int edges = 0, c;
+	int edges = 0, done = -1, c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "F:o:h", opts, NULL)) != -1) {
+	while ((c = vw_cli_opt(argc, argv, "F:o:h", opts, usage, &done)) != -1) {
 		switch (c) {
 		case 'F':
 			format = optarg;
@@ -232,14 +232,10 @@ int vw_cmd_export(int argc, char **argv)
 		case 'E':
 			edges = 1;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
 		}
 	}
+	if (done >= 0)
+		return done;
 	if (optind >= argc || !format || !out) {
 		usage(stderr);
 		return 2;

@@ -11,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cmds.h"
-#include "config.h"
+#include "state/state.h"
 
 #if defined(__x86_64__)
 #define MULTIARCH "x86_64-linux-gnu"
@@ -111,9 +112,9 @@ int vw_cmd_record(int argc, char **argv)
 	};
 	const char *interval = NULL, *keep = NULL;
 	const char *out = NULL, *clock = NULL, *mode = NULL, *hz = NULL, *sig = NULL;
-	int no_start = 0, native = 0, c;
+	int no_start = 0, native = 0, done = -1, c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:c:h", opts, NULL)) != -1) {
+	while ((c = vw_cli_opt(argc, argv, "+o:c:h", opts, usage, &done)) != -1) {
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -142,14 +143,10 @@ int vw_cmd_record(int argc, char **argv)
 		case 'k':
 			keep = optarg;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
 		}
 	}
+	if (done >= 0)
+		return done;
 	if (optind >= argc) {
 		fprintf(stderr, "coprof record: no command to run\n");
 		usage(stderr);
@@ -163,8 +160,8 @@ int vw_cmd_record(int argc, char **argv)
 		fprintf(stderr, "coprof record: mode '%s' is not trace or sample\n", mode);
 		return 2;
 	}
-	if (hz && (strspn(hz, "0123456789") != strlen(hz) || !*hz || strlen(hz) > 5 ||
-		   atoi(hz) < 1 || atoi(hz) > 10000)) {
+	unsigned rate;
+	if (hz && pl_parse_hz(hz, &rate) != 0) {
 		fprintf(stderr, "coprof record: --hz '%s' is not a rate from 1 to 10000\n", hz);
 		return 2;
 	}

@@ -358,9 +358,9 @@ int vw_cmd_report(int argc, char **argv)
 	struct report r = {.q = {VW_SORT_TTOT, 0, NULL}, .fmt = TEXT};
 	int tasks = 0, threads = 0;
 	const char *callers = NULL, *callees = NULL, *task = NULL;
-	int c;
+	int done = -1, c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "s:rl:f:F:h", opts, NULL)) != -1) {
+	while ((c = vw_cli_opt(argc, argv, "s:rl:f:F:h", opts, usage, &done)) != -1) {
 		switch (c) {
 		case 's':
 			if (vw_sort_parse(optarg, &r.q.sort)) {
@@ -408,14 +408,10 @@ int vw_cmd_report(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
 		}
 	}
+	if (done >= 0)
+		return done;
 	if (optind >= argc) {
 		usage(stderr);
 		return 2;

@@ -1,7 +1,7 @@
 /* cmd-toggle.c: `coprof toggle [--start|--stop] [--signal SIG] [--timeout S] PID...`:
  * starts or stops profiling in processes running under the preload shim, and says what
  * each one did. A target must provably run the shim with its toggle signal armed: the
- * library in /proc/PID/maps, and a control thread whose name (toggle-state.h) gives the
+ * library in /proc/PID/maps, and a control thread whose name (preload/state/state.h) gives the
  * armed signal and the state. The request goes by sigqueue; the answer is that name,
  * polled until the control thread has applied the request. Every argument and every
  * target is checked before any signal is sent. */
@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
-#include "config.h"
-#include "toggle-state.h"
+#include "state/state.h"
 
 #define PRELOAD_NAME "libcoprof-preload.so"
 #define MAX_TARGETS 256

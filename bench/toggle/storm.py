@@ -41,7 +41,7 @@ def free_port():
 
 
 def state(pid):
-    """The run letter the shim's control thread publishes (toggle-state.h), or None."""
+    """The run letter the shim's control thread publishes (preload/state/state.h), or None."""
     for comm in glob.glob(f"/proc/{pid}/task/*/comm"):
         try:
             name = open(comm).read().strip()

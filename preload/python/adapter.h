@@ -1,33 +1,22 @@
-/* adapter.h: the meeting point of the shim's Python loader (python-loader.c) and the
- * CPython adapters (one .so per Python version, built in this folder).
+/* adapter.h: the meeting point of the shim's Python loader (runtime/python-loader.c) and
+ * the CPython adapters (one .so per Python version, built in this folder).
  *
  * The loader runs in the shim's constructor: it finds the interpreter, dlopens the
  * adapter built for its version and calls its one exported symbol with a struct of what
  * the adapter may use from the shim (the adapter cannot call the shim's hidden
  * functions). The adapter answers with its start/stop/fork callbacks. In sample mode
  * the adapter keeps os.fork quiet (fork.c) and lends the tick handler its frame reader
- * (sample/). */
+ * (sampling/). */
 #ifndef PL_PY_ADAPTER_H
 #define PL_PY_ADAPTER_H
 
 #include <sys/types.h>
 
 #include "coprof.h"
+#include "state/state.h" /* enum pl_py_hook, COPROF_PY_HOOK's values */
 
 #define PL_PY_ABI 5
 #define PL_PY_ENTRY "pl_py_attach"
-
-/* COPROF_PY_HOOK: how the adapter hears of calls. `profile`: a C profile function on
- * every thread state (every version); `monitoring`: sys.monitoring callbacks under a
- * tool id of coprof's own (3.12+); `evalframe`: a PEP 523 frame-evaluation function
- * (3.10, 3.11; no C builtins); `auto`: the cheapest for the version and settings
- * (bench/RESULTS.md). */
-enum pl_py_hook {
-	PL_PY_HOOK_AUTO,
-	PL_PY_HOOK_PROFILE,
-	PL_PY_HOOK_MONITORING,
-	PL_PY_HOOK_EVALFRAME,
-};
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
 struct pl_py_host {
@@ -36,11 +25,11 @@ struct pl_py_host {
 	enum coprof_clock clock;
 	int builtins; /* COPROF_BUILTINS=1: key C builtins too */
 	/* 0 (sample mode): the adapter serves os.fork below and the tick handler's frame
-	 * reader (sample/); it hooks nothing. */
+	 * reader (sampling/); it hooks nothing. */
 	int profile;
 	/* For os.fork's 'before' and 'after_in_parent'/'after_in_child' callbacks, called
 	 * without the GIL: the shim's own threads stop before the fork and start again
-	 * after it, so Python never counts them (pl_control_fork_pause, shim.h). */
+	 * after it, so Python never counts them (pl_control_fork_pause, lifecycle/control.c). */
 	void (*fork_pause)(void);
 	void (*fork_resume)(void);
 	/* The calling thread's engine thread, registered on first use; NULL on failure. */
@@ -64,7 +53,7 @@ struct pl_py_host {
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick
- * handler of the interrupted thread (python/sample/walk.c). keys[] are the adapter's
+ * handler of the interrupted thread (python/sampling/walk.c). keys[] are the adapter's
  * function keys (the top bit set: never a code address), innermost first, resolved at dump by the
  * adapter's resolver; groups[i] is the number of frames the i-th innermost run of the eval loop ran
  * (the C frames of _PyEval_EvalFrameDefault that --native replaces). The function returns the
@@ -78,7 +67,7 @@ struct pl_py_sample {
 	unsigned ngroups;
 	uintptr_t keys[PL_PY_SAMPLE_MAX];
 	uint16_t groups[PL_PY_SAMPLE_MAX];
-	/* The asyncio task whose coroutine chain runs (python/sample/tasks.c): its
+	/* The asyncio task whose coroutine chain runs (python/sampling/tasks.c): its
 	 * context, or NULL when none or it is not known yet (the thread's own). The
 	 * task's stack is its first task_frames keys: its root has no caller in it. */
 	struct coprof_ctx *ctx;
@@ -91,7 +80,7 @@ struct pl_py_sample {
 };
 
 /* The shim's tick handler calls this when the Python adapter registered it (sample
- * mode, python-loader.c); NULL otherwise. */
+ * mode, runtime/python-loader.c); NULL otherwise. */
 typedef int (*pl_py_sample_fn)(struct pl_py_sample *s);
 
 /* What the adapter gives back. start and stop run on the shim's control thread (or in
@@ -102,7 +91,7 @@ struct pl_py_adapter {
 	int (*stop)(void);
 	void (*after_fork_child)(void);
 	/* Sample mode: reads the calling thread's Python frames from inside the tick
-	 * handler (async-signal-safe, python/sample/). NULL in trace mode. */
+	 * handler (async-signal-safe, python/sampling/). NULL in trace mode. */
 	int (*sample)(struct pl_py_sample *s);
 	/* Sample mode: called by the shim's folding thread at each fold (no GIL, no
 	 * signal): the adapter may ask the main thread to look at its asyncio tasks. */
@@ -119,7 +108,9 @@ struct pl_py_adapter {
 	int (*claim)(uintptr_t coro, uintptr_t root_key, unsigned gen, struct coprof_ctx **out);
 };
 
-/* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno. */
+/* The adapter's entry point: installs its audit hook and fills *out. 0 or -errno;
+ * -EPROTO, said on stderr, when the libcoprof.so it runs against was built with
+ * another layout of the structs the adapter inlines (engine-inline.h). */
 typedef int (*pl_py_attach_fn)(const struct pl_py_host *host, struct pl_py_adapter *out);
 
 #endif

@@ -6,12 +6,14 @@
  * profile hook on, so profiling starts at the main module's first line. Later starts
  * and stops come from the shim's control thread, which takes the GIL (gil.c). In
  * sample mode only the fork callbacks are registered, and the tick handler reads frames
- * through sample/. */
+ * through sampling/. The adapter inlines the engine's hot path (engine-inline.h): it
+ * loads only next to the libcoprof.so built with the same layout of it. */
 #include <errno.h>
 #include <string.h>
 
+#include "hook/hook.h"
 #include "py.h"
-#include "sample/sample.h"
+#include "sampling/sampling.h"
 
 #include <internal/pycore_runtime.h>
 
@@ -154,10 +156,23 @@ static void py_after_fork_child(void)
 __attribute__((visibility("default"))) int pl_py_attach(const struct pl_py_host *host,
 							struct pl_py_adapter *out);
 
+/* The engine this adapter runs against was built with the layout of its structs that
+ * the adapter's inlined events read (cp_inline_layout, engine-inline.h): weak, so that
+ * a libcoprof.so without the number gives a refusal too, not a failed dlopen. */
+extern uint64_t coprof__inline_layout(void) __attribute__((weak));
+
 int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 {
 	if (!host || host->abi != PL_PY_ABI)
 		return -EINVAL;
+	uint64_t engine = coprof__inline_layout ? coprof__inline_layout() : 0;
+	if (engine != cp_inline_layout()) {
+		host->say("the Python adapter was built against another libcoprof.so (engine "
+			  "layout %012llx, the adapter's %012llx); Python is not profiled: "
+			  "install the two from one build",
+			  (unsigned long long)engine, (unsigned long long)cp_inline_layout());
+		return -EPROTO;
+	}
 	pl_py_host = host;
 	if (host->profile)
 		ensure_resolver();
@@ -167,7 +182,7 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 		return -EPERM;
 	if (!host->profile) {
 		/* Sample mode: the audit hook only registers fork.c's callbacks; the tick
-		 * handler reads frames through out->sample (sample/). */
+		 * handler reads frames through out->sample (sampling/). */
 		if (pl_pys_init() == 0) {
 			out->start = sample_start;
 			out->after_fork_child = py_after_fork_child;

@@ -1,10 +1,10 @@
-/* map.c: growing and deleting in the adapter's address maps (map.h). Linear probing
+/* map.c: growing and deleting in the adapter's address maps (py.h). Linear probing
  * with backward-shift deletion, so there are no tombstones and lookups stay short.
  * Runs under the GIL or in the owning thread. */
 #include <errno.h>
 #include <stdlib.h>
 
-#include "map.h"
+#include "py.h"
 
 static int grow(struct pl_py_map *m)
 {

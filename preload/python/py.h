@@ -21,11 +21,49 @@
 #endif
 
 #include "adapter.h"
-#include "map.h"
 
 #define PL_PY_HIDDEN __attribute__((visibility("hidden")))
 #define pl_py_unlikely(x) __builtin_expect(!!(x), 0)
 #define pl_py_likely(x) __builtin_expect(!!(x), 1)
+
+/* --- a small open-addressed hash map from an address to a pointer, for the adapter's
+ * caches (code object -> function, coroutine -> task) (map.c). Lookups are inline and
+ * allocate nothing; inserts grow the table (the slow path of a first sighting). Not
+ * thread-safe: every map is used under the GIL or by one thread only. ------------- */
+
+struct pl_py_map {
+	uintptr_t *keys; /* 0: empty slot */
+	void **vals;
+	uint32_t mask; /* capacity - 1; capacity is a power of two, 0 before first put */
+	uint32_t n;
+};
+
+static inline uint32_t pl_py_map_slot(const struct pl_py_map *m, uintptr_t k)
+{
+	return (uint32_t)(((uint64_t)k * 0x9E3779B97F4A7C15ull) >> 32) & m->mask;
+}
+
+/* The value stored under k, or NULL. */
+static inline void *pl_py_map_get(const struct pl_py_map *m, uintptr_t k)
+{
+	if (!m->keys)
+		return 0;
+	for (uint32_t i = pl_py_map_slot(m, k);; i = (i + 1) & m->mask) {
+		if (m->keys[i] == k)
+			return m->vals[i];
+		if (m->keys[i] == 0)
+			return 0;
+	}
+}
+
+/* Stores v under k (k != 0), replacing any value. 0 or -ENOMEM. */
+PL_PY_HIDDEN int pl_py_map_put(struct pl_py_map *m, uintptr_t k, void *v);
+/* Removes k; returns its value or NULL. */
+PL_PY_HIDDEN void *pl_py_map_del(struct pl_py_map *m, uintptr_t k);
+/* Calls fn on every entry; fn returns nonzero to remove the entry. */
+PL_PY_HIDDEN void pl_py_map_sweep(struct pl_py_map *m, int (*fn)(uintptr_t k, void *v, void *arg),
+				  void *arg);
+PL_PY_HIDDEN void pl_py_map_free(struct pl_py_map *m);
 
 /* --- functions: code objects and builtins, keyed for the engine (funcs.c) ------- */
 
@@ -83,25 +121,15 @@ PL_PY_HIDDEN struct pl_py_func *pl_py_builtin_of(PyObject *callable, PyObject *s
 /* The engine's resolver for the keys above (any thread, no GIL needed). */
 PL_PY_HIDDEN int pl_py_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
 
-/* --- the hook (hook.c) ----------------------------------------------------------- */
+/* --- what the adapter's files share (host.c) -------------------------------------- */
 
+/* What the shim lent the adapter (pl_py_attach). */
 extern PL_PY_HIDDEN const struct pl_py_host *pl_py_host;
 /* Bumped at every start and after fork: per-thread state made before is reset. */
 extern PL_PY_HIDDEN unsigned pl_py_gen;
 /* Forks seen (bumped in the child): a task context made before belongs to the parent's
  * profiler. */
 extern PL_PY_HIDDEN unsigned pl_py_forks;
-/* A thread was started since the hook was last put on every thread state. */
-extern PL_PY_HIDDEN int pl_py_new_threads;
-/* The profile hook is on (the thread states that exist carry it). */
-extern PL_PY_HIDDEN int pl_py_installed;
-
-/* Puts the hook on: sys.monitoring's events (3.12+, when COPROF_PY_HOOK picks it),
- * else the profile function on every thread state of the interpreter that lacks it,
- * except `skip` (the control thread's own). */
-PL_PY_HIDDEN void pl_py_install(PyThreadState *skip);
-/* Takes the hook off every thread state (or sys.monitoring). */
-PL_PY_HIDDEN void pl_py_remove(void);
 
 /* --- os.fork (fork.c) -------------------------------------------------------------- */
 
@@ -358,50 +386,6 @@ static inline int pl_py_frame_in_yield_from(PL_PY_FRAME *fr)
 }
 #endif
 
-/* --- events, from either backend (hook.c) ----------------------------------------- */
-
-/* One thread's coroutine bookkeeping: its tasks, its running task and drivers. */
-struct pl_py_thread;
-
-/* The calling thread's state, kept in thread-local storage (the sys.monitoring
- * backend), made at its first event. NULL: record nothing for this thread. */
-PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_current(void);
-/* The sys.monitoring backend's events (monitor.c), on the thread that runs `code`'s
- * frame: the profile hook's 'call' (the frame starts, resumes or is thrown into), or
- * its 'return' (it returns or yields `arg`, or unwinds). */
-enum { PL_PY_MON_START, PL_PY_MON_RESUME, PL_PY_MON_THROW };
-enum { PL_PY_MON_RETURN, PL_PY_MON_YIELD, PL_PY_MON_UNWIND };
-PL_PY_HIDDEN void pl_py_mon_start(PyObject *code);
-PL_PY_HIDDEN void pl_py_mon_resume(PyObject *code);
-PL_PY_HIDDEN void pl_py_mon_throw(PyObject *code);
-PL_PY_HIDDEN void pl_py_mon_return(PyObject *code, PyObject *arg);
-PL_PY_HIDDEN void pl_py_mon_yield(PyObject *code, PyObject *arg);
-PL_PY_HIDDEN void pl_py_mon_unwind(PyObject *code);
-/* A C builtin is entered (enter nonzero) or left. */
-PL_PY_HIDDEN void pl_py_on_builtin(struct pl_py_thread *pt, int enter, struct pl_py_func *fn);
-
-/* The hook's state for the asyncio chain running in one greenlet (greenlet/greenlet.c):
- * the running task's root and context, the drivers below it. Kept in the greenlet's
- * record while it is switched out, swapped into the thread's state as it runs. */
-struct pl_py_chain {
-	struct coprof_ctx *base; /* the greenlet's own context; NULL: the thread's own */
-	PyObject *root;
-	PyObject *root_code;
-	struct coprof_ctx *ctx;
-	PyObject *adopting;
-	void *drivers; /* owned while the greenlet is switched out */
-	unsigned ndrivers, cap, lost;
-	unsigned gen; /* the pl_py_gen it was saved in: a stale chain restarts at base */
-};
-
-/* The calling thread's state while the hook is on (either backend), brought up to
- * date; NULL when profiling is off or nothing is recorded for it. */
-PL_PY_HIDDEN struct pl_py_thread *pl_py_thread_self(void);
-/* A greenlet switch: pt's chain is saved into `out`, `in`'s becomes pt's, and the
- * engine runs its context. No Python code runs. */
-PL_PY_HIDDEN void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *out,
-				   struct pl_py_chain *in);
-
 /* --- greenlets (greenlet/greenlet.c) ----------------------------------------------- */
 
 /* Every audit event: installs the greenlet tracer when greenlet._greenlet is imported,
@@ -409,52 +393,11 @@ PL_PY_HIDDEN void pl_py_chain_swap(struct pl_py_thread *pt, struct pl_py_chain *
 PL_PY_HIDDEN void pl_py_greenlet_audit(const char *event, PyObject *args);
 /* The context of the greenlet running on the calling thread (engine thread t); NULL:
  * the thread's own. Arms the greenlet tracer in this thread first if it is not yet.
- * No Python code runs. */
+ * No Python code runs. The hook's pl_py_window_ctx once greenlet is installed. */
 PL_PY_HIDDEN struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t);
 /* The text of greenlet's C module once installed ([lo, hi); 0, 0 before): the tick
- * handler reads no Python frame while it runs there (sample/walk.c). */
+ * handler reads no Python frame while it runs there (sampling/walk.c). */
 extern PL_PY_HIDDEN uintptr_t pl_py_greenlet_lo, pl_py_greenlet_hi;
-
-/* --- the sys.monitoring backend (monitor.c) ---------------------------------------- */
-
-/* Claims a tool id and turns its events on, interpreter-wide (GIL held). Already on:
- * 0. No free id, or before 3.12: says so once; -EBUSY or -ENOTSUP. */
-PL_PY_HIDDEN int pl_py_monitor_start(void);
-/* Turns the events off, unregisters the callbacks and frees the tool id (GIL held). */
-PL_PY_HIDDEN void pl_py_monitor_stop(void);
-
-/* --- the frame-evaluation backend (evalframe.c) ------------------------------------ */
-
-/* Puts coprof's function in the interpreter's frame-evaluation slot (3.10, 3.11; GIL
- * held). 0, also when it is there already; -EBUSY: another one is there (left alone);
- * -ENOTSUP: 3.12+. */
-PL_PY_HIDDEN int pl_py_evalframe_start(void);
-/* Empties the slot again, if coprof's function is the one in it (GIL held). */
-PL_PY_HIDDEN void pl_py_evalframe_stop(void);
-/* What coprof's eval() keeps while a frame runs, in one word: the only value it holds
- * on the C stack meanwhile, so that its frame there is as small as a C frame can be
- * (a recursion that runs to its end unprofiled must run to its end through it): the
- * frame (frames are 8-byte aligned), the throwflag, whether the frame's 'call' was
- * reported, and the parity of the generation it was reported in. */
-#define PL_PY_EVAL_REPORTED ((uintptr_t)1)
-#define PL_PY_EVAL_THROWN ((uintptr_t)2)
-#define PL_PY_EVAL_GEN ((uintptr_t)4)
-#define PL_PY_EVAL_BITS ((uintptr_t)7)
-struct pl_py_eval_run {
-	uintptr_t word;
-	PyThreadState *ts; /* the frame's thread state, given back in a register */
-};
-/* A frame starts a run through coprof's function, on thread state ts (hook.c): its
- * 'call' is reported (PL_PY_EVAL_REPORTED) unless the backend is not the one on,
- * nothing is recorded for the thread, or it runs inside another event's own call into
- * Python, which no backend reports. */
-PL_PY_HIDDEN struct pl_py_eval_run pl_py_eval_call(PyThreadState *ts, PL_PY_FRAME *fr, int thrown);
-/* The run pl_py_eval_call reported ended with `r` (the value returned or yielded;
- * NULL: an exception): its 'return', unless the backend was taken off, or profiling
- * stopped, restarted or the process forked since (an odd number of times: an even one
- * reports it, as the profile function does, and the engine drops a return whose call
- * it has not seen). Returns r. */
-PL_PY_HIDDEN PyObject *pl_py_eval_return(uintptr_t word, PyObject *r);
 
 /* --- weak references (weakref.c) ---------------------------------------------------- */
 

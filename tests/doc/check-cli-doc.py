@@ -37,13 +37,13 @@ def code_options(root, cmd):
     src = open(os.path.join(root, "viewer/cmd-%s.c" % cmd)).read()
     table = re.search(r"struct option opts\[\]\s*=\s*\{(.*?)\n\t\};", src, re.S).group(1)
     longs = set(re.findall(r'\{"([a-z-]+)",\s*\w+_argument', table))
-    optstring = re.search(r'getopt_long\(argc, argv, "([^"]*)"', src).group(1)
+    optstring = re.search(r'(?:getopt_long|vw_cli_opt)\(argc, argv, "([^"]*)"', src).group(1)
     shorts = set(ch for ch in optstring if ch.isalpha())
     # The short option the --format case handles, then the literals it compares.
     formats = set()
     fmt = re.search(r'\{"format",\s*required_argument,\s*NULL,\s*\'(.)\'\}', table)
     if fmt:
-        case = re.search(r"case '%s':(.*?)(?:\n\t\tcase |\n\t\tdefault:)" % fmt.group(1), src, re.S)
+        case = re.search(r"case '%s':(.*?)(?:\n\t\tcase |\n\t\tdefault:|\n\t\t\})" % fmt.group(1), src, re.S)
         body = case.group(1)
         formats |= set(re.findall(r'strcmp\(optarg, "([a-z]+)"\)', body))
         var = re.search(r"(\w+) = optarg;", body)

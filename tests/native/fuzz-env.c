@@ -1,13 +1,12 @@
 /* fuzz-env.c: libFuzzer target for the COPROF_* environment parser and the output
- * path template (preload/config.c). The input is split at NUL bytes into the values
+ * path template (preload/state/config.c). The input is split at NUL bytes into the values
  * of COPROF_OUT, COPROF_CLOCK, COPROF_MODE, COPROF_SIGNAL, COPROF_START, COPROF_HZ,
  * COPROF_BUILTINS, COPROF_PY_HOOK; a missing piece leaves its variable unset. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "toggle-state.h"
+#include "state/state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
-/* test-config.c: the COPROF_* environment parser (preload/config.c). */
+/* test-config.c: the COPROF_* environment parser (preload/state/config.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
@@ -6,9 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
 #include "python/adapter.h"
-#include "toggle-state.h"
+#include "state/state.h"
 
 static const char *const *vars; /* NAME, VALUE, NAME, VALUE, ..., NULL */
 

@@ -1,4 +1,4 @@
-/* test-symbols.c: the symbolizer (preload/symbols.c) on this test program (PIE), on a
+/* test-symbols.c: the symbolizer (preload/service/symbols.c) on this test program (PIE), on a
  * generated shared library of 10,000 functions with DWARF, and on libc. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "symbols.h"
+#include "service/service.h"
 
 #ifndef __has_feature
 #define __has_feature(x) 0

@@ -199,7 +199,7 @@ def case_await_chains(r):
     """Two tasks, each an await chain 60 deep suspending 20 times at its innermost
     level, interleaved (progs/chains.py): every level of a task
     is in that task's own context, as each step resumes its chain root first. A
-    resumed frame takes the root of the frame that resumed it (preload/python/hook.c);
+    resumed frame takes the root of the frame that resumed it (preload/python/hook/task-table.c);
     a wrong root would run levels in the other task's context or the driver's."""
     depth, suspends = 60, 20
     out, _ = r.run(os.path.join(PROGS, "chains.py"), [str(depth), str(suspends)])

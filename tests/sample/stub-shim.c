@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fd.h"
+#include "service/service.h"
 #include "stub-shim.h"
 
-#include "sampler-ring.h"
-#include "shim.h"
+#include "sampler.h"
+#include "state/state.h"
 
 struct pl_config pl_cfg;
 struct coprof *pl_prof;

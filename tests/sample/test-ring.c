@@ -1,4 +1,4 @@
-/* test-ring.c: a sampled thread's ring (preload/sample/sampler-ring.h), which keeps each
+/* test-ring.c: a sampled thread's ring (preload/sampler/sampler.h), which keeps each
  * record at its own depth: records come out whole and in order across the ring's end
  * and its byte counts' wrap, a full ring refuses a record and spoils none, and a
  * shallow stack takes a few hundred bytes, not a deepest one's. The producer and the
@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "sample/sampler-ring.h"
+#include "sampler/sampler.h"
 
 static struct pl_sthread *new_thread(uint32_t at)
 {

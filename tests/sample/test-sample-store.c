@@ -1,4 +1,4 @@
-/* test-sample-store.c: the store of sampled stacks (libprof/sample.c) and the pstats
+/* test-sample-store.c: the store of sampled stacks (libprof/sample-store.c) and the pstats
  * numbers it builds. A fake resolver maps pc N to the function "fN/100", so several pcs
  * fall into one function, and pcs of 900 and up resolve to nothing. */
 #include <criterion/criterion.h>
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sample.h"
+#include "sample-store.h"
 
 static struct cp_samples *s;
 static struct cp_profile *prof;

@@ -1,5 +1,5 @@
-/* test-stack-name.c: how a stack found in samples gets its name (preload/runtime/stack/
- * sampled.c), on made-up records: the real naming code against a stub symbol table
+/* test-stack-name.c: how a stack found in samples gets its name (preload/sampler/
+ * stack-sampled.c), on made-up records: the real naming code against a stub symbol table
  * and stub engine calls, so which frame a tick caught is chosen, not left to timing.
  *
  * The case behind it: a Boost fiber of a program without hooks is named after the
@@ -12,11 +12,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/stack/stack.h"
-#include "sample/sampler-ring.h"
-#include "symbols.h"
+#include "sampler/sampler.h"
+#include "service/service.h"
+#include "state/state.h"
 
-/* --- stubs of what sampled.c calls ------------------------------------------------ */
+/* --- stubs of what stack-sampled.c calls -------------------------------------------- */
 
 /* Made-up code addresses: the shim's text is [SHIM_LO, SHIM_HI). */
 #define SHIM_LO 0x7000u
@@ -65,7 +65,7 @@ int pl_symbols_lookup(struct pl_symbols *s, uintptr_t pc, struct coprof_func_inf
 	return -ENOENT;
 }
 
-/* The rule of adapter-stack.c, which this test does not link (it needs the engine). */
+/* The rule of service/stacks.c, which this test does not link (it needs the engine). */
 int pl_stack_own_function(const struct coprof_func_info *info)
 {
 	return info->file && info->file[0] == '/' &&

@@ -41,7 +41,7 @@ def _wrap():
         if mon is None:
             coprof_noop.profile()
             return
-        # coprof's tool id and events (preload/python/monitor.c, builtins off).
+        # coprof's tool id and events (preload/python/hook/backend-monitoring.c, builtins off).
         mon.use_tool_id(3, "coprof-floor")
         mask = 0
         for name in ("PY_START", "PY_RESUME", "PY_THROW", "PY_RETURN", "PY_YIELD",

@@ -9,7 +9,7 @@
  * per thread, and called after ours. Our tracer, a C function, is armed in each
  * thread at its next audit event, its next settrace, or (trace mode) its first
  * profiled event. It runs in the greenlet switched to, with the GIL held, after the
- * stack switch. In trace mode it swaps the hook's per-thread asyncio state (hook.c's
+ * stack switch. In trace mode it swaps the hook's per-thread asyncio state (hook/thread-state.c's
  * chain) between greenlets, so tasks run inside greenlets keep their own drivers; in
  * sample mode it tells the sampler which context the ticks go to. */
 #define _GNU_SOURCE /* dladdr */
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hook/hook.h"
 #include "../py.h"
 
 /* One greenlet seen switching. Lives until the greenlet dies (its last switch out), or
@@ -398,7 +399,7 @@ static int text_of(struct dl_phdr_info *info, size_t size, void *arg)
 
 /* The executable segment of greenlet's C module, found from its settrace's C function:
  * greenlet switches there (and in what it calls) with the thread state's frames half
- * moved; the tick handler stays out of them (sample/walk.c). */
+ * moved; the tick handler stays out of them (sampling/walk.c). */
 static void find_text(PyObject *real)
 {
 	if (!PyCFunction_Check(real))
@@ -424,6 +425,7 @@ static void install(PyObject *mod)
 		real_settrace = Py_NewRef(real);
 		tracer_obj = Py_NewRef(tr);
 		find_text(real);
+		pl_py_window_ctx = pl_py_greenlet_current;
 		installed = 1;
 	}
 	Py_XDECREF(real);
