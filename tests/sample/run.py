@@ -376,7 +376,7 @@ def waits_case(clock):
     def native(hz, how):
         said, err, prof = waits(clock, hz, how)
         secs, early = said.split()
-        check(int(early) == 0 and float(secs) >= (0.99 if how != "pipe" else 0.95),
+        check(int(early) == 0 and float(secs) >= 0.99,
               f"{clock} {hz or 'default'} Hz, {how}: {early} of 10 waits came back early, {secs} s")
         check("coprof:" not in err, f"stderr: {err!r}")
         check(clock == "cpu" or prof, f"{clock} {how}: no profile")
