@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+import resp  # bench/native/resp.py
+
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 COPROF = os.path.join(BUILD, "viewer/coprof")
@@ -67,21 +69,9 @@ def per_call():
                   f"{nc[k] / nc['uftrace record']:.2f} (cpu)")
 
 
-def resp_rps(prefix):
-    p = subprocess.Popen(prefix + [RESP, "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True, cwd=TMP)
-    port = re.search(r"port (\d+)", p.stdout.readline()).group(1)
-    out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
-                          "-n", "50000", "-c", "20", "-q", "--csv"],
-                         capture_output=True, text=True, timeout=300).stdout
-    p.terminate()
-    p.wait(timeout=30)
-    rps = {}
-    for line in out.splitlines():
-        f = [x.strip('"') for x in line.split(",")]
-        if f[0] in ("SET", "GET"):
-            rps[f[0]] = float(f[1])
-    return rps
+def resp_port(line):
+    """resp prints '... port N' first."""
+    return re.search(r"port (\d+)", line).group(1)
 
 
 def throughput():
@@ -93,7 +83,7 @@ def throughput():
     got = {k: {"SET": [], "GET": []} for k in variants}
     for _ in range(RUNS):
         for k, prefix in variants.items():
-            for cmd, v in resp_rps(prefix).items():
+            for cmd, v in resp.rps(prefix, RESP, resp_port, TMP).items():
                 got[k][cmd].append(v)
     print(f"\nresp under redis-benchmark -t get,set -n 50000 -c 20, median of {RUNS} runs")
     print(f"{'variant':16} {'SET rps':>10} {'GET rps':>10} {'vs unprofiled':>14}")

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import resp  # bench/native/resp.py
+
 BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 BEFORE = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "-" else None
 RUNS = int(sys.argv[3]) if len(sys.argv) > 3 else 7
@@ -67,23 +69,6 @@ def hook_cost():
               f"{perl[a] - perl[b]:+.2f} (minimums)")
 
 
-def rps(prefix):
-    p = subprocess.Popen(prefix + [ST_RESP, "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                         text=True, cwd=TMP)
-    port = p.stdout.readline().strip()
-    out = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", port, "-t", "get,set",
-                          "-n", "50000", "-c", "20", "-q", "--csv"],
-                         capture_output=True, text=True, timeout=300).stdout
-    p.terminate()
-    p.wait(timeout=30)
-    got = {}
-    for line in out.splitlines():
-        f = [x.strip('"') for x in line.split(",")]
-        if f[0] in ("SET", "GET"):
-            got[f[0]] = float(f[1])
-    return got
-
-
 def throughput():
     variants = {"unprofiled": []}
     for mode in ("trace", "sample"):
@@ -93,7 +78,7 @@ def throughput():
     got = {k: {"SET": [], "GET": []} for k in variants}
     for _ in range(RUNS):
         for k, prefix in variants.items():
-            for cmd, v in rps(prefix).items():
+            for cmd, v in resp.rps(prefix, ST_RESP, str.strip, TMP).items():
                 got[k][cmd].append(v)
             time.sleep(0.2)
     print(f"\nst-resp under redis-benchmark -t get,set -n 50000 -c 20, median of {RUNS} runs")
