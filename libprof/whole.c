@@ -186,59 +186,114 @@ static int add_thread_roots(struct build *b, const struct cp_thread *t)
 	return 0;
 }
 
-/* The ct a task's roots add up to, for choosing the largest tasks. */
-static double task_weight(const struct cp_stats *ts)
+/* A task's weight (the ct its roots add up to, for choosing the largest) and kind:
+ * the function of `s` its heaviest root is (the first of equal ones), its root
+ * coroutine; -1 when it has none in `s`. -2: out of memory. */
+static int64_t task_kind(struct build *b, const struct cp_stats *ts, double *w)
 {
-	double w = 0;
+	int64_t kind = -1;
+	double top = -1;
+
+	*w = 0;
 	for (uint32_t i = 0; i < ts->nfuncs; i++) {
 		if (ts->funcs[i].ncallers && !ts->funcs[i].callers)
 			continue;
 		struct cp_stat part = cp_root_part(ts, i);
-		if (cp_is_root(ts, i, &part))
-			w += part.ct;
+		if (!cp_is_root(ts, i, &part))
+			continue;
+		*w += part.ct;
+		if (part.ct > top) {
+			top = part.ct;
+			kind = find(b, &ts->funcs[i].key);
+			if (kind == -2)
+				return -2;
+		}
 	}
-	return w;
+	return kind;
 }
 
-struct ranked {
+/* Tasks of one kind: one node in the tree, or one task of its own. */
+struct unit {
 	double w;
-	uint32_t i;
+	uint32_t first, last, n; /* its first and last task, and how many */
+	int64_t kind;
 };
 
 static int by_weight(const void *x, const void *y)
 {
-	const struct ranked *a = x, *b = y;
+	const struct unit *a = x, *b = y;
 	if (a->w != b->w)
 		return a->w > b->w ? -1 : 1;
-	return a->i < b->i ? -1 : a->i > b->i;
+	return a->first < b->first ? -1 : a->first > b->first;
 }
 
+/* One node per kind of task (issue 37): tasks whose root coroutine is the same
+ * function share "<tasks: NAME ×N>", so a pool of identical workers is one wide
+ * block whose functions snakeviz can label, not N slivers; a task alone of its kind
+ * (or with no root in s) keeps "<task NAME>". The largest CP_WHOLE_MAX_TASKS nodes
+ * are drawn, the rest share "<N more tasks>". Per-task numbers stay in the extras. */
 static int add_tasks(struct build *b, const struct cp_extras *x)
 {
-	struct ranked *r = calloc(x->ntasks + 1, sizeof(*r));
-	char name[512];
+	struct unit *u = calloc(x->ntasks + 1, sizeof(*u));
+	uint32_t *next = calloc(x->ntasks + 1, sizeof(*next)); /* of its kind; 0: none */
+	uint32_t *of = calloc((size_t)b->s->nfuncs + 1, sizeof(*of)); /* kind -> unit + 1 */
+	uint32_t nu = 0;
+	char name[600];
 	int err = 0;
 
-	if (!r)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < x->ntasks; i++)
-		r[i] = (struct ranked){task_weight(&x->tasks[i].stats), i};
-	qsort(r, x->ntasks, sizeof(*r), by_weight);
-	for (uint32_t k = 0; k < x->ntasks && !err; k++) {
-		const struct cp_task *t = &x->tasks[r[k].i];
-		if (k < CP_WHOLE_MAX_TASKS) {
-			snprintf(name, sizeof(name), "task %s",
-				 t->name && *t->name ? t->name : "?");
+	if (!u || !next || !of) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < x->ntasks; i++) {
+		double w;
+		int64_t kind = task_kind(b, &x->tasks[i].stats, &w);
+		if (kind == -2) {
+			err = -ENOMEM;
+			goto out;
+		}
+		uint32_t *at = kind >= 0 ? &of[kind] : NULL;
+		if (at && *at) {
+			struct unit *v = &u[*at - 1];
+			v->w += w;
+			v->n++;
+			next[v->last] = i;
+			v->last = i;
+			continue;
+		}
+		u[nu] = (struct unit){w, i, i, 1, kind};
+		if (at)
+			*at = nu + 1;
+		nu++;
+	}
+	qsort(u, nu, sizeof(*u), by_weight);
+	uint32_t rest = 0;
+	for (uint32_t k = CP_WHOLE_MAX_TASKS; k < nu; k++)
+		rest += u[k].n;
+	for (uint32_t k = 0; k < nu && !err; k++) {
+		const struct cp_task *t = &x->tasks[u[k].first];
+		if (k < CP_WHOLE_MAX_TASKS && u[k].n > 1) {
+			const char *fn = b->s->funcs[u[k].kind].key.name;
+			snprintf(name, sizeof(name), "tasks: %s \u00d7%u", fn && *fn ? fn : "?",
+				 u[k].n);
+			err = add_node(b, name);
+		} else if (k < CP_WHOLE_MAX_TASKS) {
+			snprintf(name, sizeof(name), "task %s", t->name && *t->name ? t->name : "?");
 			err = add_node(b, name);
 		} else if (k == CP_WHOLE_MAX_TASKS) {
-			snprintf(name, sizeof(name), "%u more tasks",
-				 x->ntasks - CP_WHOLE_MAX_TASKS);
+			snprintf(name, sizeof(name), "%u more tasks", rest);
 			err = add_node(b, name);
 		}
-		if (!err)
-			err = add_task_roots(b, &t->stats);
+		for (uint32_t i = u[k].first; !err; i = next[i]) {
+			err = add_task_roots(b, &x->tasks[i].stats);
+			if (!next[i])
+				break;
+		}
 	}
-	free(r);
+out:
+	free(u);
+	free(next);
+	free(of);
 	return err;
 }
 

@@ -9,13 +9,14 @@
 #include "profile.h"
 
 /* Names of the synthetic functions; keys are ("~", 0, name), as cProfile keys builtins,
- * so pstats prints them as {whole program}, {thread main 1234}, {task worker-3}; a name
- * taken twice gets a number ({task Task-1 2}). */
+ * so pstats prints them as {whole program}, {thread main 1234}, {tasks: worker ×8} (the
+ * tasks of one root coroutine), {task worker-3} (a task alone of its kind); a name taken
+ * twice gets a number ({task Task-1 2}). */
 #define CP_WHOLE_ROOT_WHAT "whole program"
 #define CP_WHOLE_ROOT "<" CP_WHOLE_ROOT_WHAT ">"
 
-/* At most this many tasks get a node each (the largest first); the others share one
- * "<N more tasks>" node, so that a server with 10,000 connections stays readable. */
+/* At most this many nodes of tasks are drawn (the largest first); the others share one
+ * "<N more tasks>" node, so that a server with 10,000 kinds of task stays readable. */
 #define CP_WHOLE_MAX_TASKS 200
 
 /* The calls of function `i` of `s` that no caller in `s` made (its root activations):
@@ -29,8 +30,9 @@ int cp_is_root(const struct cp_stats *s, uint32_t i, const struct cp_stat *part)
 /* Builds into `out` (allocated in `a`) a copy of `s` (p's top-level stats with unique
  * keys; p gives the task and thread tables) followed by synthetic functions:
  * out->funcs[s->nfuncs] is the root, "<whole program>", the one function of `out`
- * nobody calls; then one node per task (the largest CP_WHOLE_MAX_TASKS, the rest
- * sharing one), with edges to the task's roots, and one per thread, with edges to its
+ * nobody calls; then one node per kind of task (tasks whose heaviest root is the same
+ * function of `s`; the largest CP_WHOLE_MAX_TASKS, the rest sharing one), with edges to
+ * its tasks' roots, and one per thread, with edges to its
  * own stack's roots (cp_thread.roots). Root calls no node accounts for (a file without
  * the tables, a thread without roots) hang from the only thread's node, else from the
  * root. A table never places more root calls than `s` leaves (a hand-made file may

@@ -175,6 +175,52 @@ Test(dump, whole_program_cpu_root_is_the_sum_of_own_times)
 	expect_whole(COPROF_CLOCK_CPU, 40, 40);
 }
 
+/* Tasks of one root coroutine share a node (issue 37): three "worker" tasks of 5, 10
+ * and 20 ns are "<tasks: worker ×3>", one edge of 3 calls and 35 ns to worker, whose
+ * callee keeps its own numbers; the task alone of its kind keeps "<task solo>". */
+Test(dump, whole_program_groups_tasks_by_root_coroutine)
+{
+	static const char *const names[] = {"w1", "w2", "solo", "w3"};
+	static const uint64_t ran[] = {5, 10, 7, 20};
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	fk_now = 0;
+	for (int i = 0; i < 4; i++) {
+		struct coprof_ctx *c;
+		int solo = i == 2;
+		cr_assert_eq(coprof_ctx_create(f.t, (uint64_t)i + 1, names[i], "asyncio", &c), 0);
+		coprof_ctx_switch(f.t, c);
+		coprof_enter(f.t, solo ? K("solo") : K("worker"));
+		coprof_enter(f.t, K("decode"));
+		fk_now += ran[i];
+		coprof_leave(f.t, K("decode"));
+		coprof_leave(f.t, solo ? K("solo") : K("worker"));
+		coprof_ctx_finish(f.t, c);
+		coprof_ctx_switch(f.t, NULL);
+	}
+	cr_assert_eq(coprof_dump(f.p, path), 0);
+	struct cp_profile *r;
+	char err[256] = "";
+	cr_assert_eq(cp_profile_read(path, &r, err, sizeof(err)), 0, "%s", err);
+	struct cp_arena *a = cp_arena_new();
+	struct cp_stats w;
+	cr_assert_eq(cp_whole_program(r, &r->stats, a, &w), 0);
+	const struct cp_func *pool = node(&w, "<tasks: worker \u00d73>");
+	const struct cp_func *solo = node(&w, "<task solo>");
+	cr_assert_not_null(pool, "no node for the three workers");
+	cr_assert_not_null(solo);
+	cr_expect_null(node(&w, "<task w1>"), "a worker kept a node of its own");
+	cr_expect_eq(fx_ns(pool->s.ct), 35);
+	cr_expect_eq(fx_ns(solo->s.ct), 7);
+	const struct cp_func *wk = fx_func(&w, "worker");
+	cr_assert_eq(wk->ncallers, 1);
+	cr_expect_eq(&w.funcs[wk->callers[0].caller], pool);
+	cr_expect_eq(wk->callers[0].s.nc, 3);
+	cr_expect_eq(fx_ns(wk->callers[0].s.ct), 35);
+	fx_expect(&w, "decode", 4, 4, 42, 42);
+	cp_arena_free(a);
+	cp_profile_free(r);
+}
+
 /* coprof_dump_clear cuts a running profile into windows: each call lands in exactly
  * one window, a frame open at the cut counts up to the cut in the first and is
  * ignored when it closes in the second, and recording goes on. */

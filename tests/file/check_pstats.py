@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from coprof_test import Profile  # noqa: E402
-from whole import root_calls, split, task_node  # noqa: E402
+from whole import root_calls, split, task_kinds, task_node  # noqa: E402
 
 
 def key(d):
@@ -78,24 +78,30 @@ def check_extras(ex, exp):
         fail("stacks %r != expected %r" % (stacks, want))
 
 
-def check_whole(nodes, exp):
-    """Each task's node (of the whole-program tree Profile checked) calls only that
-    task's roots, no more often than the task made root calls (the sample's task tables
-    claim more than its top-level dict holds)."""
-    for t in exp["extras"]["tasks"]:
-        want = root_calls({key(f): (f["cc"], f["nc"], f["tt"], f["ct"],
-                                    {key(c): (c["nc"], c["cc"], c["tt"], c["ct"])
-                                     for c in f["callers"]}) for f in t["stats"]})
-        found = task_node(nodes, t["name"])
+def check_whole(nodes, stats, extras, exp):
+    """Each node of tasks (of the whole-program tree Profile checked) calls only its
+    tasks' roots, no more often than they made root calls (the sample's task tables
+    claim more than its top-level dict holds); tasks of one root coroutine share a node
+    (whole.task_kinds, read off the file; the JSON's tasks are the file's)."""
+    want = {t["name"]: root_calls({key(f): (f["cc"], f["nc"], f["tt"], f["ct"],
+                                           {key(c): (c["nc"], c["cc"], c["tt"], c["ct"])
+                                            for c in f["callers"]}) for f in t["stats"]})
+            for t in exp["extras"]["tasks"]}
+    kinds = task_kinds(stats, extras)
+    for kind, tasks in kinds:
+        found = task_node(nodes, tasks[0]["name"], kind, len(tasks))
+        names = [t["name"] for t in tasks]
         if len(found) != 1:
-            fail("whole program: task %r has %d nodes" % (t["name"], len(found)))
+            fail("whole program: tasks %r have %d nodes" % (names, len(found)))
         for k, e in found[0].items():
-            if k not in want or e[0] > want[k][0] or e[3] > want[k][1] + 1e-9:
-                fail("whole program: task %r's node calls %r %r, its roots are %r"
-                     % (t["name"], k, e, want))
-    if len(nodes) != len(exp["extras"]["tasks"]) + len(exp["extras"]["threads"]):
-        fail("whole program: %d nodes for %d tasks and %d threads" % (
-            len(nodes), len(exp["extras"]["tasks"]), len(exp["extras"]["threads"])))
+            mine = [want[n][k] for n in names if k in want[n]]
+            if not mine or e[0] > sum(m[0] for m in mine) or \
+                    e[3] > sum(m[1] for m in mine) + 1e-9:
+                fail("whole program: the node of tasks %r calls %r %r, their roots are %r"
+                     % (names, k, e, [want[n] for n in names]))
+    if len(nodes) != len(kinds) + len(exp["extras"]["threads"]):
+        fail("whole program: %d nodes for %d kinds of task and %d threads" % (
+            len(nodes), len(kinds), len(exp["extras"]["threads"])))
 
 
 def main():
@@ -112,7 +118,7 @@ def main():
         fail(str(e))
     # The program's own functions, exactly; then the whole-program tree around them.
     check_stats(prof.stats, exp["stats"], "pstats")
-    check_whole(prof.nodes, exp)
+    check_whole(prof.nodes, first, extras, exp)
     out = io.StringIO()
     st = pstats.Stats(path, stream=out)
     st.strip_dirs().sort_stats("cumulative").print_stats()

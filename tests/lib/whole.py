@@ -5,11 +5,11 @@ every Python 3 (3.6+), as check_pstats.py does.
 
 split() gives the program's own functions back (what coprof's reader keeps), so the
 exact checks stay exact; check_tree() checks the synthetic part: one root nobody calls,
-every function reached from it, one node per thread and task hanging from the root,
-each node's ct the sum of its edges', at most MAX_TASKS task nodes (the rest in one),
-under the cpu clock in trace mode a root whose ct is the sum of every own time
-(design rule 10), and every call of every function either made by
-a real caller or hung from exactly one node (in sampled files, a function recursive
+every function reached from it, one node per thread and per kind of task
+(task_kinds) hanging from the root, each node's ct the sum of its edges', at most
+MAX_TASKS nodes of tasks (the rest in one), under the cpu clock in trace mode a root
+whose ct is the sum of every own time (design rule 10), and every call of every
+function either made by a real caller or hung from exactly one node (in sampled files, a function recursive
 through others hangs by the samples of the stacks it starts).
 """
 ROOT = ("~", 0, "<whole program>")
@@ -57,10 +57,11 @@ def check_tree(stats, extras, fail):
                 todo.append(k)
     if len(seen) != len(stats):
         fail("whole program: %d of %d functions reached from the root" % (len(seen), len(stats)))
-    ntasks, nthreads = len(extras.get("tasks", [])), len(extras.get("threads", []))
-    if len(synth) != 1 + nthreads + min(ntasks, MAX_TASKS) + (ntasks > MAX_TASKS):
-        fail("whole program: %d synthetic functions for %d threads and %d tasks"
-             % (len(synth), nthreads, ntasks))
+    nthreads = len(extras.get("threads", []))
+    kinds = task_kinds(stats, extras)
+    if len(synth) != 1 + nthreads + min(len(kinds), MAX_TASKS) + (len(kinds) > MAX_TASKS):
+        fail("whole program: %d synthetic functions for %d threads and %d kinds of task"
+             % (len(synth), nthreads, len(kinds)))
     if extras.get("clock") == "cpu" and extras.get("mode") == "trace":
         own = sum(v[2] for v in stats.values())
         if abs(stats[ROOT][3] - own) > 0.01 * own + 1e-6:
@@ -93,7 +94,36 @@ def check_tree(stats, extras, fail):
     return nodes
 
 
-def task_node(nodes, name):
-    """The node of the task called `name` ("<task NAME>", or "<task NAME 2>"...)."""
-    return [v for n, v in sorted(nodes.items())
-            if n == "<task %s>" % name or (n.startswith("<task %s " % name) and n[-2].isdigit())]
+def task_kinds(stats, extras):
+    """[(root key or None, [task, ...]), ...] in the order of the tasks: the tasks each
+    node of the tree holds before the largest are drawn (whole.c's add_tasks). A task's
+    kind is its heaviest root (the first of equal ones) when the top-level dict has it;
+    tasks of one kind share a node, a task of none has its own."""
+    kinds, of = [], {}
+    for t in extras.get("tasks", []):
+        roots = root_calls(t["stats"])
+        top = max(roots, key=lambda k: roots[k][1]) if roots else None
+        top = top if top in stats else None
+        if top is not None and top in of:
+            of[top][1].append(t)
+        else:
+            kinds.append((top, [t]))
+            if top is not None:
+                of[top] = kinds[-1]
+    return kinds
+
+
+def node_name(kind, tasks):
+    """The name of the node that draws `tasks` (of one kind), as whole.c writes it
+    before a repeated name gets its number."""
+    if len(tasks) > 1:
+        return "<tasks: %s \u00d7%d>" % (kind[2], len(tasks))
+    return "<task %s>" % (tasks[0]["name"] or "?")
+
+
+def task_node(nodes, name, kind=None, n=1):
+    """The node of the task called `name` ("<task NAME>", or "<task NAME 2>"...), or of
+    the `n` tasks of root `kind` that share one ("<tasks: worker \u00d73>")."""
+    want = node_name(kind, [{"name": name}] * n)
+    return [v for k, v in sorted(nodes.items())
+            if k == want or (k.startswith(want[:-1] + " ") and k[-2].isdigit())]

@@ -251,8 +251,9 @@ def cases(build, src):
     mt = os.path.join(build, "samples", "native", "mt")
     # worker.py: the main coroutine builds the payloads (make_job), eight worker tasks
     # decode them (decode_payload, evaluate) and wait on the "database" (save): the
-    # latter only tasks call.
-    py_must = [r"^<module>$", r"^<thread ", r"^<task worker-\d+>$", r"^main$", r"make_job",
+    # latter only tasks call. The eight tasks share one node, their root coroutine's
+    # (issue 37): one wide block, not eight slivers.
+    py_must = [r"^<module>$", r"^<thread ", "^<tasks: worker \u00d78>$", r"^main$", r"make_job",
                r"^worker$", r"^handle$", r"decode_payload", r"save"]
     # Under wall the database waits of 50 ms (the default) made each task's
     # decode_payload 0.045-0.065% of the whole program, at snakeviz's cutoff, and it
@@ -262,13 +263,13 @@ def cases(build, src):
     for clock, args in (("cpu", []), ("wall", ["200", "8", "0.005"])):
         out.append(("asyncio-" + clock, [py, worker] + args, ["-c", clock], py_must))
     # sched: a ucontext scheduler, two "crunch" tasks and a "sleeper" on the main thread.
-    sched_must = [r"^main$", r"^<thread sched \d+>$", r"^<task crunch", r"^<task sleeper>$",
-                  r"^crunch_work$", r"^sleeper_work$"]
+    sched_must = [r"^main$", r"^<thread sched \d+>$", "^<tasks: crunch \u00d72>$",
+                  r"^<task sleeper>$", r"^crunch_work$", r"^sleeper_work$"]
     # mt: the main thread starts and joins worker threads, each running "ping" and
     # "pong" coroutines. Under cpu main costs next to nothing (below snakeviz's cutoff);
     # under wall it waits for the workers, so it is drawn too.
-    mt_must = [r"^<thread worker-\d+ \d+>$", r"^worker_main$", r"^<task ping", r"^<task pong",
-               r"^burn$"]
+    mt_must = [r"^<thread worker-\d+ \d+>$", r"^worker_main$", "^<tasks: ping \u00d72>$",
+               "^<tasks: pong \u00d72>$", r"^burn$"]
     for clock in ("cpu", "wall"):
         out.append(("sched-" + clock, [sched], ["-c", clock], sched_must))
         out.append(("mt-" + clock, [mt], ["-c", clock],
