@@ -39,6 +39,7 @@ int coprof_thread_register(struct coprof *p, const char *name, struct coprof_thr
 	t->agg.is_agg = 1;
 	t->agg.state = CP_CTX_FINISHED;
 	t->cur = &t->base;
+	t->step_long = UINT64_MAX;
 	t->tid = (uint64_t)gettid();
 	if (!t->fake)
 		cp_clock_init(&t->clock, p->opt.clock);
@@ -188,6 +189,60 @@ struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t)
 	return t->cur;
 }
 
+/* Keeps a stall (rule 11): the step of c that just ended, ns long. A thread keeps its
+ * CP_STALLS_KEPT longest and counts every one it lets go. Its stack is the step's
+ * longest call when that call held half the step or more, else the stack c stopped
+ * at (the step's time was in the frames still open). */
+static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns)
+{
+	struct cp_stall_rec *s;
+	if (!t->stalls && !(t->stalls = calloc(CP_STALLS_KEPT, sizeof(*t->stalls)))) {
+		t->stalls_dropped++;
+		return;
+	}
+	if (t->nstalls < CP_STALLS_KEPT) {
+		s = &t->stalls[t->nstalls++];
+	} else {
+		s = &t->stalls[0];
+		for (uint32_t i = 1; i < CP_STALLS_KEPT; i++)
+			if (t->stalls[i].ns < s->ns)
+				s = &t->stalls[i];
+		t->stalls_dropped++;
+		if (s->ns >= ns)
+			return;
+	}
+	s->ns = ns;
+	s->ctx_id = c->id;
+	snprintf(s->name, sizeof(s->name), "%s", c->name ? c->name : "");
+	if (t->step_depth && 2 * t->step_long >= ns) {
+		s->depth = t->step_depth;
+		memcpy(s->keys, t->step_keys, s->depth * sizeof(s->keys[0]));
+		return;
+	}
+	s->depth = 0;
+	for (uint32_t i = c->depth; i-- > 0 && s->depth < CP_STALL_FRAMES;)
+		s->keys[s->depth++] = c->frames[i].rec->key;
+}
+
+/* A task's step ends at thread clock `now` (it suspends or finishes, rule 11). */
+static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
+{
+	if (t->step_open && now >= t->step_begin + t->p->opt.stall_ns)
+		stall_keep(t, c, now - t->step_begin);
+	t->step_open = 0;
+	t->step_long = UINT64_MAX;
+}
+
+/* Task c's step begins at thread clock `now`, its clock already caught up. */
+static void step_begin(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
+{
+	t->step_open = 1;
+	t->step_begin = now;
+	t->step_vbegin = now - c->offset;
+	t->step_depth = 0;
+	t->step_long = t->p->opt.stall_ns / 2 ? t->p->opt.stall_ns / 2 - 1 : 0;
+}
+
 /* Makes c the running context at thread clock `now`. Under cpu the incoming context's
  * clock skips the time it was away; under wall only the driver (the thread's own
  * context) turns its time away into its innermost frame's children (rule 9). */
@@ -196,6 +251,7 @@ static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 	struct coprof_ctx *old = t->cur;
 	old->away = now;
 	if (!old->is_base) {
+		step_end(t, old, now);
 		old->state = CP_CTX_SUSPENDED;
 		cp_ctx_stack_trim(old);
 	}
@@ -211,6 +267,7 @@ static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 			c->begun = 1;
 			c->vbegin = now - c->offset;
 		}
+		step_begin(t, c, now);
 	}
 	c->state = CP_CTX_RUNNING;
 	t->switches++;
@@ -285,6 +342,8 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 		ids_remove(t, c);
 	int rec = st == t->seen || cp_thread_begin(t, st);
 	uint64_t now = rec ? cp_now(t) : t->last;
+	if (rec && t->cur == c)
+		step_end(t, c, now); /* while its open frames are still its stack */
 	if (rec)
 		cp_ctx_close_all(c, now);
 	c->vend = cp_ctx_vnow(c, now);

@@ -354,6 +354,9 @@ int cp_thread_begin(struct coprof_thread *t, uint32_t st)
 		return 0;
 	t->run_begin = now;
 	t->seen = st;
+	/* A step under way when recording began is not measured: its start is unknown. */
+	t->step_open = 0;
+	t->step_long = UINT64_MAX;
 	/* The running context was "away" since recording stopped on this thread. */
 	if (t->cpu && now > t->cur->away)
 		t->cur->offset += now - t->cur->away;
@@ -417,7 +420,7 @@ static inline __attribute__((always_inline)) void event_leave(struct coprof_thre
 		goto out;
 	uint64_t v = event_now(t, again) - c->offset;
 	while (c->depth >= i)
-		cp_pop(c, v);
+		cp_pop_timed(t, c, v);
 out:
 	cp_section_close(t);
 }

@@ -89,8 +89,8 @@ cp_push_rec(struct coprof_ctx *c, struct cp_rec *r, struct cp_erec *e, uint64_t 
 		e->level++;
 }
 
-/* Pops the top frame of c at virtual time v (rule 2). */
-static inline __attribute__((always_inline)) void cp_pop(struct coprof_ctx *c, uint64_t v)
+/* Pops the top frame of c at virtual time v (rule 2). Returns its elapsed time. */
+static inline __attribute__((always_inline)) uint64_t cp_pop(struct coprof_ctx *c, uint64_t v)
 {
 	struct cp_frame *f = &c->frames[--c->depth];
 	uint64_t el = v > f->start ? v - f->start : 0;
@@ -107,6 +107,34 @@ static inline __attribute__((always_inline)) void cp_pop(struct coprof_ctx *c, u
 	}
 	if (c->depth)
 		f[-1].children += el;
+	return el;
+}
+
+/* A call of el ns just closed on c, longer than any closed in the running task's step
+ * so far (rule 11): when it began in this step (under wall a call open across an await
+ * ran on), its stack is the step's longest point, innermost first: the frame just
+ * popped, then its callers. Cold and out of line: it runs for calls of half the
+ * stall threshold or more. */
+static __attribute__((noinline, cold, unused)) void
+cp_step_longest(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t el)
+{
+	if (c->frames[c->depth].start < t->step_vbegin)
+		return;
+	uint32_t n = 0;
+	for (uint32_t i = c->depth + 1; i-- > 0 && n < CP_STALL_FRAMES;)
+		t->step_keys[n++] = c->frames[i].rec->key;
+	t->step_depth = n;
+	t->step_long = el;
+}
+
+/* Pops the top frame of t's running context at virtual time v, looking at its length
+ * for the step's longest point. */
+static inline __attribute__((always_inline)) void cp_pop_timed(struct coprof_thread *t,
+								struct coprof_ctx *c, uint64_t v)
+{
+	uint64_t el = cp_pop(c, v);
+	if (__builtin_expect(el > t->step_long, 0))
+		cp_step_longest(t, c, el);
 }
 
 /* Opens an event section for the fast path: 1, or 0 (nothing opened) when the dumper
@@ -180,7 +208,7 @@ static inline __attribute__((always_inline)) int cp_leave_fast(struct coprof_thr
 	uint64_t now = 0;
 	if (__builtin_expect(!c->lost && c->depth && c->frames[c->depth - 1].rec->key == key, 1) &&
 	    (now = cp_now_fast(t, again)) != 0)
-		cp_pop(c, now - c->offset);
+		cp_pop_timed(t, c, now - c->offset);
 	cp_section_close(t);
 	return now != 0;
 }
@@ -199,6 +227,10 @@ static inline __attribute__((always_inline)) int cp_leave_fast(struct coprof_thr
 	X(offsetof(struct coprof_thread, cur)) X(offsetof(struct coprof_thread, fake))            \
 	X(offsetof(struct coprof_thread, fake_arg)) X(offsetof(struct coprof_thread, fence))      \
 	X(offsetof(struct coprof_thread, last)) X(offsetof(struct coprof_thread, clock))          \
+	X(offsetof(struct coprof_thread, step_long))                                              \
+	X(offsetof(struct coprof_thread, step_vbegin))                                            \
+	X(offsetof(struct coprof_thread, step_depth))                                             \
+	X(offsetof(struct coprof_thread, step_keys)) X(CP_STALL_FRAMES)                           \
 	X(offsetof(struct coprof, state)) X(sizeof(struct cp_clock))                              \
 	X(offsetof(struct cp_clock, impl)) X(offsetof(struct cp_clock, seq))                      \
 	X(offsetof(struct cp_clock, seq_word)) X(offsetof(struct cp_clock, tsc0))                 \

@@ -57,6 +57,8 @@ int coprof_create(const struct coprof_options *opt, struct coprof **out)
 		return -EINVAL;
 	if (!o.memory_limit)
 		o.memory_limit = CP_DEFAULT_MEMORY_LIMIT;
+	if (!o.stall_ns)
+		o.stall_ns = CP_DEFAULT_STALL_NS;
 	struct coprof *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -109,6 +111,7 @@ void coprof_destroy(struct coprof *p)
 			ctx_free(p, c);
 		}
 		free(t->ids);
+		free(t->stalls);
 		free(t);
 	}
 	for (unsigned i = 0; i < p->nnotes; i++)
@@ -279,6 +282,8 @@ static void clear_thread(struct coprof *p, struct coprof_thread *t, uint64_t now
 	t->switches = 0;
 	t->lost_depth = 0;
 	t->foreign = 0;
+	t->nstalls = 0;
+	t->stalls_dropped = 0;
 	t->recorded = 0;
 	t->seen = CP_PAUSED; /* a running profiler restarts this thread's run lazily */
 }

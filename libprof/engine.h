@@ -22,6 +22,12 @@
 #define CP_MAX_DEPTH (1u << 16)
 #define CP_MAX_RESOLVERS 16
 #define CP_DEFAULT_MEMORY_LIMIT ((size_t)256 << 20)
+/* Stalls (rule 11): a task step at least this long, unless the options say otherwise;
+ * each thread keeps its CP_STALLS_KEPT longest, with the innermost CP_STALL_FRAMES
+ * frames of each, and counts the others. */
+#define CP_DEFAULT_STALL_NS (20 * 1000000ull)
+#define CP_STALLS_KEPT 64
+#define CP_STALL_FRAMES 32
 
 /* The profiler state word: a generation (bumped by start and clear) above two bits. */
 #define CP_RECORDING 1u
@@ -132,6 +138,16 @@ struct cp_call {
 };
 #define CP_CALL_CACHE 256 /* entries per thread, a power of two */
 
+/* A stall as the thread that saw it keeps it: the task, the step's length, and the
+ * stack of its longest point, innermost first. */
+struct cp_stall_rec {
+	uint64_t ns; /* on the thread's clock */
+	uint64_t ctx_id;
+	char name[48];
+	uint32_t depth;
+	uintptr_t keys[CP_STALL_FRAMES];
+};
+
 struct coprof_thread {
 	_Atomic uint32_t seq; /* odd while the thread is inside an event section */
 	uint32_t seen;	      /* the state word this thread last began recording under */
@@ -143,6 +159,20 @@ struct coprof_thread {
 	int fence;     /* no membarrier: writers pay a full fence */
 	uint64_t last; /* ns: the last clock reading on this thread */
 	struct cp_clock clock;
+	/* The running task's step (rule 11): it began at thread clock step_begin, virtual
+	 * step_vbegin; the longest call closed in it that began in it took step_long ns,
+	 * with the stack step_keys (step_depth frames). While no step is open (the
+	 * thread's own context runs) step_long is UINT64_MAX, so a leave never looks;
+	 * a step starts it at half the stall threshold, so only a call that could be a
+	 * stall's longest point is looked at (cp_step_longest, engine-inline.h). */
+	uint64_t step_long;
+	uint64_t step_begin, step_vbegin;
+	uint32_t step_depth;
+	uint8_t step_open;
+	uintptr_t step_keys[CP_STALL_FRAMES];
+	struct cp_stall_rec *stalls; /* CP_STALLS_KEPT of them, malloc'd at the first */
+	uint32_t nstalls;
+	uint64_t stalls_dropped; /* stalls seen past the kept ones */
 	struct cp_pool pool;
 	/* Behind each record's one-entry cache: calls seen lately on this thread. Wiped
 	 * whenever records are freed (cp_ctx_release, clear). */

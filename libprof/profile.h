@@ -87,6 +87,17 @@ struct cp_stack {
 	uint8_t waiting; /* 1: charged while the context was suspended (wall) */
 };
 
+/* A stall (doc/design.md rule 11): one step of a task that held its thread at least
+ * the threshold long, with the stack of its longest point. */
+struct cp_stall {
+	uint64_t thread;  /* tid */
+	uint64_t task_id; /* the task's id, as the task table gives it */
+	const char *task; /* its name */
+	double seconds;	  /* the step's length on the profile's clock */
+	struct cp_key *frames; /* innermost first */
+	uint32_t depth;
+};
+
 struct cp_counter {
 	const char *name;
 	uint64_t n;
@@ -114,6 +125,10 @@ struct cp_extras {
 	uint32_t nthreads;
 	struct cp_stack *stacks;
 	uint32_t nstacks;
+	/* Stalls, longest first, and the threshold they passed (s; 0: the file has none). */
+	struct cp_stall *stalls;
+	uint32_t nstalls;
+	double stall_threshold;
 	/* Read from a file: how many synthetic functions (whole.h) the reader took out
 	 * of its pstats dict. */
 	uint32_t nsynthetic;

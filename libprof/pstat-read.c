@@ -581,6 +581,23 @@ static int read_task(struct reader *rd, const struct cp_mval *d, struct cp_task 
 }
 
 /* A thread's 'roots': {(file, line, name): (nc, cc, tt, ct)}. */
+/* A (file, line, name) key of the extras that stands alone: a thread's root, a stall's
+ * frame. */
+static int get_key(struct reader *rd, const struct cp_mval *k, struct cp_key *out,
+		   const char *what)
+{
+	int r;
+
+	if (k->type != CP_M_TUPLE || k->n != 3)
+		return fail(rd, "%s: a key must be a (file, line, name) tuple, found %s", what,
+			    cp_mtype_name(k));
+	if ((r = get_str(rd, &k->v.items[0], &out->file, what)) < 0 ||
+	    (r = get_count(rd, &k->v.items[1], &out->line, what)) < 0 ||
+	    (r = get_str(rd, &k->v.items[2], &out->name, what)) < 0)
+		return r;
+	return 0;
+}
+
 static int read_roots(struct reader *rd, const struct cp_mval *d, struct cp_thread *t)
 {
 	int r;
@@ -595,13 +612,7 @@ static int read_roots(struct reader *rd, const struct cp_mval *d, struct cp_thre
 	for (t->nroots = 0; t->nroots < d->n; t->nroots++) {
 		const struct cp_mval *k = &d->v.items[2 * t->nroots];
 		struct cp_root *o = &t->roots[t->nroots];
-		if (k->type != CP_M_TUPLE || k->n != 3)
-			return fail(rd, "extras thread roots: a key must be a (file, line, name) "
-					"tuple, found %s",
-				    cp_mtype_name(k));
-		if ((r = get_str(rd, &k->v.items[0], &o->key.file, "root file")) < 0 ||
-		    (r = get_count(rd, &k->v.items[1], &o->key.line, "root line")) < 0 ||
-		    (r = get_str(rd, &k->v.items[2], &o->key.name, "root name")) < 0)
+		if ((r = get_key(rd, k, &o->key, "extras thread roots")) < 0)
 			return r;
 		struct cp_func named = {.key = o->key}; /* names the root in a message */
 		if ((r = get_edge(rd, &d->v.items[2 * t->nroots + 1], &o->s, &named, NULL)) < 0)
@@ -655,6 +666,33 @@ static int read_stack(struct reader *rd, struct builder *top, const struct cp_mv
 	for (uint32_t j = 0; j < fr->n; j++)
 		if ((r = func_index(rd, top, &fr->v.items[j], &s->frames[j], &isnew,
 				    "stack frame")) < 0)
+			return r;
+	return 0;
+}
+
+static int read_stall(struct reader *rd, const struct cp_mval *v, struct cp_stall *s)
+{
+	const struct cp_mval *it = v->v.items, *fr;
+	int r;
+
+	if (!is_seq(v) || v->n != 5)
+		return fail(rd, "extras stall: expected (tid, task id, task, seconds, frames)");
+	if ((r = get_count(rd, &it[0], &s->thread, "stall tid")) < 0 ||
+	    (r = get_count(rd, &it[1], &s->task_id, "stall task id")) < 0 ||
+	    (r = get_opt_str(rd, &it[2], &s->task, "stall task")) < 0 ||
+	    (r = get_time(rd, &it[3], &s->seconds, "stall seconds")) < 0)
+		return r;
+	fr = &it[4];
+	if (!is_seq(fr))
+		return fail(rd, "extras stall: frames must be a tuple, found %s", cp_mtype_name(fr));
+	if ((r = spend(rd, fr->n)) < 0)
+		return r;
+	s->frames = cp_arena_alloc(rd->p->arena, ((size_t)fr->n + 1) * sizeof(*s->frames));
+	if (!s->frames)
+		return oom(rd);
+	for (s->depth = 0; s->depth < fr->n; s->depth++)
+		if ((r = get_key(rd, &fr->v.items[s->depth], &s->frames[s->depth],
+				 "extras stall frame")) < 0)
 			return r;
 	return 0;
 }
@@ -766,6 +804,15 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 		return fail(rd, "extras 'stack_ns': %u entries for %u stacks", n, x->nstacks);
 	for (uint32_t i = 0; i < n; i++)
 		if ((r = get_count(rd, &items[i], &x->stacks[i].weight, "stack_ns")) < 0)
+			return r;
+	/* Optional (newer files): the stalls and their threshold. */
+	if ((r = field_time(rd, d, "stall_threshold", &x->stall_threshold)) < 0 ||
+	    (r = get_list(rd, d, "stalls", &items, &n)) < 0)
+		return r;
+	if (!(x->stalls = table(rd, n, sizeof(*x->stalls))))
+		return oom(rd);
+	for (x->nstalls = 0; x->nstalls < n; x->nstalls++)
+		if ((r = read_stall(rd, &items[x->nstalls], &x->stalls[x->nstalls])) < 0)
 			return r;
 	return 0;
 }

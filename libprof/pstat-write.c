@@ -37,6 +37,11 @@
  *      'stack_ns': [int, ...], one per entry of 'stacks': the ns its samples were
  *                    charged (under cpu a tick weighs the CPU time since the last
  *                    one, so this is not samples x period). Absent in older files.
+ *      'stall_threshold': float s; 'stalls': [(tid, task id, task name, seconds,
+ *                    (key, ...) innermost first)], longest first: the task steps that
+ *                    held their thread at least the threshold long (doc/design.md
+ *                    rule 11), each with its longest point's stack. Absent in older
+ *                    files.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
  *    do not know, so later versions may add keys; references restart in this object.
  */
@@ -375,6 +380,21 @@ static int put_stack(struct cp_mw *w, struct refs *r, const struct cp_profile *p
 	return 0;
 }
 
+static int put_stall(struct cp_mw *w, struct refs *r, const struct cp_stall *st)
+{
+	if (st->depth && !st->frames)
+		return -EINVAL;
+	cp_mw_tuple(w, 5, NULL);
+	cp_mw_uint(w, st->thread);
+	cp_mw_uint(w, st->task_id);
+	put_opt_str(w, st->task);
+	cp_mw_float(w, st->seconds);
+	cp_mw_tuple(w, st->depth, NULL);
+	for (uint32_t j = 0; j < st->depth; j++)
+		put_key(w, r, &st->frames[j]);
+	return 0;
+}
+
 static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *p,
 		      const struct cp_stats *whole, uint32_t nreal, struct cp_arena *scratch)
 {
@@ -435,6 +455,13 @@ static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *
 	cp_mw_list(w, x->stacks ? x->nstacks : 0);
 	for (uint32_t i = 0; x->stacks && i < x->nstacks; i++)
 		cp_mw_uint(w, x->stacks[i].weight);
+	put_shared_str(w, r, "stall_threshold");
+	cp_mw_float(w, x->stall_threshold);
+	put_shared_str(w, r, "stalls");
+	cp_mw_list(w, x->stalls ? x->nstalls : 0);
+	for (uint32_t i = 0; x->stalls && i < x->nstalls; i++)
+		if ((err = put_stall(w, r, &x->stalls[i])) < 0)
+			return err;
 	cp_mw_dict_end(w);
 	return w->err;
 }

@@ -62,7 +62,14 @@ struct snap {
 	uint32_t *row_g;
 	int32_t *local;	   /* scratch for build_stats: global -> local function */
 	uint32_t *touched; /* scratch: globals set in local */
-	uint64_t lost_depth, foreign, nfolded;
+	uint64_t lost_depth, foreign, nfolded, stalls_dropped;
+	struct snap_stall *stalls; /* every thread's, copied while writers are paused */
+	uint32_t nstalls, cstalls;
+};
+
+struct snap_stall {
+	uint64_t tid;
+	struct cp_stall_rec r;
 };
 
 /* Makes room for `need` elements in a malloc'd array. 0 or -ENOMEM. */
@@ -256,6 +263,11 @@ static int copy_thread(struct snap *s, struct coprof_thread *t, uint64_t now, in
 	s->lost_depth += t->lost_depth;
 	s->foreign += t->foreign;
 	s->nfolded += t->nfolded;
+	s->stalls_dropped += t->stalls_dropped;
+	if (t->nstalls && grow(&s->stalls, &s->cstalls, s->nstalls + t->nstalls, sizeof(*s->stalls)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->nstalls; i++)
+		s->stalls[s->nstalls++] = (struct snap_stall){t->tid, t->stalls[i]};
 	return th->name ? 0 : -ENOMEM;
 }
 
@@ -583,7 +595,7 @@ static int fill_extras(struct snap *s)
 	int rc = read_cmdline(s);
 	if (rc)
 		return rc;
-	ex->dropped = cp_arena_alloc(a, (p->ndropped + 3) * sizeof(*ex->dropped));
+	ex->dropped = cp_arena_alloc(a, (p->ndropped + 4) * sizeof(*ex->dropped));
 	ex->notes = cp_arena_alloc(a, (p->nnotes + 3) * sizeof(*ex->notes));
 	if (!ex->dropped || !ex->notes)
 		return -ENOMEM;
@@ -595,6 +607,12 @@ static int fill_extras(struct snap *s)
 	if (!rc && s->foreign)
 		rc = add_counter(s, &ex->ndropped, "switches to another thread's context",
 				 s->foreign);
+	if (!rc && s->stalls_dropped)
+		rc = add_counter(s, &ex->ndropped, "stalls past each thread's longest kept",
+				 s->stalls_dropped);
+	/* Steps are measured in trace mode only (rule 11): sample mode writes no threshold. */
+	if (p->opt.mode == COPROF_MODE_TRACE)
+		ex->stall_threshold = (double)p->opt.stall_ns / 1e9;
 	for (unsigned i = 0; i < p->nnotes && !rc; i++)
 		if (!(ex->notes[ex->nnotes++] = sdup(s, p->notes[i])))
 			rc = -ENOMEM;
@@ -613,6 +631,47 @@ static int fill_extras(struct snap *s)
 			rc = -ENOMEM;
 	}
 	return rc;
+}
+
+/* --- stalls ---------------------------------------------------------------------- */
+
+static int by_length(const void *x, const void *y)
+{
+	const struct snap_stall *a = x, *b = y;
+	if (a->r.ns != b->r.ns)
+		return a->r.ns > b->r.ns ? -1 : 1;
+	return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+/* The stalls copied from the threads, longest first, their keys resolved. */
+static int add_stalls(struct snap *s)
+{
+	struct cp_extras *ex = &s->prof->ex;
+	if (!s->nstalls)
+		return 0;
+	qsort(s->stalls, s->nstalls, sizeof(*s->stalls), by_length);
+	ex->stalls = cp_arena_alloc(s->prof->arena, s->nstalls * sizeof(*ex->stalls));
+	if (!ex->stalls)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->nstalls; i++) {
+		const struct cp_stall_rec *r = &s->stalls[i].r;
+		struct cp_stall *st = &ex->stalls[ex->nstalls++];
+		st->thread = s->stalls[i].tid;
+		st->task_id = r->ctx_id;
+		st->task = sdup(s, r->name);
+		st->seconds = (double)r->ns / 1e9;
+		st->frames = cp_arena_alloc(s->prof->arena, (r->depth + 1) * sizeof(*st->frames));
+		if (!st->task || !st->frames)
+			return -ENOMEM;
+		for (uint32_t k = 0; k < r->depth; k++) {
+			uint32_t g;
+			int rc = resolve(s, r->keys[k], &g);
+			if (rc)
+				return rc;
+			st->frames[st->depth++] = s->gkeys[g];
+		}
+	}
+	return 0;
 }
 
 /* --- sampled stacks -------------------------------------------------------------- */
@@ -693,7 +752,10 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 		rc = build_all(&s);
 	if (!rc)
 		rc = add_samples(&s, taken);
+	if (!rc)
+		rc = add_stalls(&s);
 	cp_samples_free(taken);
+	free(s.stalls);
 	free(s.rows);
 	free(s.erows);
 	free(s.groups);

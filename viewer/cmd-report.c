@@ -29,9 +29,10 @@ static void usage(FILE *f)
 	    f,
 	    "usage: coprof report FILE... [--sort tsub|ttot|ncall|tavg|name|file] [--reverse]\n"
 	    "                     [--limit N] [--filter TEXT] [--tasks] [--threads] [--task ID]\n"
-	    "                     [--callers NAME] [--callees NAME] [--format text|csv|json]\n"
+	    "                     [--callers NAME] [--callees NAME] [--stalls]\n"
+	    "                     [--format text|csv|json]\n"
 	    "Several files are merged as pstats.add does. Without --tasks, --threads, --task,\n"
-	    "--callers or --callees, prints the function table.\n");
+	    "--callers, --callees or --stalls, prints the function table.\n");
 }
 
 /* Starts a section: a blank line between text/CSV sections, a key in JSON. */
@@ -258,6 +259,109 @@ static void print_threads(struct report *r)
 		printf("%s]", m->nthreads ? "\n  " : "");
 }
 
+struct stall_row {
+	const struct cp_stall *s;
+	uint32_t file;
+};
+
+static int by_seconds(const void *x, const void *y)
+{
+	const struct stall_row *a = x, *b = y;
+	if (a->s->seconds != b->s->seconds)
+		return a->s->seconds > b->s->seconds ? -1 : 1;
+	return a->file < b->file ? -1 : a->file > b->file;
+}
+
+static void put_stall_text(const struct cp_stall *s, uint32_t rank)
+{
+	char ms[32];
+	snprintf(ms, sizeof(ms), "%.3f ms", s->seconds * 1e3);
+	printf("%4" PRIu32 ". %12s  task %" PRIu64 " (%s)  thread %" PRIu64 "\n", rank, ms,
+	       s->task_id, vw_shown(s->task ? s->task : ""), s->thread);
+	for (uint32_t k = 0; k < s->depth; k++) {
+		char where[1200];
+		vw_fmt_where(where, sizeof(where), &s->frames[k]);
+		printf("        %-32s  %s\n", vw_shown(s->frames[k].name), where);
+	}
+}
+
+/* The stalls of every file (doc/design.md rule 11), longest first, each with the
+ * stack of its longest point, innermost first. */
+static int print_stalls(struct report *r)
+{
+	const struct vw_model *m = &r->m;
+	uint32_t n = 0;
+	double threshold = 0;
+	for (uint32_t i = 0; i < m->nprofiles; i++) {
+		n += m->profiles[i]->ex.nstalls;
+		if (m->profiles[i]->ex.stall_threshold > threshold)
+			threshold = m->profiles[i]->ex.stall_threshold;
+	}
+	struct stall_row *rows = malloc((n ? n : 1) * sizeof(*rows));
+	if (!rows)
+		return -ENOMEM;
+	n = 0;
+	for (uint32_t i = 0; i < m->nprofiles; i++)
+		for (uint32_t j = 0; j < m->profiles[i]->ex.nstalls; j++)
+			rows[n++] = (struct stall_row){&m->profiles[i]->ex.stalls[j], i};
+	qsort(rows, n, sizeof(*rows), by_seconds);
+	uint32_t shown = r->limit && r->limit < n ? (uint32_t)r->limit : n;
+	section(r, "stalls");
+	if (r->fmt == TEXT && threshold > 0)
+		printf("Stalls: %" PRIu32 " task steps of %.3f ms or more, longest first, each at "
+		       "its longest point: %" PRIu32 " shown\n",
+		       n, threshold * 1e3, shown);
+	else if (r->fmt == TEXT)
+		printf("Stalls: not measured (stalls are kept in trace mode, by coprof files "
+		       "written since they exist)\n");
+	else if (r->fmt == CSV)
+		printf("seconds,task_id,task,thread,stack,file\n");
+	else
+		printf("[");
+	for (uint32_t i = 0; i < shown; i++) {
+		const struct cp_stall *s = rows[i].s;
+		if (r->fmt == TEXT) {
+			printf("\n");
+			put_stall_text(s, i + 1);
+		} else if (r->fmt == CSV) {
+			printf("%.9g,%" PRIu64 ",", s->seconds, s->task_id);
+			vw_put_csv(stdout, s->task ? s->task : "");
+			printf(",%" PRIu64 ",", s->thread);
+			char stack[4096];
+			size_t o = 0;
+			stack[0] = 0;
+			for (uint32_t k = 0; k < s->depth && o < sizeof(stack); k++) {
+				char where[1200];
+				vw_fmt_where(where, sizeof(where), &s->frames[k]);
+				int w = snprintf(stack + o, sizeof(stack) - o, "%s%s (%s)",
+						 k ? ";" : "", s->frames[k].name, where);
+				o += w > 0 ? (size_t)w : 0;
+			}
+			vw_put_csv(stdout, stack);
+			printf(",");
+			vw_put_csv(stdout, m->paths[rows[i].file]);
+			printf("\n");
+		} else {
+			printf("%s\n    {\"seconds\": %.9g, \"task_id\": %" PRIu64 ", \"task\": ",
+			       i ? "," : "", s->seconds, s->task_id);
+			vw_put_json(stdout, s->task ? s->task : "");
+			printf(", \"thread\": %" PRIu64 ", \"stack\": [", s->thread);
+			for (uint32_t k = 0; k < s->depth; k++) {
+				printf("%s{\"name\": ", k ? ", " : "");
+				vw_put_json(stdout, s->frames[k].name);
+				printf(", \"file\": ");
+				vw_put_json(stdout, s->frames[k].file);
+				printf(", \"line\": %" PRIu64 "}", s->frames[k].line);
+			}
+			printf("]}");
+		}
+	}
+	if (r->fmt == JSON)
+		printf("%s]", shown ? "\n  " : "");
+	free(rows);
+	return 0;
+}
+
 /* Callers or callees of every function named `name` (exactly, or failing that, every
  * function whose name contains it), as pstats' print_callers / print_callees. */
 static int print_edges(struct report *r, const char *name, int callees)
@@ -353,10 +457,11 @@ int vw_cmd_report(int argc, char **argv)
 	    {"tasks", no_argument, NULL, 'T'},	       {"threads", no_argument, NULL, 'H'},
 	    {"task", required_argument, NULL, 't'},    {"callers", required_argument, NULL, 'c'},
 	    {"callees", required_argument, NULL, 'e'}, {"format", required_argument, NULL, 'F'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
+	    {"stalls", no_argument, NULL, 'S'},	       {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct report r = {.q = {VW_SORT_TTOT, 0, NULL}, .fmt = TEXT};
-	int tasks = 0, threads = 0;
+	int tasks = 0, threads = 0, stalls = 0;
 	const char *callers = NULL, *callees = NULL, *task = NULL;
 	int done = -1, c;
 	optind = 1;
@@ -386,6 +491,9 @@ int vw_cmd_report(int argc, char **argv)
 			break;
 		case 'H':
 			threads = 1;
+			break;
+		case 'S':
+			stalls = 1;
 			break;
 		case 't':
 			task = optarg;
@@ -426,8 +534,10 @@ int vw_cmd_report(int argc, char **argv)
 	}
 	print_header(&r);
 	int rc = 0;
-	if (!tasks && !threads && !task && !callers && !callees)
+	if (!tasks && !threads && !task && !callers && !callees && !stalls)
 		rc = print_functions(&r, &r.m.funcs, "Functions", "functions");
+	if (!rc && stalls)
+		rc = print_stalls(&r);
 	if (!rc && tasks)
 		print_tasks(&r);
 	if (!rc && threads)

@@ -68,6 +68,9 @@ struct coprof_options {
 	enum coprof_mode mode;
 	size_t memory_limit;	    /* bytes for all recorded data; 0: 256 MiB */
 	unsigned hz;		    /* sampling rate, recorded in the extras */
+	/* A task step (resume to suspension) at least this long on the profile's clock is
+	 * a stall, kept with its stack (doc/design.md rule 11); 0: 20 ms. */
+	uint64_t stall_ns;
 	coprof_clock_fn fake_clock; /* NULL: the real clock chosen by `clock` */
 	void *fake_clock_arg;
 };

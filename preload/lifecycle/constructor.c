@@ -28,11 +28,7 @@ __attribute__((constructor)) static void pl_init(void)
 		t->guard = 0;
 		return;
 	}
-	struct coprof_options opt = {
-	    .clock = pl_cfg.clock,
-	    .mode = pl_cfg.mode,
-	    .hz = pl_cfg.mode == COPROF_MODE_SAMPLE ? pl_cfg.hz : 0,
-	};
+	struct coprof_options opt = pl_config_options(&pl_cfg);
 	int rc = coprof_create(&opt, &pl_prof);
 	if (rc != 0) {
 		pl_say("cannot create the profiler: %s; profiling is off", coprof_strerror(rc));

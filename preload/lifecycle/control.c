@@ -638,11 +638,7 @@ void pl_control_fork_child(void)
 	pl_fd_close(&quit_fd);
 	if (!pl_prof)
 		return;
-	struct coprof_options opt = {
-	    .clock = pl_cfg.clock,
-	    .mode = pl_cfg.mode,
-	    .hz = pl_cfg.mode == COPROF_MODE_SAMPLE ? pl_cfg.hz : 0,
-	};
+	struct coprof_options opt = pl_config_options(&pl_cfg);
 	struct coprof *p;
 	if (coprof_create(&opt, &p) != 0) {
 		pl_prof = NULL;

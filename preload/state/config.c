@@ -123,24 +123,55 @@ static int bad(char *err, size_t errlen, const char *var, const char *val, const
 	return -EINVAL;
 }
 
-/* Seconds as DIGITS[.DIGITS] (no sign, exponent or locale) into ns, from 10 ms to a
- * day: shorter windows would be mostly overhead. */
-static int parse_interval(const char *s, uint64_t *out)
+/* DIGITS[.DIGITS] (no sign, exponent or locale) of `unit` ns each, into ns (digits
+ * past the ns are ignored), at most `max`: 0 and *out, or -EINVAL. */
+static int parse_decimal(const char *s, uint64_t unit, uint64_t max, uint64_t *out)
 {
-	uint64_t ns = 0, scale = 1000000000u;
+	uint64_t ns = 0, scale = unit;
 	const char *p = s;
 	for (; *p >= '0' && *p <= '9'; p++)
-		if ((ns = ns * 10 + (uint64_t)(*p - '0') * scale) > 86400ull * scale)
+		if ((ns = ns * 10 + (uint64_t)(*p - '0') * scale) > max)
 			return -EINVAL;
 	if (p == s && *p != '.')
 		return -EINVAL;
 	if (*p == '.')
 		for (p++; *p >= '0' && *p <= '9'; p++)
 			ns += (uint64_t)(*p - '0') * (scale /= 10);
-	if (*p || ns < 10000000u || ns > 86400ull * 1000000000u)
+	if (*p || ns > max)
 		return -EINVAL;
 	*out = ns;
 	return 0;
+}
+
+/* COPROF_INTERVAL: seconds, from 10 ms to a day: shorter windows would be mostly
+ * overhead. */
+static int parse_interval(const char *s, uint64_t *out)
+{
+	uint64_t ns;
+	if (parse_decimal(s, 1000000000u, 86400ull * 1000000000u, &ns) || ns < 10000000u)
+		return -EINVAL;
+	*out = ns;
+	return 0;
+}
+
+/* COPROF_STALL_MS: milliseconds, above 0 and at most an hour. */
+static int parse_stall_ms(const char *s, uint64_t *out)
+{
+	uint64_t ns;
+	if (parse_decimal(s, 1000000u, 3600000ull * 1000000u, &ns) || !ns)
+		return -EINVAL;
+	*out = ns;
+	return 0;
+}
+
+struct coprof_options pl_config_options(const struct pl_config *cfg)
+{
+	return (struct coprof_options){
+	    .clock = cfg->clock,
+	    .mode = cfg->mode,
+	    .hz = cfg->mode == COPROF_MODE_SAMPLE ? cfg->hz : 0,
+	    .stall_ns = cfg->stall_ns,
+	};
 }
 
 int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name), char *err,
@@ -229,6 +260,9 @@ int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 				   "a number of files from 1 to 1000000");
 		cfg->keep = (unsigned)n;
 	}
+	if ((v = get("COPROF_STALL_MS")) != NULL && parse_stall_ms(v, &cfg->stall_ns))
+		return bad(err, errlen, "COPROF_STALL_MS", v,
+			   "a step length in milliseconds, above 0 and at most 3600000");
 	if (!cfg->start && !cfg->signo) {
 		snprintf(err, errlen,
 			 "COPROF_START=0 with COPROF_SIGNAL=none: nothing could ever be recorded; "

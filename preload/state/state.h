@@ -56,6 +56,7 @@ struct pl_config {
 	char out[PATH_MAX];	 /* COPROF_OUT: path template, %p pid, %n dump number */
 	uint64_t interval_ns;	 /* COPROF_INTERVAL: window length; 0: no windows */
 	unsigned keep;		 /* COPROF_KEEP: newest files kept; 0: all */
+	uint64_t stall_ns;	 /* COPROF_STALL_MS: a task step this long is a stall */
 };
 
 /* Reads every COPROF_* variable through `get` (getenv, or a test's table). On a bad
@@ -63,6 +64,8 @@ struct pl_config {
  * *cfg then holds the defaults for what was not parsed yet. 0 when all are good. */
 PL_HIDDEN int pl_config_parse(struct pl_config *cfg, const char *(*get)(const char *name),
 			      char *err, size_t errlen);
+/* The engine's options as the configuration gives them. */
+PL_HIDDEN struct coprof_options pl_config_options(const struct pl_config *cfg);
 /* COPROF_HZ and coprof record's --hz: a rate from PL_HZ_MIN to PL_HZ_MAX, the one
  * range check of it. CLOCK_MONOTONIC timers deliver up to about 10 kHz here. 0 or
  * -EINVAL. */

@@ -181,7 +181,10 @@ Test(config, bad_values_say_which_variable)
 	    {"COPROF_INTERVAL", "."},	  {"COPROF_INTERVAL", "1s"},
 	    {"COPROF_INTERVAL", "86401"}, {"COPROF_INTERVAL", "1,5"},
 	    {"COPROF_KEEP", "0"},	  {"COPROF_KEEP", "-2"},
-	    {"COPROF_KEEP", "3 "},
+	    {"COPROF_KEEP", "3 "},	  {"COPROF_STALL_MS", "0"},
+	    {"COPROF_STALL_MS", "-5"},	  {"COPROF_STALL_MS", "20ms"},
+	    {"COPROF_STALL_MS", ""},	  {"COPROF_STALL_MS", "3600001"},
+	    {"COPROF_STALL_MS", "0.0000001"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct pl_config cfg;
@@ -241,6 +244,28 @@ Test(config, message_stays_one_line)
 	cr_assert_eq(parse(&cfg, err, v), -EINVAL);
 	cr_expect(strchr(err, '\n') == NULL, "%s", err);
 	cr_expect(strstr(err, "cpu?wall") != NULL, "%s", err);
+}
+
+Test(config, stall_threshold)
+{
+	static const struct {
+		const char *v;
+		uint64_t ns;
+	} good[] = {{"20", 20000000u}, {"0.5", 500000u}, {".001", 1000u}, {"3600000", 3600000000000u}};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct pl_config cfg;
+		char err[256];
+		const char *const v[] = {"COPROF_STALL_MS", good[i].v, NULL};
+		cr_assert_eq(parse(&cfg, err, v), 0, "%s: %s", good[i].v, err);
+		cr_expect_eq(cfg.stall_ns, good[i].ns, "%s gave %llu", good[i].v,
+			     (unsigned long long)cfg.stall_ns);
+		cr_expect_eq(pl_config_options(&cfg).stall_ns, good[i].ns);
+	}
+	struct pl_config cfg;
+	char err[256];
+	const char *const none[] = {NULL};
+	cr_assert_eq(parse(&cfg, err, none), 0);
+	cr_expect_eq(pl_config_options(&cfg).stall_ns, 0, "unset: the engine's 20 ms");
 }
 
 Test(config, interval_and_keep)

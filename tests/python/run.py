@@ -122,6 +122,48 @@ def case_tasks_cpu(r, clock="cpu", unit=10000):
     return fig
 
 
+def case_stalls(r, clock):
+    """Stalls (doc/design.md rule 11, progs/stalls.py): blocker's two steps of 0.2 s of
+    CPU each are stalls past 100 ms, kept at their longest point (decode, called by
+    blocker), on the main thread, longest first; no other task's stall holds decode,
+    and under cpu no quick step is one. `coprof report --stalls` lists them."""
+    out, p = r.run(os.path.join(PROGS, "stalls.py"), clock=clock, COPROF_STALL_MS=100)
+    check(p.stdout == "stalls: done\n", "output %r" % p.stdout)
+    prof = Profile(out)
+    stalls = prof.extras["stalls"]
+    check(prof.extras["stall_threshold"] == 0.1, "threshold %r" % prof.extras["stall_threshold"])
+    mine = [s for s in stalls if s[2] == "blocker"]
+    check(len(mine) == 2, "blocker's stalls %r" % (stalls,))
+    for tid, tid_task, name, seconds, frames in mine:
+        check(seconds >= 0.2, "a stall of %.3f s for 0.2 s of CPU" % seconds)
+        check([k[2] for k in frames] == ["decode", "blocker"] and all(ours(k[0]) for k in frames),
+              "blocker's stall stack %r" % (frames,))
+        check(tid == prof.task("blocker")["thread"], "stall on thread %d" % tid)
+        check(tid_task == prof.task("blocker")["id"], "stall of task id %d" % tid_task)
+    others = [s for s in stalls if s[2] != "blocker"]
+    check(not any("decode" in [k[2] for k in s[4]] for s in others),
+          "another task's stall holds decode: %r" % (others,))
+    if clock == "cpu":
+        check(not others, "quick steps under cpu are no stalls: %r" % (others,))
+    check([s[3] for s in stalls] == sorted((s[3] for s in stalls), reverse=True),
+          "stalls not longest first")
+    rep = subprocess.run([os.environ["COPROF_BIN"], "report", "--stalls", "--format", "json", out],
+                         capture_output=True, text=True, timeout=60)
+    check(rep.returncode == 0, "coprof report --stalls: %s" % rep.stderr)
+    listed = json.loads(rep.stdout)["stalls"]
+    check([(s["task"], s["seconds"], [f["name"] for f in s["stack"]]) for s in listed] ==
+          [(s[2], s[3], [k[2] for k in s[4]]) for s in stalls],
+          "report --stalls %r" % listed)
+
+
+def case_stalls_cpu(r):
+    case_stalls(r, "cpu")
+
+
+def case_stalls_wall(r):
+    case_stalls(r, "wall")
+
+
 def case_tasks_wall(r, unit=10000):
     return case_tasks_cpu(r, "wall", unit)
 

@@ -1,0 +1,181 @@
+/* test-stalls.c: stalls (doc/design.md rule 11), a task step at least the threshold
+ * long, with the stack of its longest point. Fake clock, to the nanosecond. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#define MS 1000000ull
+
+TestSuite(stalls, .fini = fx_fini);
+
+static struct coprof_ctx *task(uint64_t id, const char *name)
+{
+	struct coprof_ctx *c;
+	cr_assert_eq(coprof_ctx_create(f.t, id, name, "asyncio", &c), 0);
+	return c;
+}
+
+/* Stall i's frames are `names` (innermost first). */
+static void expect_frames(const struct cp_stall *s, const char *const *names, uint32_t n)
+{
+	cr_assert_eq(s->depth, n, "stall of %s: %u frames, expected %u", s->task, s->depth, n);
+	for (uint32_t i = 0; i < n; i++)
+		cr_expect_str_eq(s->frames[i].name, names[i], "frame %u", i);
+}
+
+/* worker's step of 35 ms: a 30 ms decode in it is its longest point; the 5 ms step
+ * of another task is no stall. */
+static void decode_then_save(enum coprof_clock clock)
+{
+	fx_setup(&f, clock);
+	struct coprof_ctx *a = task(1, "worker-1"), *b = task(2, "quick");
+	at(0), coprof_ctx_switch(f.t, a), enter("worker");
+	at(1 * MS), enter("decode");
+	at(31 * MS), leave("decode");
+	at(32 * MS), enter("save");
+	at(35 * MS), coprof_ctx_switch(f.t, NULL);
+	at(40 * MS), coprof_ctx_switch(f.t, b), enter("ping");
+	at(45 * MS), leave("ping"), coprof_ctx_switch(f.t, NULL);
+	fx_snap(&f);
+	const struct cp_extras *x = &f.prof->ex;
+	cr_assert_eq(x->nstalls, 1);
+	cr_expect_eq(x->stall_threshold, 0.020);
+	const struct cp_stall *s = &x->stalls[0];
+	cr_expect_eq(fx_ns(s->seconds), 35 * MS);
+	cr_expect_str_eq(s->task, "worker-1");
+	cr_expect_eq(s->task_id, 1);
+	cr_expect_eq(s->thread, (uint64_t)gettid());
+	expect_frames(s, (const char *const[]){"decode", "worker"}, 2);
+}
+
+Test(stalls, wall_step_with_its_longest_call)
+{
+	decode_then_save(COPROF_CLOCK_WALL);
+}
+
+Test(stalls, cpu_step_with_its_longest_call)
+{
+	decode_then_save(COPROF_CLOCK_CPU);
+}
+
+/* A step whose time is the open frames' own (a loop in worker, a 2 ms call): the
+ * stack it stopped at. Under wall, save's call, open across the await, closes 65 ms
+ * long in the next step but began before it: not that step's longest point. */
+Test(stalls, own_time_and_a_call_across_an_await)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *a = task(1, "w");
+	at(0), coprof_ctx_switch(f.t, a), enter("worker");
+	at(10 * MS), enter("small");
+	at(12 * MS), leave("small");
+	at(25 * MS), enter("save"), enter("sleep");
+	at(27 * MS), coprof_ctx_switch(f.t, NULL);
+	at(90 * MS), coprof_ctx_switch(f.t, a), leave("sleep"), leave("save");
+	at(115 * MS), enter("wait");
+	at(116 * MS), coprof_ctx_switch(f.t, NULL);
+	fx_snap(&f);
+	const struct cp_extras *x = &f.prof->ex;
+	cr_assert_eq(x->nstalls, 2);
+	cr_expect_eq(fx_ns(x->stalls[0].seconds), 27 * MS, "longest first");
+	expect_frames(&x->stalls[0], (const char *const[]){"sleep", "save", "worker"}, 3);
+	cr_expect_eq(fx_ns(x->stalls[1].seconds), 26 * MS);
+	expect_frames(&x->stalls[1], (const char *const[]){"wait", "worker"}, 2);
+}
+
+/* A step that ends with its task: the stack it ended in; one exactly at the
+ * threshold is a stall, one a nanosecond short is not. */
+Test(stalls, finish_and_the_threshold)
+{
+	fx_setup(&f, COPROF_CLOCK_CPU);
+	struct coprof_ctx *a = task(1, "ends"), *b = task(2, "short");
+	at(0), coprof_ctx_switch(f.t, a), enter("run");
+	at(20 * MS), coprof_ctx_finish(f.t, a);
+	at(30 * MS), coprof_ctx_switch(f.t, b), enter("run");
+	at(50 * MS - 1), coprof_ctx_switch(f.t, NULL);
+	fx_snap(&f);
+	cr_assert_eq(f.prof->ex.nstalls, 1);
+	cr_expect_str_eq(f.prof->ex.stalls[0].task, "ends");
+	cr_expect_eq(fx_ns(f.prof->ex.stalls[0].seconds), 20 * MS);
+	expect_frames(&f.prof->ex.stalls[0], (const char *const[]){"run"}, 1);
+}
+
+/* The thread's own context never stalls, nor does a step under way when recording
+ * began; 70 stalls keep the 64 longest and count 6, and a clear forgets them. */
+Test(stalls, driver_window_start_and_the_bound)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *a = task(1, "t");
+	at(0), enter("main");
+	at(100 * MS), coprof_ctx_switch(f.t, a), enter("step");
+	at(200 * MS), leave("step"), coprof_ctx_switch(f.t, NULL);
+	coprof_stop(f.p);
+	at(300 * MS), coprof_ctx_switch(f.t, a);
+	coprof_start(f.p);
+	at(400 * MS), enter("late");
+	at(500 * MS), coprof_ctx_switch(f.t, NULL);
+	fx_snap(&f);
+	cr_assert_eq(f.prof->ex.nstalls, 1, "the driver's 100 ms and the late step are no stalls");
+	cr_expect_eq(fx_ns(f.prof->ex.stalls[0].seconds), 100 * MS);
+	coprof_clear(f.p);
+	uint64_t now = 600 * MS;
+	for (uint64_t k = 0; k < 70; k++) {
+		at(now), coprof_ctx_switch(f.t, a);
+		now += (21 + k) * MS;
+		at(now), coprof_ctx_switch(f.t, NULL);
+	}
+	fx_snap(&f);
+	const struct cp_extras *x = &f.prof->ex;
+	cr_assert_eq(x->nstalls, CP_STALLS_KEPT);
+	cr_expect_eq(fx_ns(x->stalls[0].seconds), 90 * MS);
+	cr_expect_eq(fx_ns(x->stalls[63].seconds), 27 * MS);
+	int counted = 0;
+	for (uint32_t i = 0; i < x->ndropped; i++)
+		if (strstr(x->dropped[i].name, "stalls")) {
+			cr_expect_eq(x->dropped[i].n, 6);
+			counted = 1;
+		}
+	cr_expect(counted, "no counter of stalls let go");
+	coprof_clear(f.p);
+	fx_snap(&f);
+	cr_expect_eq(f.prof->ex.nstalls, 0);
+}
+
+/* The threshold is the options'; the file holds the stalls and reads them back. */
+Test(stalls, threshold_option_and_the_file)
+{
+	struct coprof_options o = {.clock = COPROF_CLOCK_WALL, .fake_clock = fk_clock,
+				   .stall_ns = 5 * MS};
+	memset(&f, 0, sizeof(f));
+	fk_now = 0;
+	cr_assert_eq(coprof_create(&o, &f.p), 0);
+	cr_assert_eq(coprof_add_resolver(f.p, fx_resolve, NULL), 0);
+	cr_assert_eq(coprof_thread_register(f.p, "main", &f.t), 0);
+	cr_assert_eq(coprof_start(f.p), 0);
+	struct coprof_ctx *a = task(7, "six");
+	at(0), coprof_ctx_switch(f.t, a), enter("outer"), enter("inner");
+	at(4 * MS), leave("inner");
+	at(6 * MS), coprof_ctx_switch(f.t, NULL);
+	char dir[] = "/tmp/coprof-stalls-XXXXXX", path[64];
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/s.pstat", dir);
+	cr_assert_eq(coprof_dump(f.p, path), 0);
+	struct cp_profile *r;
+	char err[256] = "";
+	int rc = cp_profile_read(path, &r, err, sizeof(err));
+	unlink(path);
+	rmdir(dir);
+	cr_assert_eq(rc, 0, "%s", err);
+	cr_expect_eq(r->ex.stall_threshold, 0.005);
+	cr_assert_eq(r->ex.nstalls, 1);
+	cr_expect_eq(fx_ns(r->ex.stalls[0].seconds), 6 * MS);
+	cr_expect_eq(r->ex.stalls[0].task_id, 7);
+	cr_expect_str_eq(r->ex.stalls[0].task, "six");
+	expect_frames(&r->ex.stalls[0], (const char *const[]){"inner", "outer"}, 2);
+	cr_expect_str_eq(r->ex.stalls[0].frames[0].file, "test.c");
+	cr_expect_eq(r->ex.stalls[0].frames[0].line, K("inner"));
+	cp_profile_free(r);
+}
