@@ -1,10 +1,11 @@
-/* fork-walk.c: a process whose threads are sampled often, deep in their stacks, forks
- * again and again from main. A fork that lands while another thread's tick is inside
- * libunwind's walk gives the child that walk's locks, held by a thread the child does
- * not have; a child that walks then waits for them forever. Each child spins a few
- * milliseconds deep in its own stack (its ticks walk) and leaves by _exit(0); the
- * parent gives each child 10 s, then kills that child (only it), says so and exits 1.
- * usage: fork-walk [FORKS [THREADS]] (200 and 4). Run by tests/native/safety.py. */
+/* fork-walk.c: a process whose threads are sampled often, 64 frames deep and on
+ * libunwind's slow path (spin), forks again and again from main. A fork that lands
+ * while another thread's tick is inside libunwind's walk gives the child that walk's
+ * locks, held by a thread the child does not have; a child that walks then waits for
+ * them forever. Each child spins a few milliseconds at the same depth (its ticks walk)
+ * and leaves by _exit(0); the parent gives each child 10 s, then kills that child (only
+ * it), says so and exits 1. usage: fork-walk [FORKS [THREADS]] (200 and 4). Run by
+ * tests/native/safety.py. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -19,8 +20,6 @@
 #define WAIT_MS 10000	   /* a child not ended by then hung */
 
 static atomic_int stop;
-static atomic_long workers; /* started */
-static long worker_ns = 200000; /* each worker thread's life */
 static volatile unsigned long sink;
 
 static long now_ns(void)
@@ -30,12 +29,18 @@ static long now_ns(void)
 	return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Burns CPU until `until` (a time in ns) or until stop. */
-__attribute__((noinline)) static void spin(long until)
+/* Burns CPU until `until` (a time in ns, 0: never) or until stop. Its stack is
+ * realigned through a register (a 64-byte-aligned local beside a variable-length
+ * array), which libunwind's fast trace cannot step through: every walk from here takes
+ * its slow path, a lookup under its global cache's lock per frame. */
+__attribute__((noinline)) static void spin(long until, int len)
 {
-	while (!atomic_load_explicit(&stop, memory_order_relaxed) && now_ns() < until)
+	_Alignas(64) volatile char line[64];
+	volatile char vla[len];
+	while (!atomic_load_explicit(&stop, memory_order_relaxed) && (!until || now_ns() < until))
 		for (int i = 0; i < 1000; i++)
-			sink += (unsigned long)i;
+			line[i & 63] = vla[i % len] = (char)i;
+	sink += (unsigned long)line[1] + (unsigned long)vla[0];
 }
 
 /* Calls itself STEPS deep, each level from a call site of its own, then spins: a stack
@@ -68,30 +73,14 @@ __attribute__((noinline)) static void step(int n, long until)
 		CALL8(6)
 		CALL8(7)
 	default:
-		spin(until);
+		spin(until, 8 + n);
 	}
 }
 
-static void *worker(void *arg)
-{
-	(void)arg;
-	step(0, now_ns() + worker_ns);
-	return NULL;
-}
-
-/* Starts workers one after another: a new thread's walks find nothing in libunwind's
- * caches yet, and look each frame up under its locks. */
 static void *spinner(void *arg)
 {
 	(void)arg;
-	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		pthread_t t;
-		if (pthread_create(&t, NULL, worker, NULL) != 0)
-			step(0, now_ns() + worker_ns);
-		else
-			pthread_join(t, NULL);
-		atomic_fetch_add_explicit(&workers, 1, memory_order_relaxed);
-	}
+	step(0, 0);
 	return NULL;
 }
 
@@ -99,7 +88,7 @@ static void *spinner(void *arg)
 static int reap(pid_t child, int n)
 {
 	int st = 0;
-	for (int ms = 0; ms < WAIT_MS; ms++) {
+	for (long end = now_ns() + WAIT_MS * 1000000L; now_ns() < end;) {
 		pid_t w = waitpid(child, &st, WNOHANG);
 		if (w == child) {
 			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
@@ -119,8 +108,6 @@ int main(int argc, char **argv)
 {
 	int forks = argc > 1 ? atoi(argv[1]) : 200;
 	int nthreads = argc > 2 ? atoi(argv[2]) : 4;
-	if (argc > 3)
-		worker_ns = atol(argv[3]) * 1000;
 	pthread_t th[64];
 	if (nthreads > 64)
 		nthreads = 64;
@@ -145,7 +132,6 @@ int main(int argc, char **argv)
 	atomic_store(&stop, 1);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
-	fprintf(stderr, "fork-walk: %ld workers\n", atomic_load(&workers));
 	printf("forks: %d of %d, %s\n", done, forks, ok ? "all ended" : "FAILED");
 	return ok ? 0 : 1;
 }
