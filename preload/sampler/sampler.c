@@ -655,21 +655,21 @@ static int sampler_stop(void)
  *
  * Before the fork no walk may be under way in another thread (the fork gate, unwind.c).
  * Prepare handlers run in the reverse order of registration: this one, registered
- * after the shim's own (lifecycle/fork.c), runs before them, so the gate shuts before
- * the forking thread takes any other lock of the shim's; its ticks from then on keep
- * the pc alone. The gate shuts before the fork lock is taken, so the walks under way
- * drain while the folding thread finishes its fold (which walks no stack). */
+ * after the shim's own (lifecycle/fork.c), runs before them, so the gate is shut
+ * before the forking thread takes any other lock of the shim's, and its own ticks from
+ * then on keep the pc alone. It shuts under the fork lock, and opens again before the
+ * lock is let go: two threads that fork at once shut and drain it one after the other,
+ * never one while the other reopens it. */
 static void fork_prepare(void)
 {
-	pl_unw_fork_shut_begin();
 	pthread_mutex_lock(&fork_lock);
-	pl_unw_fork_shut_wait();
+	pl_unw_fork_shut();
 }
 
 static void fork_parent(void)
 {
-	pthread_mutex_unlock(&fork_lock);
 	pl_unw_fork_parent();
+	pthread_mutex_unlock(&fork_lock);
 }
 
 static void sampler_after_fork_child(void)

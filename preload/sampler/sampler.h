@@ -309,14 +309,13 @@ PL_HIDDEN int pl_text_range(struct pl_text_range *r);
 PL_HIDDEN int pl_unw_load(void);
 /* The fork gate (unwind.c): no fork may leave a child libunwind's or the loader's locks
  * held by a walk of another thread. In the sampler's fork-prepare handler,
- * pl_unw_fork_shut_begin turns new walks away, and pl_unw_fork_shut_wait waits (1 s at
- * most) for those under way to end: 1 when they did, else 0. After the fork the parent
+ * pl_unw_fork_shut turns new walks away and waits (1 s at most) for those under way to
+ * end: 1 when they did, else 0. After the fork the parent
  * calls pl_unw_fork_parent: walks run again. The child calls pl_unw_fork_child: 0 when
  * walks run again; -1 when a walk was under way at the fork (here or in an ancestor):
  * then no walk runs in this process ever (samples keep the interrupted pc alone), nor
  * in its children. Async-signal-safe (fork may be called in a signal handler). */
-PL_HIDDEN void pl_unw_fork_shut_begin(void);
-PL_HIDDEN int pl_unw_fork_shut_wait(void);
+PL_HIDDEN int pl_unw_fork_shut(void);
 PL_HIDDEN void pl_unw_fork_parent(void);
 PL_HIDDEN int pl_unw_fork_child(void);
 

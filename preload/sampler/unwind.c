@@ -95,7 +95,7 @@ int pl_unw_load(void)
 #define GATE_BANNED (1u << 29)
 #define GATE_WALKS (GATE_BANNED - 1)
 static atomic_uint gate;
-static int gate_drained; /* the last pl_unw_fork_shut_wait saw no walk left */
+static int gate_drained; /* the last pl_unw_fork_shut saw no walk left */
 #define GATE_WAIT_NS 1000000000L /* the longest a fork waits for walks under way: 1 s */
 #define GATE_SPINS 100		     /* yields before the wait sleeps between looks */
 
@@ -133,20 +133,14 @@ static long mono_ns(void)
 	return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-/* Async-signal-safe (fork may be called in a handler). */
-void pl_unw_fork_shut_begin(void)
+/* Async-signal-safe (fork may be called in a handler): shuts the gate, then waits up
+ * to GATE_WAIT_NS for the walks under way to end: a few yields (a walk takes tens of
+ * microseconds), then 50-us sleeps. It gives up on a walk stuck or preempted that
+ * long, or on the forking thread's own, interrupted by a handler that forks. */
+int pl_unw_fork_shut(void)
 {
 	gate_drained = 0;
-	atomic_fetch_or(&gate, GATE_SHUT);
-}
-
-/* Async-signal-safe: waits up to GATE_WAIT_NS for the walks under way to end: a few
- * yields (a walk takes tens of microseconds), then 50-us sleeps. It gives up on a walk
- * stuck or preempted that long, or on the forking thread's own, interrupted by a
- * handler that forks. */
-int pl_unw_fork_shut_wait(void)
-{
-	if (atomic_load(&gate) & GATE_BANNED)
+	if (atomic_fetch_or(&gate, GATE_SHUT) & GATE_BANNED)
 		return 0;
 	long deadline = 0;
 	for (unsigned i = 0; atomic_load(&gate) & GATE_WALKS; i++) {
