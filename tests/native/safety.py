@@ -127,8 +127,8 @@ def case_fork_walk():
         check(p.stdout.endswith("forks: 200 of 200, all ended\n"), f"{clock}: {p.stdout}")
         # the parent's ticks still walk: its threads' samples have their whole stacks
         deep = max((len(names) for _, _, names, _, _ in rows(Profile(out).extras)
-                    if "dig" in names), default=0)
-        check(deep > 64, f"{clock}: the deepest stack through dig has {deep} frames")
+                    if "spin" in names), default=0)
+        check(deep > 64, f"{clock}: the deepest stack through spin has {deep} frames")
         for f in glob.glob(os.path.join(TMP, "fork-walk-sample-*.pstat*")):
             os.remove(f)
 
