@@ -651,14 +651,24 @@ static int sampler_stop(void)
 }
 
 /* In the child only the forking thread survives, and no timer does: the others' state
- * is dropped, this thread gets new timers and a new folding thread. */
+ * is dropped, this thread gets new timers and a new folding thread.
+ *
+ * Before the fork no walk may be under way in another thread (the fork gate, unwind.c).
+ * Prepare handlers run in the reverse order of registration: this one, registered
+ * after the shim's own (lifecycle/fork.c), runs before them, so the gate is shut
+ * before the forking thread takes any other lock of the shim's, and its own ticks from
+ * then on keep the pc alone. It shuts under the fork lock, and opens again before the
+ * lock is let go: two threads that fork at once shut and drain it one after the other,
+ * never one while the other reopens it. */
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&fork_lock);
+	pl_unw_fork_shut();
 }
 
 static void fork_parent(void)
 {
+	pl_unw_fork_parent();
 	pthread_mutex_unlock(&fork_lock);
 }
 
@@ -666,6 +676,11 @@ static void sampler_after_fork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	pthread_mutex_init(&fork_lock, NULL);
+	/* Before this thread's first walk (thread_start's). */
+	if (pl_unw_fork_child() < 0 && pl_prof)
+		coprof_set_note(pl_prof, "sample mode: this process was forked while another "
+					 "thread's stack walk held libunwind's locks; its "
+					 "samples keep the interrupted function alone");
 	/* The shim starts the child's profiler again if the parent's was running. */
 	atomic_store(&pl_sampler_on, 0);
 	/* Every state goes, this thread's too: their perf events watch the parent's

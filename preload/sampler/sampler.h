@@ -307,6 +307,17 @@ PL_HIDDEN int pl_text_range(struct pl_text_range *r);
  * -1 (said on stderr once: samples then keep the interrupted pc alone). Not in a signal
  * handler. The walks themselves are in signal-safe.h. */
 PL_HIDDEN int pl_unw_load(void);
+/* The fork gate (unwind.c): no fork may leave a child libunwind's or the loader's locks
+ * held by a walk of another thread. In the sampler's fork-prepare handler,
+ * pl_unw_fork_shut turns new walks away and waits (1 s at most) for those under way to
+ * end: 1 when they did, else 0. After the fork the parent
+ * calls pl_unw_fork_parent: walks run again. The child calls pl_unw_fork_child: 0 when
+ * walks run again; -1 when a walk was under way at the fork (here or in an ancestor):
+ * then no walk runs in this process ever (samples keep the interrupted pc alone), nor
+ * in its children. Async-signal-safe (fork may be called in a signal handler). */
+PL_HIDDEN int pl_unw_fork_shut(void);
+PL_HIDDEN void pl_unw_fork_parent(void);
+PL_HIDDEN int pl_unw_fork_child(void);
 
 /* --- the sampler, for the layers above (sampler.c, sampler-wait.c) ------------------- */
 

@@ -17,8 +17,10 @@
  * (busy) and keeps the pc alone of a tick that lands in it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sampler.h"
@@ -79,13 +81,38 @@ int pl_unw_load(void)
 	return 0;
 }
 
-/* Starts a walk for the shim: -1 when none may run (its pipe's numbers are the
- * program's now); else marks the thread as walking (its masks pass the guard, its pipe
- * is noted by fd.c), what end_walk undoes. */
+/* The fork gate. A walk holds libunwind's locks and the loader's (dl_iterate_phdr) as
+ * it goes; a fork amid it gives the child those locks held by a thread the child does
+ * not have, and the child's first walk would wait for them forever. So every walk
+ * passes the gate: `gate` counts the walks under way, GATE_SHUT set turns new ones
+ * away (they keep the pc alone, as when no walk may run). The sampler's fork handler
+ * shuts it and waits for the count to drain before the fork.
+ * GATE_BANNED: a walk was under way when this process was forked (or its parent's
+ * was): its copy of those locks may be held for good, so no walk runs here ever, nor
+ * in its children. One word, so that a walk's entry and the fork's shutting can never
+ * both miss the other. Async-signal-safe: atomics only. */
+#define GATE_SHUT (1u << 30)
+#define GATE_BANNED (1u << 29)
+#define GATE_WALKS (GATE_BANNED - 1)
+static atomic_uint gate;
+static int gate_drained; /* the last pl_unw_fork_shut saw no walk left */
+#define GATE_WAIT_NS 1000000000L /* the longest a fork waits for walks under way: 1 s */
+#define GATE_SPINS 100		     /* yields before the wait sleeps between looks */
+
+/* Starts a walk for the shim: -1 when none may run (the fork gate is shut, or its
+ * pipe's numbers are the program's now); else counts it in the gate and marks the
+ * thread as walking (its masks pass the guard, its pipe is noted by fd.c), what
+ * end_walk undoes. */
 static int begin_walk(struct pl_tls *tls, sig_atomic_t *saved)
 {
-	if (!pl_fd_unw_pipe_safe())
+	if (atomic_fetch_add(&gate, 1) & (GATE_SHUT | GATE_BANNED)) {
+		atomic_fetch_sub(&gate, 1);
 		return -1;
+	}
+	if (!pl_fd_unw_pipe_safe()) {
+		atomic_fetch_sub(&gate, 1);
+		return -1;
+	}
 	*saved = tls ? tls->raw_masks : 0;
 	if (tls)
 		tls->raw_masks = 1;
@@ -96,6 +123,59 @@ static void end_walk(struct pl_tls *tls, sig_atomic_t saved)
 {
 	if (tls)
 		tls->raw_masks = saved;
+	atomic_fetch_sub_explicit(&gate, 1, memory_order_release);
+}
+
+static long mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Async-signal-safe (fork may be called in a handler): shuts the gate, then waits up
+ * to GATE_WAIT_NS for the walks under way to end: a few yields (a walk takes tens of
+ * microseconds), then 50-us sleeps. It gives up on a walk stuck or preempted that
+ * long, or on the forking thread's own, interrupted by a handler that forks. */
+int pl_unw_fork_shut(void)
+{
+	gate_drained = 0;
+	if (atomic_fetch_or(&gate, GATE_SHUT) & GATE_BANNED)
+		return 0;
+	long deadline = 0;
+	for (unsigned i = 0; atomic_load(&gate) & GATE_WALKS; i++) {
+		if (i < GATE_SPINS) {
+			sched_yield();
+			continue;
+		}
+		long now = mono_ns();
+		if (!deadline)
+			deadline = now + GATE_WAIT_NS;
+		else if (now >= deadline)
+			return 0;
+		struct timespec nap = {0, 50000};
+		nanosleep(&nap, NULL);
+	}
+	gate_drained = 1;
+	return 1;
+}
+
+/* After the fork, in the parent: walks run again (the ones under way were the
+ * parent's own threads', which go on). */
+void pl_unw_fork_parent(void)
+{
+	atomic_fetch_and(&gate, ~GATE_SHUT);
+}
+
+int pl_unw_fork_child(void)
+{
+	if (!gate_drained || (atomic_load(&gate) & GATE_BANNED)) {
+		/* The walks counted were the parent's threads': none of them is here. */
+		atomic_store(&gate, GATE_SHUT | GATE_BANNED);
+		return -1;
+	}
+	atomic_store(&gate, 0);
+	return 0;
 }
 
 static int busy(const ucontext_t *uc);

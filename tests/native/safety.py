@@ -117,6 +117,22 @@ def case_last_exit():
         check(p.stdout == "child ended: 0\nworker done\n", f"{mode} {clock}: {p.stdout!r}")
 
 
+def case_fork_walk():
+    """Main forks 200 times while four threads' ticks walk 64-frame stacks at 997 Hz: a
+    fork amid a walk left the child libunwind's and the loader's locks held by a thread
+    it does not have, and the child's first walk (its sampler's restart) hung for good.
+    The program kills a child that has not ended in 10 s and exits 1."""
+    for clock in ("cpu", "wall"):
+        p, out = record("sample", clock, "fork-walk", opts=["--hz", "997"], timeout=200)
+        check(p.stdout.endswith("forks: 200 of 200, all ended\n"), f"{clock}: {p.stdout}")
+        # the parent's ticks still walk: its threads' samples have their whole stacks
+        deep = max((len(names) for _, _, names, _, _ in rows(Profile(out).extras)
+                    if "spin" in names), default=0)
+        check(deep > 64, f"{clock}: the deepest stack through spin has {deep} frames")
+        for f in glob.glob(os.path.join(TMP, "fork-walk-sample-*.pstat*")):
+            os.remove(f)
+
+
 def case_uc_chain():
     """b_work runs in b after a returns through uc_link: traced in b's task; sampled,
     in b and running (not waiting), once."""
