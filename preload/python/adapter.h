@@ -15,7 +15,7 @@
 #include "coprof.h"
 #include "state/state.h" /* enum pl_py_hook, COPROF_PY_HOOK's values */
 
-#define PL_PY_ABI 5
+#define PL_PY_ABI 6 /* 6: struct pl_py_sample has cur */
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
@@ -58,11 +58,16 @@ struct pl_py_host {
  * adapter's resolver; groups[i] is the number of frames the i-th innermost run of the eval loop ran
  * (the C frames of _PyEval_EvalFrameDefault that --native replaces). The function returns the
  * number of frames written, 0 when the thread runs no Python code (sample its native stack), or -1
- * when its frames could not be read whole (the tick is dropped). */
+ * when its frames could not be read whole or are another greenlet's (the tick is dropped). */
 #define PL_PY_SAMPLE_MAX 128
 struct pl_py_sample {
 	uintptr_t sp;	    /* the interrupted stack pointer */
 	uintptr_t pc;	    /* the interrupted program counter */
+	/* Set by the shim: the context the tick is charged to unless the adapter says
+	 * otherwise (a greenlet's, from the last ctx_switch; NULL: the thread's own). A
+	 * chain that ends at the outermost frame of another, switched-out greenlet is
+	 * dropped (-1): greenlet restored its frames before its tracer said it runs. */
+	struct coprof_ctx *cur;
 	unsigned truncated; /* set when more frames than PL_PY_SAMPLE_MAX */
 	unsigned ngroups;
 	uintptr_t keys[PL_PY_SAMPLE_MAX];

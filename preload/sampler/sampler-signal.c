@@ -415,6 +415,7 @@ __attribute__((noinline)) static void tick(void *arg)
 		rec->depth = 1;
 	} else {
 		struct pl_py_sample py;
+		py.cur = rec->ctx; /* the adapter drops a greenlet's frames read as another's */
 		int n = pl_sampler_python_read(&py, ucv);
 		if (n < 0) {
 			atomic_fetch_add_explicit(&st->py_failed, 1, memory_order_relaxed);

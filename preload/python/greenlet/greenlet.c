@@ -11,7 +11,9 @@
  * profiled event. It runs in the greenlet switched to, with the GIL held, after the
  * stack switch. In trace mode it swaps the hook's per-thread asyncio state (hook/thread-state.c's
  * chain) between greenlets, so tasks run inside greenlets keep their own drivers; in
- * sample mode it tells the sampler which context the ticks go to. */
+ * sample mode it tells the sampler which context the ticks go to, and keeps the table of
+ * switched-out greenlets' outermost frames (suspended.c) that lets the tick handler
+ * drop a tick landing between greenlet's restoring of the frames and this tracer. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,7 +23,7 @@
 #include <string.h>
 
 #include "../hook/hook.h"
-#include "../py.h"
+#include "greenlet.h"
 
 /* One greenlet seen switching. Lives until the greenlet dies (its last switch out), or
  * until its address is seen again for another object (a greenlet that died unseen). */
@@ -32,6 +34,10 @@ struct glet {
 	int is_main;		  /* a thread's main greenlet: the thread's own context */
 	int named;		  /* its name is final (else: read from its frames later) */
 	struct pl_py_chain chain; /* the hook's state while it is switched out */
+	/* Sample mode: its outermost frame and that frame's code object (0: not known
+	 * yet), and whether the suspended table holds them (it is switched out). */
+	uintptr_t base, base_code;
+	int listed;
 };
 
 /* greenlet address (identity only) -> struct glet; used with the GIL held */
@@ -65,6 +71,8 @@ static PyObject *ref_target(PyObject *ref)
 
 static void glet_free(struct glet *gl)
 {
+	if (gl->listed)
+		pl_py_suspended_del(gl->base);
 	Py_XDECREF(gl->ref);
 	free(gl->chain.drivers);
 	free(gl);
@@ -259,6 +267,96 @@ static struct glet *glet_make(PyObject *g, struct coprof_thread *t)
 	return gl;
 }
 
+/* The outermost frame of the chain from f and its code object into *frame and *code
+ * (0 when none): the frame a greenlet's chain ends at for as long as it lives (its run
+ * function's, or the thread's first for a main greenlet). 3.11+: the outermost frame
+ * that has started, not an entry frame on the C stack; that is where the tick handler
+ * stops too (sampling/walk.c), and where greenlet (3.12+) ends a suspended greenlet's
+ * chain once it has unlinked the C-stack frames from it. */
+#if PY_VERSION_HEX >= 0x030B0000
+static void outermost(PL_PY_FRAME *f, uintptr_t *frame, uintptr_t *code)
+{
+	PL_PY_FRAME *last = NULL;
+	for (unsigned hops = 0; f && hops < 65536; hops++, f = f->previous) {
+#if PY_VERSION_HEX >= 0x030C0000
+		if (f->owner == FRAME_OWNED_BY_CSTACK)
+			continue;
+#endif
+		if (pl_py_frame_code(f) && !_PyFrame_IsIncomplete(f))
+			last = f;
+	}
+	*frame = (uintptr_t)last;
+	*code = last ? (uintptr_t)pl_py_frame_code(last) : 0;
+}
+
+/* The calling thread's innermost frame. */
+static PL_PY_FRAME *running_frame(PyThreadState *ts)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	return ts->current_frame;
+#else
+	return ts->cframe ? ts->cframe->current_frame : NULL;
+#endif
+}
+#else
+static void outermost(PyFrameObject *f, uintptr_t *frame, uintptr_t *code)
+{
+	PyFrameObject *last = NULL;
+	for (unsigned hops = 0; f && hops < 65536; hops++, f = f->f_back)
+		last = f;
+	*frame = (uintptr_t)last;
+	*code = last ? (uintptr_t)last->f_code : 0;
+}
+
+static PyFrameObject *running_frame(PyThreadState *ts)
+{
+	return ts->frame;
+}
+#endif
+
+/* The outermost frame of switched-out greenlet g, from its top frame (gr_frame; 3.12+:
+ * greenlet has unlinked its C-stack frames). Runs no Python code of the program's. */
+static void suspended_base(PyObject *g, uintptr_t *frame, uintptr_t *code)
+{
+	*frame = *code = 0;
+	PyObject *f = PyObject_GetAttrString(g, "gr_frame");
+	PyErr_Clear();
+	if (f && PyFrame_Check(f)) {
+#if PY_VERSION_HEX >= 0x030B0000
+		outermost(pl_py_frame((PyFrameObject *)f), frame, code);
+#else
+		outermost((PyFrameObject *)f, frame, code);
+#endif
+	}
+	Py_XDECREF(f);
+}
+
+/* Sample mode, after the sampler was told of the switch: `to` runs, so its entry
+ * leaves the suspended table (a tick from now on is charged to it) and its outermost
+ * frame is read from the thread state; `from` (NULL: unknown or dead) is switched out
+ * and enters the table, so that a tick in the window before the tracer's next call
+ * that finds its frames restored is dropped, not charged to whoever ran before. */
+static void suspended_switch(struct glet *from, PyObject *origin, struct glet *to)
+{
+	if (to->listed) {
+		pl_py_suspended_del(to->base);
+		to->listed = 0;
+	}
+	uintptr_t f, c;
+	outermost(running_frame(PyThreadState_Get()), &f, &c);
+	if (f) {
+		to->base = f;
+		to->base_code = c;
+	}
+	if (!from)
+		return;
+	if (!from->base) /* a new greenlet: it had no frame when it came in */
+		suspended_base(origin, &from->base, &from->base_code);
+	if (from->base && !from->listed)
+		from->listed =
+		    pl_py_suspended_put(from->base, from->base_code, from->chain.base) == 0;
+}
+
 /* The switch itself: `from` leaves, `to` runs. Python code may have run before this
  * (names), none runs here. */
 static void glet_switch(struct glet *from, struct glet *to)
@@ -309,6 +407,8 @@ static PyObject *tracer(PyObject *self, PyObject *const *args, Py_ssize_t n)
 			if (to && t == pl_py_host->thread()) {
 				glet_switch(from, to);
 				cur_glet = to->is_main ? NULL : target;
+				if (!pl_py_host->profile)
+					suspended_switch(dead ? NULL : from, origin, to);
 			}
 			if (dead)
 				glet_drop(origin, t);

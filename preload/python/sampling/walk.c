@@ -30,6 +30,8 @@
 /* async-signal-safe */
 #include "sampling.h" /* Python.h first */
 
+#include "../greenlet/greenlet.h"
+
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -52,6 +54,12 @@ static int aligned(const void *p)
 {
 	return p && ((uintptr_t)p & 7) == 0;
 }
+
+/* The outermost frame a walk met (3.11+: that had started; entry frames on the C stack
+ * are not frames of a greenlet's own) and its code object; 0 when none. */
+struct outer {
+	uintptr_t frame, code;
+};
 
 #if PY_VERSION_HEX >= 0x030B0000
 #define PROBE_PAGE 4096u /* readability is per page; 4 KiB divides every page size */
@@ -165,7 +173,8 @@ static PL_PY_FRAME *current_frame(PyThreadState *ts)
  * first one a C call of the eval loop ran (3.11: is_entry; 3.12+: the one under an
  * entry shim frame, FRAME_OWNED_BY_CSTACK). A C call that has run no frame yet has an
  * empty group, so groups stay in step with the eval loop's C frames. */
-PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
+PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root,
+				struct outer *out)
 {
 	unsigned n = 0, group = 0;
 	int root_done = 0;
@@ -186,9 +195,11 @@ PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObje
 			if ((uintptr_t)fr <= last_entry)
 				return -1;
 			last_entry = (uintptr_t)fr;
-			if (s->ngroups < PL_PY_SAMPLE_MAX)
-				s->groups[s->ngroups++] = (uint16_t)group;
-			group = 0;
+			if (!s->truncated) {
+				if (s->ngroups < PL_PY_SAMPLE_MAX)
+					s->groups[s->ngroups++] = (uint16_t)group;
+				group = 0;
+			}
 			fr = back;
 			continue;
 		}
@@ -218,11 +229,18 @@ PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObje
 		int incomplete = fr->owner != FRAME_OWNED_BY_GENERATOR &&
 				 at < _PyCode_CODE(co) + co->_co_firsttraceable;
 		if (!incomplete) {
+			out->frame = (uintptr_t)fr;
+			out->code = (uintptr_t)co;
+		}
+		if (!incomplete && !s->truncated) {
 			if (n == PL_PY_SAMPLE_MAX) {
+				/* Followed on without keys, to its outermost frame. */
 				s->truncated = 1;
 				if (!root_done)
 					*root = NULL; /* a coroutine further out may be the root */
-				break;
+				root_done = 1;
+				fr = back;
+				continue;
 			}
 			uintptr_t key = pl_pys_key(co);
 			if (!key)
@@ -231,7 +249,7 @@ PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObje
 			group++;
 		}
 #if PY_VERSION_HEX < 0x030C0000
-		if (fr->is_entry) {
+		if (fr->is_entry && !s->truncated) {
 			if (s->ngroups < PL_PY_SAMPLE_MAX)
 				s->groups[s->ngroups++] = (uint16_t)group;
 			group = 0;
@@ -244,7 +262,7 @@ PL_SPECULATIVE static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObje
 	return (int)n;
 }
 #else /* 3.10: frame objects; each ran in a C call of its own */
-static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
+static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root, struct outer *out)
 {
 	unsigned n = 0;
 	int root_done = 0;
@@ -252,11 +270,15 @@ static int walk(PyThreadState *ts, struct pl_py_sample *s, PyObject **root)
 	for (unsigned hops = 0; f; hops++) {
 		if (hops == MAX_HOPS || !aligned(f) || Py_TYPE(f) != &PyFrame_Type)
 			return -1;
+		out->frame = (uintptr_t)f;
+		out->code = (uintptr_t)f->f_code;
 		if (n == PL_PY_SAMPLE_MAX) {
-			s->truncated = 1;
-			if (!root_done)
+			/* Followed on without keys, to its outermost frame. */
+			if (!s->truncated && !root_done)
 				*root = NULL; /* a coroutine further out may be the root */
-			break;
+			s->truncated = 1;
+			f = f->f_back;
+			continue;
 		}
 		PyObject *gen = f->f_gen;
 		if (gen && aligned(gen)) {
@@ -322,7 +344,12 @@ int pl_pys_sample(struct pl_py_sample *s)
 	if (in_greenlet(s))
 		return -1;
 	PyObject *root = NULL;
-	int n = walk(ts, s, &root);
+	struct outer out = {0, 0};
+	int n = walk(ts, s, &root, &out);
+	/* Frames of a greenlet other than the one the sampler charges: greenlet has
+	 * restored them, its tracer has not told us yet (greenlet/suspended.c). */
+	if (n > 0 && pl_py_greenlet_hi && pl_py_suspended_other(out.frame, out.code, s->cur))
+		return -1;
 	if (n > 0 && root)
 		s->ctx = pl_pys_task_ctx(ts, root, s);
 	pl_pys_tasks_tick(ts);
