@@ -274,13 +274,23 @@ static struct glet *glet_make(PyObject *g, struct coprof_thread *t)
  * stops too (sampling/walk.c), and where greenlet (3.12+) ends a suspended greenlet's
  * chain once it has unlinked the C-stack frames from it. */
 #if PY_VERSION_HEX >= 0x030B0000
-static void outermost(PL_PY_FRAME *f, uintptr_t *frame, uintptr_t *code)
+/* `suspended`: f is a switched-out greenlet's (gr_frame), not the running thread's. An
+ * entry frame lives on that greenlet's C stack, which another greenlet may be using
+ * now (greenlet 3.0.0 on 3.12 left such frames in the chain: following them read
+ * whatever the stack holds now and could crash the host); the walk stops there. Where
+ * greenlet unlinks them the chain ends at the run function's frame as it does for the
+ * tick handler; where it does not, the frame found matches no tick, which is then
+ * charged as before this table existed, never dropped wrongly. */
+static void outermost(PL_PY_FRAME *f, int suspended, uintptr_t *frame, uintptr_t *code)
 {
 	PL_PY_FRAME *last = NULL;
 	for (unsigned hops = 0; f && hops < 65536; hops++, f = f->previous) {
 #if PY_VERSION_HEX >= 0x030C0000
-		if (f->owner == FRAME_OWNED_BY_CSTACK)
+		if (f->owner == FRAME_OWNED_BY_CSTACK) {
+			if (suspended)
+				break;
 			continue;
+		}
 #endif
 		if (pl_py_frame_code(f) && !_PyFrame_IsIncomplete(f))
 			last = f;
@@ -299,8 +309,9 @@ static PL_PY_FRAME *running_frame(PyThreadState *ts)
 #endif
 }
 #else
-static void outermost(PyFrameObject *f, uintptr_t *frame, uintptr_t *code)
+static void outermost(PyFrameObject *f, int suspended, uintptr_t *frame, uintptr_t *code)
 {
+	(void)suspended; /* frame objects live on the heap */
 	PyFrameObject *last = NULL;
 	for (unsigned hops = 0; f && hops < 65536; hops++, f = f->f_back)
 		last = f;
@@ -323,9 +334,9 @@ static void suspended_base(PyObject *g, uintptr_t *frame, uintptr_t *code)
 	PyErr_Clear();
 	if (f && PyFrame_Check(f)) {
 #if PY_VERSION_HEX >= 0x030B0000
-		outermost(pl_py_frame((PyFrameObject *)f), frame, code);
+		outermost(pl_py_frame((PyFrameObject *)f), 1, frame, code);
 #else
-		outermost((PyFrameObject *)f, frame, code);
+		outermost((PyFrameObject *)f, 1, frame, code);
 #endif
 	}
 	Py_XDECREF(f);
@@ -343,7 +354,7 @@ static void suspended_switch(struct glet *from, PyObject *origin, struct glet *t
 		to->listed = 0;
 	}
 	uintptr_t f, c;
-	outermost(running_frame(PyThreadState_Get()), &f, &c);
+	outermost(running_frame(PyThreadState_Get()), 0, &f, &c);
 	if (f) {
 		to->base = f;
 		to->base_code = c;
