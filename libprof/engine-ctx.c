@@ -196,7 +196,9 @@ struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t)
 static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns)
 {
 	struct cp_stall_rec *s;
-	if (!t->stalls && !(t->stalls = calloc(CP_STALLS_KEPT, sizeof(*t->stalls)))) {
+	/* From the thread's pool, never malloc: a switch may run in a signal handler. */
+	if (!t->stalls &&
+	    !(t->stalls = cp_pool_alloc(&t->pool, CP_STALLS_KEPT * sizeof(*t->stalls)))) {
 		t->stalls_dropped++;
 		return;
 	}
@@ -233,9 +235,12 @@ static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64
 	t->step_long = UINT64_MAX;
 }
 
-/* Task c's step begins at thread clock `now`, its clock already caught up. */
+/* Task c's step begins at thread clock `now`, its clock already caught up. Trace mode
+ * only: in sample mode no leave tells a step's longest point. */
 static void step_begin(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
 {
+	if (t->p->opt.mode != COPROF_MODE_TRACE)
+		return;
 	t->step_open = 1;
 	t->step_begin = now;
 	t->step_vbegin = now - c->offset;

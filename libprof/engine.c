@@ -111,7 +111,6 @@ void coprof_destroy(struct coprof *p)
 			ctx_free(p, c);
 		}
 		free(t->ids);
-		free(t->stalls);
 		free(t);
 	}
 	for (unsigned i = 0; i < p->nnotes; i++)
@@ -282,6 +281,7 @@ static void clear_thread(struct coprof *p, struct coprof_thread *t, uint64_t now
 	t->switches = 0;
 	t->lost_depth = 0;
 	t->foreign = 0;
+	t->stalls = NULL; /* its pool was released */
 	t->nstalls = 0;
 	t->stalls_dropped = 0;
 	t->recorded = 0;

@@ -170,7 +170,7 @@ struct coprof_thread {
 	uint32_t step_depth;
 	uint8_t step_open;
 	uintptr_t step_keys[CP_STALL_FRAMES];
-	struct cp_stall_rec *stalls; /* CP_STALLS_KEPT of them, malloc'd at the first */
+	struct cp_stall_rec *stalls; /* CP_STALLS_KEPT of them, from the pool at the first */
 	uint32_t nstalls;
 	uint64_t stalls_dropped; /* stalls seen past the kept ones */
 	struct cp_pool pool;
