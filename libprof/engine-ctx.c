@@ -215,7 +215,10 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	}
 	s->ns = ns;
 	s->ctx_id = c->id;
-	snprintf(s->name, sizeof(s->name), "%s", c->name ? c->name : "");
+	size_t n = 0; /* by hand: this may run in a signal handler, where stdio may not */
+	for (const char *from = c->name; from && from[n] && n < sizeof(s->name) - 1; n++)
+		s->name[n] = from[n];
+	s->name[n] = 0;
 	if (t->step_depth && 2 * t->step_long >= ns) {
 		s->depth = t->step_depth;
 		memcpy(s->keys, t->step_keys, s->depth * sizeof(s->keys[0]));
