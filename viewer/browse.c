@@ -114,6 +114,11 @@ static int refresh(struct vw_browser *b, struct vw_screen *s)
 		s->nrows = s->tree->n;
 		s->cursor = old < s->nrows ? old : 0;
 		return 0;
+	case VW_SCR_STALLS: /* the model keeps them longest first */
+		for (s->nrows = 0; s->nrows < b->m->nstalls; s->nrows++)
+			s->rows[s->nrows] = s->nrows;
+		s->cursor = old < s->nrows ? old : 0;
+		return 0;
 	}
 	s->cursor = find_mark(s, k, old);
 	return 0;
@@ -155,6 +160,8 @@ static int push(struct vw_browser *b, enum vw_screen_kind kind, const struct vw_
 		n = b->m->ntasks;
 	else if (kind == VW_SCR_THREADS)
 		n = b->m->nthreads;
+	else if (kind == VW_SCR_STALLS)
+		n = b->m->nstalls;
 	s->rows = calloc(n ? n : 1, sizeof(*s->rows));
 	if (kind == VW_SCR_EDGES) {
 		const struct vw_func *f = &t->funcs[func];
@@ -208,7 +215,8 @@ static void move(struct vw_screen *s, int64_t by)
 }
 
 /* Enter: from a function row into its callers/callees, from a caller or callee row to
- * that function's, from a task into its own function table. */
+ * that function's, from a task into its own function table, from a stall into its
+ * innermost function's callers/callees. */
 static int enter(struct vw_browser *b, struct vw_screen *s)
 {
 	if (!s->nrows)
@@ -235,6 +243,15 @@ static int enter(struct vw_browser *b, struct vw_screen *s)
 	case VW_SCR_THREADS:
 		b->note = "threads have no function table of their own";
 		return 0;
+	case VW_SCR_STALLS: {
+		const struct cp_stall *st = b->m->stalls[s->rows[s->cursor]].s;
+		int64_t f = st->depth ? vw_table_find(&b->m->funcs, &st->frames[0]) : -1;
+		if (f < 0) {
+			b->note = " This stall's stack names no function of the table";
+			return 0;
+		}
+		return push(b, VW_SCR_EDGES, &b->m->funcs, -1, (uint32_t)f);
+	}
 	case VW_SCR_TREE: {
 		struct vw_tnode *r = &s->tree->rows[s->cursor];
 		if (r->open)
@@ -313,6 +330,9 @@ int vw_browser_act(struct vw_browser *b, enum vw_action a, uint32_t page)
 	case VW_THREADS:
 		pop_to(b, 1);
 		return push(b, a == VW_TASKS ? VW_SCR_TASKS : VW_SCR_THREADS, NULL, -1, 0);
+	case VW_STALLS:
+		pop_to(b, 1);
+		return push(b, VW_SCR_STALLS, NULL, -1, 0);
 	case VW_TREE: {
 		uint32_t root;
 		const struct vw_table *t = vw_model_whole(b->m, &root);

@@ -1,6 +1,6 @@
 /* browse.h: the state of `coprof view`, with no curses in it: a stack of screens
  * (function table, callers/callees of one function, tasks, threads, the whole-program
- * tree), the cursor on
+ * tree, stalls), the cursor on
  * each, and the sort and filter every function list shares. The UI (cmd-view.c,
  * view-draw.c) maps keys to actions and draws what this holds. Single-threaded. */
 #ifndef VW_BROWSE_H
@@ -17,6 +17,7 @@ enum vw_screen_kind {
 	VW_SCR_TASKS,	/* the task table */
 	VW_SCR_THREADS, /* the thread table */
 	VW_SCR_TREE,	/* the whole-program tree (tree.h) */
+	VW_SCR_STALLS,	/* the stalls, longest first */
 };
 
 struct vw_screen {
@@ -24,7 +25,7 @@ struct vw_screen {
 	const struct vw_table *table; /* FUNCS, EDGES */
 	int64_t task;		      /* FUNCS of one task: its index; else -1 */
 	uint32_t func;		      /* EDGES: the function shown */
-	uint32_t *rows;		      /* FUNCS: function indexes; TASKS, THREADS: indexes */
+	uint32_t *rows; /* FUNCS: function indexes; TASKS, THREADS, STALLS: indexes */
 	struct vw_edge *edges;	      /* EDGES: ncallers callers, then ncallees callees */
 	uint32_t ncallers, ncallees;
 	uint32_t nrows; /* EDGES: ncallers + 1 + ncallees, the function in the middle */
@@ -46,6 +47,7 @@ enum vw_action {
 	VW_TASKS,   /* start over on the task table */
 	VW_THREADS, /* start over on the thread table */
 	VW_TREE,    /* start over on the whole-program tree */
+	VW_STALLS,  /* start over on the stalls */
 	VW_EXPAND,  /* tree: open the row */
 	VW_COLLAPSE, /* tree: close the row, or go to its parent when closed */
 };

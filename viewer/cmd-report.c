@@ -171,7 +171,6 @@ static int print_functions(struct report *r, const struct vw_table *t, const cha
 	}
 	if (r->fmt == JSON)
 		printf("%s]", shown ? "\n  " : "");
-	free(rows);
 	return 0;
 }
 
@@ -259,19 +258,6 @@ static void print_threads(struct report *r)
 		printf("%s]", m->nthreads ? "\n  " : "");
 }
 
-struct stall_row {
-	const struct cp_stall *s;
-	uint32_t file;
-};
-
-static int by_seconds(const void *x, const void *y)
-{
-	const struct stall_row *a = x, *b = y;
-	if (a->s->seconds != b->s->seconds)
-		return a->s->seconds > b->s->seconds ? -1 : 1;
-	return a->file < b->file ? -1 : a->file > b->file;
-}
-
 static void put_stall_text(const struct cp_stall *s, uint32_t rank)
 {
 	char ms[32];
@@ -290,21 +276,8 @@ static void put_stall_text(const struct cp_stall *s, uint32_t rank)
 static int print_stalls(struct report *r)
 {
 	const struct vw_model *m = &r->m;
-	uint32_t n = 0;
-	double threshold = 0;
-	for (uint32_t i = 0; i < m->nprofiles; i++) {
-		n += m->profiles[i]->ex.nstalls;
-		if (m->profiles[i]->ex.stall_threshold > threshold)
-			threshold = m->profiles[i]->ex.stall_threshold;
-	}
-	struct stall_row *rows = malloc((n ? n : 1) * sizeof(*rows));
-	if (!rows)
-		return -ENOMEM;
-	n = 0;
-	for (uint32_t i = 0; i < m->nprofiles; i++)
-		for (uint32_t j = 0; j < m->profiles[i]->ex.nstalls; j++)
-			rows[n++] = (struct stall_row){&m->profiles[i]->ex.stalls[j], i};
-	qsort(rows, n, sizeof(*rows), by_seconds);
+	uint32_t n = m->nstalls;
+	double threshold = m->stall_threshold;
 	uint32_t shown = r->limit && r->limit < n ? (uint32_t)r->limit : n;
 	section(r, "stalls");
 	if (r->fmt == TEXT && threshold > 0)
@@ -319,7 +292,7 @@ static int print_stalls(struct report *r)
 	else
 		printf("[");
 	for (uint32_t i = 0; i < shown; i++) {
-		const struct cp_stall *s = rows[i].s;
+		const struct cp_stall *s = m->stalls[i].s;
 		if (r->fmt == TEXT) {
 			printf("\n");
 			put_stall_text(s, i + 1);
@@ -339,7 +312,7 @@ static int print_stalls(struct report *r)
 			}
 			vw_put_csv(stdout, stack);
 			printf(",");
-			vw_put_csv(stdout, m->paths[rows[i].file]);
+			vw_put_csv(stdout, m->paths[m->stalls[i].file]);
 			printf("\n");
 		} else {
 			printf("%s\n    {\"seconds\": %.9g, \"task_id\": %" PRIu64 ", \"task\": ",
@@ -358,7 +331,6 @@ static int print_stalls(struct report *r)
 	}
 	if (r->fmt == JSON)
 		printf("%s]", shown ? "\n  " : "");
-	free(rows);
 	return 0;
 }
 

@@ -145,6 +145,8 @@ static int on_key(struct vw_browser *b, struct vw_ui *ui, int c)
 	    {'3', VW_THREADS},
 	    {'W', VW_TREE},
 	    {'4', VW_TREE},
+	    {'S', VW_STALLS},
+	    {'5', VW_STALLS},
 	    {'+', VW_EXPAND},
 	    {'-', VW_COLLAPSE},
 	};

@@ -18,6 +18,14 @@ static const char *merge_word(const char *have, const char *add)
 	return strcmp(have, add) ? "mixed" : have;
 }
 
+static int stall_longer(const void *x, const void *y)
+{
+	const struct vw_stall *a = x, *b = y;
+	if (a->s->seconds != b->s->seconds)
+		return a->s->seconds > b->s->seconds ? -1 : 1;
+	return a->file < b->file ? -1 : a->file > b->file;
+}
+
 int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char **paths, uint32_t n)
 {
 	memset(m, 0, sizeof(*m));
@@ -31,7 +39,7 @@ int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char *
 	const struct cp_stats **st = calloc(n ? n : 1, sizeof(*st));
 	if (!st)
 		goto nomem;
-	uint32_t ntasks = 0, nthreads = 0;
+	uint32_t ntasks = 0, nthreads = 0, nstalls = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct cp_extras *ex = &profiles[i]->ex;
 		st[i] = &profiles[i]->stats;
@@ -39,6 +47,9 @@ int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char *
 			continue;
 		ntasks += ex->ntasks;
 		nthreads += ex->nthreads;
+		nstalls += ex->nstalls;
+		if (ex->stall_threshold > m->stall_threshold)
+			m->stall_threshold = ex->stall_threshold;
 		m->clock = merge_word(m->clock, ex->clock);
 		m->mode = merge_word(m->mode, ex->mode);
 		if (ex->stop > ex->start)
@@ -54,7 +65,8 @@ int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char *
 		goto nomem;
 	m->tasks = calloc(ntasks ? ntasks : 1, sizeof(*m->tasks));
 	m->threads = calloc(nthreads ? nthreads : 1, sizeof(*m->threads));
-	if (!m->tasks || !m->threads)
+	m->stalls = calloc(nstalls ? nstalls : 1, sizeof(*m->stalls));
+	if (!m->tasks || !m->threads || !m->stalls)
 		goto nomem;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct cp_extras *ex = &profiles[i]->ex;
@@ -64,7 +76,10 @@ int vw_model_from(struct vw_model *m, struct cp_profile **profiles, const char *
 			m->tasks[m->ntasks++] = (struct vw_task){&ex->tasks[j], i, NULL};
 		for (uint32_t j = 0; j < ex->nthreads; j++)
 			m->threads[m->nthreads++] = (struct vw_thread){&ex->threads[j], i};
+		for (uint32_t j = 0; j < ex->nstalls; j++)
+			m->stalls[m->nstalls++] = (struct vw_stall){&ex->stalls[j], i};
 	}
+	qsort(m->stalls, m->nstalls, sizeof(*m->stalls), stall_longer);
 	return 0;
 nomem:
 	vw_model_free(m);
@@ -119,6 +134,7 @@ void vw_model_free(struct vw_model *m)
 		}
 	free(m->tasks);
 	free(m->threads);
+	free(m->stalls);
 	vw_table_free(&m->funcs);
 	if (m->whole) {
 		vw_table_free(m->whole);

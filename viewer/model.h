@@ -95,6 +95,11 @@ struct vw_thread {
 	uint32_t file;
 };
 
+struct vw_stall {
+	const struct cp_stall *s;
+	uint32_t file;
+};
+
 /* One or more files, merged. The header fields come from the files' extras. */
 struct vw_model {
 	struct cp_profile **profiles;
@@ -105,6 +110,9 @@ struct vw_model {
 	uint32_t ntasks;
 	struct vw_thread *threads;
 	uint32_t nthreads;
+	struct vw_stall *stalls; /* every file's, longest first */
+	uint32_t nstalls;
+	double stall_threshold; /* s: the largest of the files'; 0: none measured stalls */
 	const char *clock;	    /* "cpu", "wall", "mixed" or "?" (no extras) */
 	const char *mode;	    /* "trace", "sample", "mixed" or "?" */
 	double duration;	    /* s, summed over the files with extras; 0 if none */

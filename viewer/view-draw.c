@@ -261,6 +261,36 @@ static void thread_cells(struct line *l, const struct cp_thread *t, int head)
 	cell(l, buf, 12, 1, 0);
 }
 
+static void stall_cells(struct line *l, const struct cp_stall *st)
+{
+	char buf[64];
+	int stackw = COLS - 1 - (12 + 24 + 8 + 4);
+	lead(l);
+	if (!st) {
+		cell(l, "length", 12, 1, 0);
+		cell(l, "task", 24, 0, 0);
+		cell(l, "thread", 8, 1, 0);
+		cell(l, "stack, innermost first", stackw, 0, 0);
+		return;
+	}
+	snprintf(buf, sizeof(buf), "%.3f ms", st->seconds * 1e3);
+	cell(l, buf, 12, 1, 0);
+	char task[96];
+	snprintf(task, sizeof(task), "%s %" PRIu64, st->task ? st->task : "", st->task_id);
+	cell(l, task, 24, 0, 0);
+	snprintf(buf, sizeof(buf), "%" PRIu64, st->thread);
+	cell(l, buf, 8, 1, 0);
+	char stack[1024];
+	size_t o = 0;
+	stack[0] = 0;
+	for (uint32_t k = 0; k < st->depth && o < sizeof(stack); k++) {
+		int w = snprintf(stack + o, sizeof(stack) - o, "%s%s", k ? " < " : "",
+				 st->frames[k].name);
+		o += w > 0 ? (size_t)w : 0;
+	}
+	cell(l, stack, stackw, 0, 0);
+}
+
 static void draw_header(struct vw_browser *b)
 {
 	const struct vw_model *m = b->m;
@@ -324,6 +354,16 @@ static void draw_title(struct vw_browser *b, struct vw_screen *s)
 		snprintf(line, sizeof(line), " Threads: %" PRIu32 " (by ttot)%s", s->nrows,
 			 s->nrows ? "" : "  - this profile has no thread table");
 		break;
+	case VW_SCR_STALLS:
+		if (b->m->stall_threshold > 0)
+			snprintf(line, sizeof(line),
+				 " Stalls: %" PRIu32 " task steps of %.3f ms or more, longest first",
+				 s->nrows, b->m->stall_threshold * 1e3);
+		else
+			snprintf(line, sizeof(line),
+				 " Stalls: not measured (trace mode keeps them, in files written "
+				 "since they exist)");
+		break;
 	case VW_SCR_TREE:
 		snprintf(line, sizeof(line),
 			 " Whole-program tree: %" PRIu32 " rows; per call edge, as snakeviz%s",
@@ -380,6 +420,9 @@ static attr_t build_row(struct vw_browser *b, struct vw_screen *s, int64_t i, st
 	case VW_SCR_TREE:
 		tree_cells(l, s->tree, i);
 		return A_NORMAL;
+	case VW_SCR_STALLS:
+		stall_cells(l, i < 0 ? NULL : m->stalls[s->rows[i]].s);
+		return A_NORMAL;
 	}
 	return A_NORMAL;
 }
@@ -399,6 +442,7 @@ static const char *const help_lines[] = {
     "  Tab          next of those three tables",
     "  W 4          whole-program tree, from the root snakeviz draws: Enter",
     "               opens or closes a row, + opens, - closes or goes up",
+    "  S 5          stalls, longest first: Enter, the innermost function's",
     "  ?            this help          q    quit",
     "",
     "  ncall is nc/cc when some calls were recursive; tsub is own time, ttot",

@@ -129,6 +129,19 @@ int main(int argc, char **argv)
 	ex->nthreads = 1;
 	ex->threads[0] = (struct cp_thread){4243, str(p, "sched-main"), 0.100 * scale, 4, NULL, 0};
 
+	if (!sample) { /* task-a's step at a_work, task-b's where it stopped */
+		static const int st_a[] = {A_WORK, A_ROOT}, st_b[] = {B_ROOT};
+		ex->stall_threshold = 0.020;
+		ex->stalls = alloc(p, 2 * sizeof(*ex->stalls));
+		ex->nstalls = 2;
+		ex->stalls[0] = (struct cp_stall){4243, 2, str(p, "task-b"), 0.020 * scale, NULL, 1};
+		ex->stalls[1] = (struct cp_stall){4243, 1, str(p, "task-a"), 0.030 * scale, NULL, 2};
+		ex->stalls[0].frames = alloc(p, sizeof(struct cp_key));
+		ex->stalls[0].frames[0] = p->stats.funcs[st_b[0]].key;
+		ex->stalls[1].frames = alloc(p, 2 * sizeof(struct cp_key));
+		for (int i = 0; i < 2; i++)
+			ex->stalls[1].frames[i] = p->stats.funcs[st_a[i]].key;
+	}
 	if (sample) {
 		static const int s_main[] = {MAIN}, s_awork[] = {A_WORK, A_ROOT},
 				 s_aroot[] = {A_ROOT}, s_ayield[] = {A_YIELD, A_ROOT},

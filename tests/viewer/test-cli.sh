@@ -113,6 +113,17 @@ out=$("$COPROF" report "$dir/co.pstat" --tasks --threads)
 check "--tasks lists both tasks" \
 	bash -c 'grep -Eq "^ +1  task-a +ucontext +4243  finished +2  +0.080000$" <<<"$1" && grep -q "task-b" <<<"$1"' _ "$out"
 check "--threads lists the thread" grep -Eq '^ +4243  sched-main +4  +0.100000$' <<<"$out"
+out=$("$COPROF" report "$dir/co.pstat" --stalls)
+check "--stalls: the threshold and the count" \
+	grep -q '^Stalls: 2 task steps of 20.000 ms or more, longest first, each at its longest point: 2 shown$' <<<"$out"
+check "--stalls: task-a's first, with its stack" bash -c \
+	'grep -EA2 "^ +1\. +30\.000 ms  task 1 \(task-a\)  thread 4243$" <<<"$1" | grep -Eq "^        a_root +sched\.c:[0-9]+$"' _ "$out"
+check "--stalls --limit 1 shows one" bash -c \
+	'[ "$(grep -c " ms  task " <<<"$("$1" report "$2" --stalls --limit 1)")" = 1 ]' _ "$COPROF" "$dir/co.pstat"
+check "--stalls --format csv" bash -c \
+	'grep -Eq "^0\.03,1,task-a,4243,a_work \(sched\.c:[0-9]+\);a_root \(sched\.c:[0-9]+\)," <<<"$("$1" report "$2" --stalls --format csv)"' _ "$COPROF" "$dir/co.pstat"
+check "--stalls on a sampled file: not measured" bash -c \
+	'grep -q "^Stalls: not measured" <<<"$("$1" report "$2" --stalls)"' _ "$COPROF" "$dir/cs.pstat"
 out=$("$COPROF" report "$dir/co.pstat" --task task-b)
 check "--task shows only that task's functions" \
 	bash -c 'grep -q "^b_work " <<<"$1" && ! grep -q "^a_work " <<<"$1"' _ "$out"
