@@ -171,6 +171,7 @@ static int print_functions(struct report *r, const struct vw_table *t, const cha
 	}
 	if (r->fmt == JSON)
 		printf("%s]", shown ? "\n  " : "");
+	free(rows);
 	return 0;
 }
 
