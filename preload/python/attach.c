@@ -194,6 +194,13 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 		}
 		return 0;
 	}
+	if (host->late) {
+		/* What the audit hook does at cpython.run_*, done now: the caller holds
+		 * the GIL, and the main module runs already. */
+		main_started = 1;
+		pl_py_gil_at_main();
+		pl_py_fork_register();
+	}
 	out->start = py_start;
 	out->stop = py_stop;
 	out->after_fork_child = py_after_fork_child;
