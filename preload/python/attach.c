@@ -200,6 +200,7 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 		main_started = 1;
 		pl_py_gil_at_main();
 		pl_py_fork_register();
+		pl_py_greenlet_late();
 	}
 	out->start = py_start;
 	out->stop = py_stop;

@@ -1,0 +1,315 @@
+"""coprof: a coroutine-aware profiler, with yappi's API.
+
+    import coprof as yappi
+    yappi.set_clock_type("wall")
+    yappi.start()
+    ...
+    yappi.stop()
+    yappi.get_func_stats().print_all()
+
+This drives the same engine and CPython hook that `coprof record` preloads
+(libcoprof-preload.so, in this package's lib/): no Python-level hook. In a process
+that already runs under the preload, it drives the profiler that is there: a start and
+a stop here are a toggle's, and the window is also written as the preload's next file.
+Where it differs from yappi, and why: doc/python.md, "The Python API".
+"""
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+
+from . import _coprof
+from ._stats import (FILTER_KEYS, SAVE_TYPES, SORT_KEYS, YChildFuncStat, YFuncStat,
+                     YFuncStats, YTaskStat, YTaskStats, YThreadStat, YThreadStats, _choices,
+                     atomic_write, load, merge)
+
+__all__ = [
+    "start", "stop", "is_running", "clear_stats", "set_clock_type", "get_clock_type",
+    "set_context_backend", "get_context_backend", "get_func_stats", "get_thread_stats",
+    "get_task_stats", "get_greenlet_stats", "profile", "dump", "YappiError", "CoprofError",
+    "YFuncStats", "YFuncStat", "YChildFuncStat", "YThreadStats", "YThreadStat", "YTaskStats",
+    "YTaskStat", "SAVE_TYPES", "SORT_KEYS", "FILTER_KEYS",
+]
+__version__ = "0.1.0"
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+CLOCK_TYPES = ("cpu", "wall")
+CONTEXT_BACKENDS = ("native_thread", "greenlet")
+# _coprof.state() bits (lifecycle/api.c)
+_SETUP, _PRELOAD, _RUNNING, _WALL, _SAMPLE = 1, 2, 4, 8, 16
+_ENODATA = -10001  # coprof.h: no event was recorded
+
+
+class CoprofError(RuntimeError):
+    """A call that cannot be done in this state (the clock of a profiler that exists)."""
+
+
+YappiError = CoprofError
+
+_clock = "cpu"  # yappi's default
+_backend = "native_thread"
+_bound = None  # None: not yet; True: the preloaded shim's doors; False: ours
+_windows = []  # files of the windows stopped since the last clear_stats (oldest first)
+_tmp = None
+
+
+def shim_path():
+    """The package's libcoprof-preload.so."""
+    return os.path.join(_HERE, "lib", "libcoprof-preload.so")
+
+
+def command_path():
+    """The package's `coprof` command (bin/coprof), which `python -m coprof` runs."""
+    return os.path.join(_HERE, "bin", "coprof")
+
+
+def _bind():
+    global _bound
+    if _bound is None:
+        _bound = _coprof.bind(shim_path())
+    return _bound
+
+
+def _state():
+    _bind()
+    return _coprof.state()
+
+
+def _tmpdir():
+    global _tmp
+    if _tmp is None:
+        _tmp = tempfile.mkdtemp(prefix="coprof-api-")
+        atexit.register(shutil.rmtree, _tmp, True)
+    return _tmp
+
+
+def _say(msg):
+    warnings.warn("coprof: " + msg, RuntimeWarning, stacklevel=3)
+
+
+def _raise_for(rc, path):
+    if rc < 0 and rc > -4096:
+        raise OSError(-rc, os.strerror(-rc), os.fspath(path))
+    raise OSError("cannot write %s: %s" % (path, _coprof.strerror(rc)))
+
+
+def is_running():
+    """True while a window is open (started here, or by the preload or a toggle)."""
+    if _bound is None and not _coprof_preloaded():
+        return False
+    return bool(_state() & _RUNNING)
+
+
+def _coprof_preloaded():
+    return "libcoprof-preload" in os.environ.get("LD_PRELOAD", "")
+
+
+def set_clock_type(type):
+    """"cpu" (each context's own CPU time) or "wall". Case does not matter, as in yappi.
+    Raises while profiling runs, and when the process's profiler exists with the other
+    clock (the preload's COPROF_CLOCK, or an earlier start()): an engine's clock is
+    chosen once."""
+    global _clock
+    if not isinstance(type, str) or type.lower() not in CLOCK_TYPES:
+        raise _choices("clock type", type, CLOCK_TYPES)
+    type = type.lower()
+    if is_running():
+        raise CoprofError("the clock cannot change while profiling runs; stop() first")
+    if _bound is not None and _state() & _SETUP and bool(_state() & _WALL) != (type == "wall"):
+        raise CoprofError("this process's profiler runs the %s clock (%s), chosen once"
+                          % ("wall" if _state() & _WALL else "cpu",
+                             "the preload's COPROF_CLOCK" if _state() & _PRELOAD
+                             else "at the first start()"))
+    _clock = type
+
+
+def get_clock_type():
+    """The clock: the preload's when the process runs under it, else the one set."""
+    if (_bound is not None or _coprof_preloaded()) and _state() & _SETUP:
+        return "wall" if _state() & _WALL else "cpu"
+    return _clock
+
+
+def set_context_backend(type):
+    """"native_thread" or "greenlet". coprof follows threads, asyncio tasks and
+    greenlets at once (each greenlet is a task), so this only checks the name and is
+    remembered for get_context_backend()."""
+    global _backend
+    if not isinstance(type, str) or type.lower() not in CONTEXT_BACKENDS:
+        raise _choices("context backend", type, CONTEXT_BACKENDS)
+    if is_running():
+        raise CoprofError("the context backend cannot change while profiling runs")
+    _backend = type.lower()
+
+
+def get_context_backend():
+    return _backend
+
+
+def start(builtins=False, profile_threads=True):
+    """Starts profiling every thread (profile_threads is accepted; coprof always
+    follows every thread). builtins=True also keys C builtins, as the first start()
+    in the process chooses. Starting twice does nothing and says so."""
+    if is_running():
+        _say("start(): profiling is already running; nothing done")
+        return
+    _bind()
+    _coprof.setup(_clock == "wall", bool(builtins))
+    rc = _coprof.start()
+    if rc == 1:
+        _say("start(): a window was open already (the preload's); nothing done")
+    elif rc < 0:
+        raise CoprofError("cannot start profiling: %s" % _coprof.strerror(rc))
+
+
+def stop():
+    """Stops profiling; the stats stay until clear_stats(). Stopping when nothing
+    runs does nothing and says so."""
+    if not is_running():
+        _say("stop(): profiling is not running; nothing done")
+        return
+    path = os.path.join(_tmpdir(), "window-%d.pstat" % (len(_windows) + 1))
+    rc, dumped = _coprof.stop(path)
+    if rc == 1:
+        _say("stop(): profiling was not running; nothing done")
+        return
+    if dumped == 0:
+        # Not preloaded, the engine keeps every window's data: the newest file holds
+        # them all. Preloaded, each stop ends and clears a window: the files add up.
+        if not (_state() & _PRELOAD):
+            for old in _windows:
+                os.unlink(old)
+            _windows[:] = []
+        _windows.append(path)
+    elif dumped != _ENODATA:
+        _say("stop(): the profile could not be kept: %s" % _coprof.strerror(dumped))
+
+
+def clear_stats():
+    """Forgets the stats. While profiling runs, what was recorded since the start
+    stays (the engine clears only between windows), and this says so."""
+    for old in _windows:
+        try:
+            os.unlink(old)
+        except OSError:
+            pass
+    _windows[:] = []
+    if _bound is None:
+        return
+    if is_running():
+        _say("clear_stats(): profiling is running; the window open now is kept")
+        return
+    if not (_state() & _PRELOAD):
+        _coprof.clear()
+
+
+def _profile():
+    """(stats, extras) of everything recorded since the last clear_stats()."""
+    files = list(_windows)
+    if _bound is not None and is_running():
+        path = os.path.join(_tmpdir(), "now.pstat")
+        rc = _coprof.dump(path)
+        if rc == 0:
+            # Not preloaded, the engine holds the earlier windows too.
+            files = files + [path] if _state() & _PRELOAD else [path]
+    if not files:
+        return {}, {"clock": get_clock_type()}
+    return merge([load(f) for f in files])
+
+
+def get_func_stats(tag=None, ctx_id=None, filter=None, filter_callback=None):
+    """The functions recorded, as yappi's YFuncStats. While profiling runs, the stats
+    up to now (a snapshot; profiling goes on), which it says."""
+    if is_running():
+        _say("get_func_stats(): profiling is running; these are the stats up to now")
+    flt = dict(filter or {})
+    if tag is not None:
+        flt["tag"] = tag
+    if ctx_id is not None:
+        flt["ctx_id"] = ctx_id
+    stats, extras = _profile()
+    out = YFuncStats(stats, extras)
+    if flt or filter_callback:
+        out = out.filtered(flt, filter_callback)
+    return out
+
+
+def get_thread_stats():
+    """The threads: name, id, tid, ttot, sched_count (context switches)."""
+    _, extras = _profile()
+    return YThreadStats([YThreadStat(i, t) for i, t in enumerate(extras.get("threads", []))],
+                        get_clock_type())
+
+
+def get_task_stats():
+    """The tasks (asyncio tasks, greenlets, C coroutines): name, id, ttot, state,
+    runtime, thread, resumes."""
+    _, extras = _profile()
+    return YTaskStats([YTaskStat(t) for t in extras.get("tasks", [])], get_clock_type())
+
+
+def get_greenlet_stats():
+    """The greenlets that ran (each a task of runtime "greenlet")."""
+    _, extras = _profile()
+    return YTaskStats([YTaskStat(t) for t in extras.get("tasks", [])
+                       if t.get("runtime") == "greenlet"], get_clock_type())
+
+
+def dump(path):
+    """Writes the profile so far to `path`: the file the preload writes, extras
+    included (coprof report/view/export, pstats and snakeviz read it). OSError with
+    the OS's reason when it cannot be written (no file is left then)."""
+    path = os.fspath(path)
+    if _bound is not None and is_running() and not (_state() & _PRELOAD and _windows):
+        rc = _coprof.dump(path)
+        if rc != 0:
+            if rc == _ENODATA:
+                raise CoprofError("nothing was recorded yet")
+            _raise_for(rc, path)
+        return
+    if not _windows and not is_running():
+        raise CoprofError("nothing was recorded: start() and stop() first")
+    stats, extras = _profile()
+    import marshal
+    data = marshal.dumps(stats) + marshal.dumps(extras)
+    atomic_write(path, lambda f: f.write(data))
+
+
+class profile:
+    """with coprof.profile(clock="cpu", out="f.pstat") as p: ...
+    profiles the block (the stats are cleared first), writes `out` if given, and keeps
+    the stats in p.stats (a YFuncStats)."""
+
+    def __init__(self, clock="cpu", out=None, builtins=False):
+        if not isinstance(clock, str) or clock.lower() not in CLOCK_TYPES:
+            raise _choices("clock type", clock, CLOCK_TYPES)
+        self.clock, self.out, self.builtins = clock.lower(), out, builtins
+        self.stats = None
+
+    def __enter__(self):
+        set_clock_type(self.clock)
+        clear_stats()
+        start(builtins=self.builtins)
+        return self
+
+    def __exit__(self, *exc):
+        stop()
+        self.stats = get_func_stats()
+        if self.out is not None and _windows:
+            dump(self.out)
+        return False
+
+    def get_func_stats(self):
+        return self.stats
+
+
+def main(argv=None):
+    """`python -m coprof ARGS` and the `coprof` script: the package's command."""
+    argv = sys.argv[1:] if argv is None else argv
+    exe = command_path()
+    try:
+        os.execv(exe, ["coprof"] + list(argv))
+    except OSError as e:
+        sys.exit("coprof: cannot run %s: %s" % (exe, e.strerror))

@@ -1,0 +1,1 @@
+"""coprof's pytest plugin (registered through the pytest11 entry point)."""
