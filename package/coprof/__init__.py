@@ -14,6 +14,7 @@ a stop here are a toggle's, and the window is also written as the preload's next
 Where it differs from yappi, and why: doc/python.md, "The Python API".
 """
 import atexit
+import contextlib
 import os
 import shutil
 import sys
@@ -23,12 +24,12 @@ import warnings
 from . import _coprof
 from ._stats import (FILTER_KEYS, SAVE_TYPES, SORT_KEYS, YChildFuncStat, YFuncStat,
                      YFuncStats, YTaskStat, YTaskStats, YThreadStat, YThreadStats, _choices,
-                     atomic_write, load, merge)
+                     atomic_write, context_stats, load, merge)
 
 __all__ = [
     "start", "stop", "is_running", "clear_stats", "set_clock_type", "get_clock_type",
     "set_context_backend", "get_context_backend", "get_func_stats", "get_thread_stats",
-    "get_task_stats", "get_greenlet_stats", "profile", "dump", "YappiError", "CoprofError",
+    "get_task_stats", "get_greenlet_stats", "profile", "run", "dump", "YappiError", "CoprofError",
     "YFuncStats", "YFuncStat", "YChildFuncStat", "YThreadStats", "YThreadStat", "YTaskStats",
     "YTaskStat", "SAVE_TYPES", "SORT_KEYS", "FILTER_KEYS",
 ]
@@ -53,6 +54,8 @@ _backend = "native_thread"
 _bound = None  # None: not yet; True: the preloaded shim's doors; False: ours
 _windows = []  # files of the windows stopped since the last clear_stats (oldest first)
 _tmp = None
+_next_window = None  # where the next stop() writes its window
+_nwindows = 0
 
 
 def shim_path():
@@ -156,6 +159,8 @@ def start(builtins=False, profile_threads=True):
         _say("start(): profiling is already running; nothing done")
         return
     _bind()
+    global _next_window
+    _next_window = _window_path()  # now, not in stop() while the hook is on
     _coprof.setup(_clock == "wall", bool(builtins))
     rc = _coprof.start()
     if rc == 1:
@@ -164,16 +169,24 @@ def start(builtins=False, profile_threads=True):
         raise CoprofError("cannot start profiling: %s" % _coprof.strerror(rc))
 
 
+def _window_path():
+    global _nwindows
+    _nwindows += 1
+    return os.path.join(_tmpdir(), "window-%d.pstat" % _nwindows)
+
+
 def stop():
     """Stops profiling; the stats stay until clear_stats(). Stopping when nothing
     runs does nothing and says so."""
-    if not is_running():
-        _say("stop(): profiling is not running; nothing done")
-        return
-    path = os.path.join(_tmpdir(), "window-%d.pstat" % (len(_windows) + 1))
-    rc, dumped = _coprof.stop(path)
+    # The hook goes off first thing: nothing of stop()'s own is recorded.
+    global _next_window
+    if _bound is None and _coprof_preloaded():
+        _bind()  # the preload's window, opened without start()
+    path = _next_window or _window_path()
+    _next_window = None
+    rc, dumped = _coprof.stop(path) if _bound is not None else (1, 0)
     if rc == 1:
-        _say("stop(): profiling was not running; nothing done")
+        _say("stop(): profiling is not running; nothing done")
         return
     if dumped == 0:
         # Not preloaded, the engine keeps every window's data: the newest file holds
@@ -227,10 +240,15 @@ def get_func_stats(tag=None, ctx_id=None, filter=None, filter_callback=None):
     flt = dict(filter or {})
     if tag is not None:
         flt["tag"] = tag
-    if ctx_id is not None:
-        flt["ctx_id"] = ctx_id
+    ctx_id = flt.pop("ctx_id", ctx_id)
     stats, extras = _profile()
-    out = YFuncStats(stats, extras)
+    if ctx_id is not None:
+        stats, name = context_stats(extras, ctx_id)
+        out = YFuncStats(stats or {}, extras)
+        for s in out:
+            s.ctx_id, s.ctx_name = ctx_id, name
+    else:
+        out = YFuncStats(stats, extras)
     if flt or filter_callback:
         out = out.filtered(flt, filter_callback)
     return out
@@ -247,13 +265,16 @@ def get_task_stats():
     """The tasks (asyncio tasks, greenlets, C coroutines): name, id, ttot, state,
     runtime, thread, resumes."""
     _, extras = _profile()
-    return YTaskStats([YTaskStat(t) for t in extras.get("tasks", [])], get_clock_type())
+    n = len(extras.get("threads", []))
+    return YTaskStats([YTaskStat(n + i, t) for i, t in enumerate(extras.get("tasks", []))],
+                      get_clock_type())
 
 
 def get_greenlet_stats():
     """The greenlets that ran (each a task of runtime "greenlet")."""
     _, extras = _profile()
-    return YTaskStats([YTaskStat(t) for t in extras.get("tasks", [])
+    n = len(extras.get("threads", []))
+    return YTaskStats([YTaskStat(n + i, t) for i, t in enumerate(extras.get("tasks", []))
                        if t.get("runtime") == "greenlet"], get_clock_type())
 
 
@@ -275,6 +296,16 @@ def dump(path):
     import marshal
     data = marshal.dumps(stats) + marshal.dumps(extras)
     atomic_write(path, lambda f: f.write(data))
+
+
+@contextlib.contextmanager
+def run(builtins=False, profile_threads=True):
+    """yappi.run(): profiles the block (start, then stop at its end)."""
+    start(builtins=builtins, profile_threads=profile_threads)
+    try:
+        yield
+    finally:
+        stop()
 
 
 class profile:

@@ -136,6 +136,22 @@ class YFuncStat(_Stat):
         return self
 
 
+def context_stats(extras, ctx_id):
+    """The pstats dictionary of one context (yappi's ctx_id): a thread's (ids 0 to
+    threads-1: the functions it called first, its roots; the engine keeps functions per
+    process and per task, not per thread) or a task's (the ids after: its own
+    functions); (None, None) for an unknown id."""
+    threads, tasks = extras.get("threads", []), extras.get("tasks", [])
+    if isinstance(ctx_id, int) and 0 <= ctx_id < len(threads):
+        roots = threads[ctx_id].get("roots", {})
+        return ({k: (v[1], v[0], v[2], v[3], {}) for k, v in roots.items()},
+                threads[ctx_id].get("name"))
+    if isinstance(ctx_id, int) and 0 <= ctx_id - len(threads) < len(tasks):
+        t = tasks[ctx_id - len(threads)]
+        return t.get("stats", {}), t.get("name")
+    return None, None
+
+
 def _fmt(value, width):
     if isinstance(value, float):
         s = "%0.6f" % value
@@ -229,7 +245,8 @@ class YFuncStats(_StatList):
         main = (0, threads[0].get("name")) if threads else (0, "MainThread")
         by_key = {}
         for index, (key, entry) in enumerate(self._stats.items()):
-            if key in synthetic or key[0].startswith(PACKAGE_DIR):
+            if (key in synthetic or key[0].startswith(PACKAGE_DIR) or
+                    (key[0] == SYNTHETIC_FILE and "coprof._coprof." in key[2])):
                 continue
             ctx_id, ctx_name = owner.get(key, main)
             st = YFuncStat(key, entry, index, ctx_id, ctx_name)
@@ -328,12 +345,14 @@ class YThreadStat(_Stat):
 
 
 class YTaskStat(_Stat):
-    """One task (an asyncio task, a greenlet, a C coroutine): name, id, ttot, state,
-    and what coprof adds: runtime, thread (its tid), resumes."""
+    """One task (an asyncio task, a greenlet, a C coroutine): name, id (its context id:
+    get_func_stats(ctx_id=id) gives its functions), ttot, state, and what coprof adds:
+    runtime, thread (its tid), resumes, task_id (the engine's)."""
     _fields = ("name", "id", "ttot", "state", "runtime", "thread", "resumes")
 
-    def __init__(self, t):
-        self.name, self.id, self.ttot = t.get("name"), t.get("id"), t.get("ttot", 0.0)
+    def __init__(self, ctx_id, t):
+        self.name, self.id, self.ttot = t.get("name"), ctx_id, t.get("ttot", 0.0)
+        self.task_id = t.get("id")
         self.state, self.runtime = t.get("state"), t.get("runtime")
         self.thread, self.resumes = t.get("thread"), t.get("resumes", 0)
         self.sched_count = self.resumes
