@@ -44,6 +44,9 @@ def test_fixture(coprof_profile):
 '''
 with open(os.path.join(work, "test_suite.py"), "w") as f:
     f.write(SUITE)
+# The rootdir, so node ids are relative to it (not to the source tree's pyproject.toml).
+with open(os.path.join(work, "pytest.ini"), "w") as f:
+    f.write("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
 
 
 def check(name, ok):

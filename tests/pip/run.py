@@ -96,9 +96,10 @@ def main():
     for recipe, words in (
             ("asyncio_wall", [r"asyncio_wall.py:7 foo\s+1\s", r"asyncio_wall.py:13 bar\s+1\s",
                               r"Clock type: WALL"]),
-            ("threads", [r"Function stats for \(\S+\) \(0\)", r"\(3\)", r"Thread.start\s+3\s",
+            # 3.10 names a function by co_name (run), later ones by co_qualname
+            ("threads", [r"Function stats for \(\S+\) \(0\)", r"\(3\)", r"(Thread\.)?start\s+3\s",
                          r"_bootstrap\s+1\s"]),
-            ("greenlet_wall", [r"greenlet_wall.py:9 GreenletA.run\s+1\s", r"time.sleep>\s+1\s"])):
+            ("greenlet_wall", [r"greenlet_wall.py:9 (GreenletA\.)?run\s+1\s", r"time.sleep>\s+1\s"])):
         step("yappi's recipe as is: %s" % recipe,
              [py, os.path.join(HERE, "recipes", recipe + ".py")], env=env, cwd=work,
              ok=need(*words))
