@@ -9,6 +9,7 @@ only:
 - yappi's README recipes (asyncio, threads, greenlet) with `import coprof as yappi`;
 - ncall and nactualcall against yappi's on the same program, through the API alone and
   through the API inside `coprof record` (the preload: hooked once, not twice);
+- the API and `coprof toggle` closing each other's windows (toggle_api.py);
 - api_checks.py: the API, bad input, the files it writes;
 - the `coprof` command pip put on PATH and `python -m coprof`: record, report, export;
 - the pytest plugin (pytest_checks.py).
@@ -117,6 +118,15 @@ def main():
          ok=lambda o: same(y, o) or (None if os.path.exists(os.path.join(work, "rec.1.pstat"))
                                      else "the API's window is not rec.1.pstat"))
 
+    tdir = os.path.join(work, "toggle")
+    os.makedirs(tdir)
+    want = {"after_toggle_off": False, "after_toggle_on": True, "api": {"two": 2},
+            "files": ["t.1.pstat", "t.2.pstat"],
+            "stop_warned": "coprof: stop(): profiling is not running; nothing done"}
+    step("the API and coprof toggle on one process's windows",
+         ["coprof", "record", "--no-start", "-o", os.path.join(tdir, "t.%n.pstat"), "--",
+          py, os.path.join(HERE, "toggle_api.py"), tdir], env=env, cwd=tdir,
+         ok=lambda o: None if json.loads(o) == want else "want %s" % want)
     step("api_checks.py", [py, os.path.join(HERE, "api_checks.py"), work], env=env, cwd=work,
          ok=need("api_checks: 0 failed"))
 
