@@ -88,6 +88,11 @@ def main():
          else "wheels: %s" % found)
     if len(found) != 1:
         return finish()
+    other = "3.11" if ver == "310" else "3.10"
+    step("the wheel refused for CPython %s: pip says why" % other,
+         ["sh", "-c", '"$@" 2>&1 | grep "is not a supported wheel"', "sh"] + pip +
+         ["install", "--dry-run", "--target", os.path.join(work, "other"), "--python-version",
+          other, "--only-binary=:all:", "--no-deps", os.path.join(wheels, found[0])], env=env)
     step("pip install the wheel, yappi, pytest, pytest-asyncio, greenlet",
          pip + ["install", os.path.join(wheels, found[0])] + PACKAGES, env=env)
     # From here on, the venv as a user has it: its bin/ first on PATH.
