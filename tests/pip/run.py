@@ -77,7 +77,7 @@ def main():
     os.makedirs(work)
     py = os.path.join(venv, "bin", "python")
     pip = [py, "-m", "pip", "--quiet"]
-    ver = "%s%s" % tuple(a.label.split(".")[:2])
+    ver = "%s%s" % tuple(a.label.replace("system-", "").split(".")[:2])
 
     step("a fresh venv", [a.python, "-m", "venv", venv], env=env)
     step("pip wheel . (meson-python, build isolation)",
