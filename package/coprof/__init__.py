@@ -14,11 +14,8 @@ a stop here are a toggle's, and the window is also written as the preload's next
 Where it differs from yappi, and why: doc/python.md, "The Python API".
 """
 import atexit
-import contextlib
 import os
-import shutil
 import sys
-import tempfile
 import warnings
 
 from . import _coprof
@@ -83,6 +80,8 @@ def _state():
 def _tmpdir():
     global _tmp
     if _tmp is None:
+        import shutil  # here: `import coprof` stays cheap (shutil imports bz2, lzma)
+        import tempfile
         _tmp = tempfile.mkdtemp(prefix="coprof-api-")
         atexit.register(shutil.rmtree, _tmp, True)
     return _tmp
@@ -298,14 +297,20 @@ def dump(path):
     atomic_write(path, lambda f: f.write(data))
 
 
-@contextlib.contextmanager
-def run(builtins=False, profile_threads=True):
-    """yappi.run(): profiles the block (start, then stop at its end)."""
-    start(builtins=builtins, profile_threads=profile_threads)
-    try:
-        yield
-    finally:
+class run:
+    """yappi.run(): `with coprof.run():` profiles the block (start, then stop at its
+    end). A class, not contextlib's: `import coprof` imports no more than it needs."""
+
+    def __init__(self, builtins=False, profile_threads=True):
+        self.builtins, self.profile_threads = builtins, profile_threads
+
+    def __enter__(self):
+        start(builtins=self.builtins, profile_threads=self.profile_threads)
+        return self
+
+    def __exit__(self, *exc):
         stop()
+        return False
 
 
 class profile:

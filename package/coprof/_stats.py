@@ -8,7 +8,6 @@ attributes, sort keys and printing, so code written for yappi reads coprof's num
 import marshal
 import os
 import sys
-import tempfile
 
 SORT_KEYS = {
     "name": "name", "callcount": "ncall", "ncall": "ncall", "totaltime": "ttot",
@@ -67,6 +66,8 @@ def atomic_write(path, write):
     """Calls write(file object) on a temporary beside `path`, then renames it there: on
     any error (the directory unwritable, the disk full) no file, whole or partial, is
     left, and the OSError says the OS's reason."""
+    import tempfile
+
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(prefix=".coprof-", dir=os.path.dirname(os.path.abspath(path)))
     try:
@@ -320,6 +321,7 @@ class YFuncStats(_StatList):
             atomic_write(path, lambda f: f.write(data))
             return
         import subprocess
+        import tempfile
 
         from . import command_path  # here: the package imports this module
         with tempfile.TemporaryDirectory(prefix="coprof-save-") as d:

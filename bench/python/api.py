@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""api.py VENV [--runs N] [--source DIR]: the Python API (`import coprof`) measured
+side by side in one run, in a venv where pip installed coprof and yappi 1.7 (tests/pip
+makes one: build/venv-pip-3.12.1):
+
+- overhead on workloads.py's calls and asyncio workloads: unprofiled, coprof's API
+  under cpu and wall, the same engine preloaded (`coprof record`), cProfile, yappi cpu
+  and wall; each the median of N runs, as a multiple of the unprofiled time, and
+  coprof's overhead (time - unprofiled) as a share of yappi's and cProfile's;
+- ncall, ttot and tsub against yappi's under wall on yappi's asyncio recipe (sleeps: a
+  deterministic workload);
+- `import coprof` in a fresh interpreter (median of N), against `import yappi`;
+- installing the wheel into the venv (pip install --force-reinstall --no-deps), and
+  with --source, `pip install DIR` into a fresh venv (the whole build).
+Prints Markdown for bench/RESULTS.md.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.join(HERE, "workloads.py")
+
+RECIPE = """
+import asyncio, json, sys
+if sys.argv[1] == "yappi":
+    import yappi
+else:
+    import coprof as yappi
+async def foo():
+    await asyncio.sleep(0.1)
+    await baz()
+    await asyncio.sleep(0.05)
+async def bar():
+    await asyncio.sleep(0.2)
+async def baz():
+    await asyncio.sleep(0.1)
+yappi.set_clock_type("WALL")
+yappi.start()
+asyncio.run(foo())
+asyncio.run(bar())
+yappi.stop()
+print(json.dumps({s.name.split(".")[-1]: [s.ncall, s.ttot, s.tsub] for s in yappi.get_func_stats()
+                  if s.name.split(".")[-1] in ("foo", "bar", "baz", "sleep")}))
+"""
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw).stdout
+
+
+def timed(py, coprof_cmd, profiler, workload, runs, tmp):
+    out = []
+    for _ in range(runs):
+        if profiler.startswith("preload-"):
+            cmd = [coprof_cmd, "record", "-c", profiler[8:], "-o", os.path.join(tmp, "p.pstat"),
+                   "--", py, WORKLOADS, "none", workload]
+        else:
+            cmd = [py, WORKLOADS, profiler, workload]
+        out.append(float(run(cmd).split()[-1]))
+    return statistics.median(out)
+
+
+def import_ms(py, mod, runs):
+    code = "import time; t = time.perf_counter(); import %s; print(time.perf_counter() - t)" % mod
+    return statistics.median(float(run([py, "-c", code])) for _ in range(runs)) * 1000
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("venv")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--source", help="also time `pip install SOURCE` into a fresh venv")
+    a = ap.parse_args()
+    py = os.path.join(a.venv, "bin", "python")
+    coprof_cmd = os.path.join(a.venv, "bin", "coprof")
+    tmp = tempfile.mkdtemp(prefix="coprof-api-bench-")
+    version = run([py, "-c", "import platform; print(platform.python_version())"]).strip()
+    profilers = ["none", "coprof-cpu", "coprof-wall", "preload-cpu", "preload-wall",
+                 "cprofile", "yappi-cpu", "yappi-wall"]
+    print("Python %s, median of %d runs, times as multiples of the unprofiled run\n"
+          % (version, a.runs))
+    print("| workload | " + " | ".join(profilers[1:]) +
+          " | API cpu overhead / yappi cpu's | API wall overhead / cProfile's |")
+    print("|---" * (len(profilers) + 2) + "|")
+    for w in ("calls", "asyncio"):
+        t = {p: timed(py, coprof_cmd, p, w, a.runs, tmp) for p in profilers}
+        base = t["none"]
+        over = {p: t[p] - base for p in profilers}
+        print("| %s | %s | %.3f | %.2f |" % (
+            w, " | ".join("%.2fx" % (t[p] / base) for p in profilers[1:]),
+            over["coprof-cpu"] / over["yappi-cpu"], over["coprof-wall"] / over["cprofile"]),
+            flush=True)
+
+    y = json.loads(run([py, "-c", RECIPE, "yappi"]))
+    c = json.loads(run([py, "-c", RECIPE, "coprof"]))
+    print("\nyappi's asyncio recipe under wall (sleeps a tenth as long): yappi, coprof\n")
+    print("| function | ncall | ttot | tsub | ttot diff | tsub diff |")
+    print("|---|---|---|---|---|---|")
+    for f in ("foo", "bar", "baz", "sleep"):
+        if f in y and f in c:
+            (yn, yt, ys), (cn, ct, cs) = y[f], c[f]
+            print("| %s | %d, %d | %.4f, %.4f | %.4f, %.4f | %+.1f%% | %+.1f%% |" % (
+                f, yn, cn, yt, ct, ys, cs, 100 * (ct - yt) / yt,
+                100 * (cs - ys) / ys if ys else 0.0))
+
+    print("\n| import, fresh interpreter (median of %d) | ms |" % (a.runs * 2))
+    print("|---|---|")
+    for mod in ("coprof", "yappi"):
+        print("| import %s | %.1f |" % (mod, import_ms(py, mod, a.runs * 2)))
+
+    wheel_dir = os.path.join(os.path.dirname(a.venv), "pip-wheel-" + a.venv.split("venv-pip-")[-1])
+    wheel = os.listdir(wheel_dir)
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PIP_CACHE_DIR=os.path.join(os.path.dirname(a.venv), "pip-cache"))
+    t0 = time.monotonic()
+    run([py, "-m", "pip", "-q", "install", "--force-reinstall", "--no-deps",
+         os.path.join(wheel_dir, wheel[0])], env=env)
+    print("\n| pip | s |\n|---|---|\n| install the wheel | %.1f |" % (time.monotonic() - t0))
+    if a.source:
+        v = os.path.join(tmp, "venv")
+        base_py = run([py, "-c", "import sys; print(sys._base_executable)"]).strip()
+        run([base_py, "-m", "venv", v])
+        t0 = time.monotonic()
+        run([os.path.join(v, "bin", "python"), "-m", "pip", "-q", "install", a.source], env=env)
+        print("| pip install . into a fresh venv (build included) | %.1f |"
+              % (time.monotonic() - t0))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
