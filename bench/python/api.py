@@ -98,9 +98,15 @@ def main():
             over["coprof-cpu"] / over["yappi-cpu"], over["coprof-wall"] / over["cprofile"]),
             flush=True)
 
-    y = json.loads(run([py, "-c", RECIPE, "yappi"]))
-    c = json.loads(run([py, "-c", RECIPE, "coprof"]))
-    print("\nyappi's asyncio recipe under wall (sleeps a tenth as long): yappi, coprof\n")
+    # Interleaved, the median of each number: the load moves both the same way.
+    ys, cs = [], []
+    for _ in range(a.runs):
+        ys.append(json.loads(run([py, "-c", RECIPE, "yappi"])))
+        cs.append(json.loads(run([py, "-c", RECIPE, "coprof"])))
+    y = {f: [statistics.median(r[f][i] for r in ys) for i in range(3)] for f in ys[0]}
+    c = {f: [statistics.median(r[f][i] for r in cs) for i in range(3)] for f in cs[0]}
+    print("\nyappi's asyncio recipe under wall (sleeps a tenth as long), median of %d "
+          "interleaved runs: yappi, coprof\n" % a.runs)
     print("| function | ncall | ttot | tsub | ttot diff | tsub diff |")
     print("|---|---|---|---|---|---|")
     for f in ("foo", "bar", "baz", "sleep"):
