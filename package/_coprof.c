@@ -55,8 +55,8 @@ static PyObject *py_bind(PyObject *self, PyObject *args)
 	}
 	if (bind_from(h) != 0) {
 		api.setup = NULL;
-		PyErr_Format(PyExc_OSError, "%s has no coprof_api_* entry points (another version?)",
-			     path);
+		PyErr_Format(PyExc_OSError,
+			     "%s has no coprof_api_* entry points (another version?)", path);
 		return NULL;
 	}
 	Py_RETURN_FALSE;
@@ -160,8 +160,15 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "coprof._coprof", "The coprof shim's doors for the Python API.", -1,
-    methods, NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT,
+    "coprof._coprof",
+    "The coprof shim's doors for the Python API.",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
 };
 
 PyMODINIT_FUNC PyInit__coprof(void);
