@@ -27,28 +27,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.path.join(HERE, "workloads.py")
 
-RECIPE = """
-import asyncio, json, sys
-if sys.argv[1] == "yappi":
-    import yappi
-else:
-    import coprof as yappi
-async def foo():
-    await asyncio.sleep(0.1)
-    await baz()
-    await asyncio.sleep(0.05)
-async def bar():
-    await asyncio.sleep(0.2)
-async def baz():
-    await asyncio.sleep(0.1)
-yappi.set_clock_type("WALL")
-yappi.start()
-asyncio.run(foo())
-asyncio.run(bar())
-yappi.stop()
-print(json.dumps({s.name.split(".")[-1]: [s.ncall, s.ttot, s.tsub] for s in yappi.get_func_stats()
-                  if s.name.split(".")[-1] in ("foo", "bar", "baz", "sleep")}))
-"""
+# yappi's asyncio recipe, under yappi and under coprof (tests/pip)
+RECIPE = [os.path.join(HERE, "..", "..", "tests", "pip", "recipe_times.py"), None,
+          os.path.join(HERE, "..", "..", "tests", "pip", "recipes", "asyncio_wall.py"),
+          "foo", "bar", "baz", "sleep"]
 
 
 def run(cmd, **kw):
@@ -101,8 +83,10 @@ def main():
     # Interleaved, the median of each number: the load moves both the same way.
     ys, cs = [], []
     for _ in range(a.runs):
-        ys.append(json.loads(run([py, "-c", RECIPE, "yappi"])))
-        cs.append(json.loads(run([py, "-c", RECIPE, "coprof"])))
+        for who, into in (("yappi", ys), ("coprof", cs)):
+            cmd = list(RECIPE)
+            cmd[1] = who
+            into.append(json.loads(run([py] + cmd).splitlines()[-1]))
     y = {f: [statistics.median(r[f][i] for r in ys) for i in range(3)] for f in ys[0]}
     c = {f: [statistics.median(r[f][i] for r in cs) for i in range(3)] for f in cs[0]}
     print("\nyappi's asyncio recipe under wall (sleeps a tenth as long), median of %d "
