@@ -207,5 +207,25 @@ def _():
     assert pstats.Stats(os.path.join(work, "dumped.pstat")).total_calls > 0
 
 
+@check("os.fork while profiling: the child profiles on by itself, the parent keeps its own")
+def _():
+    coprof.clear_stats()
+    coprof.start()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        burn(0.001)
+        coprof.stop()
+        os.write(w, b"%d" % coprof.get_func_stats().get(name="burn").ncall)
+        os._exit(0)
+    os.close(w)
+    burn(0.001)
+    burn(0.001)
+    coprof.stop()
+    os.waitpid(pid, 0)
+    assert os.read(r, 16) == b"1"
+    assert coprof.get_func_stats().get(name="burn").ncall == 2
+
+
 print("api_checks: %d failed" % len(failed))
 sys.exit(1 if failed else 0)
