@@ -9,7 +9,8 @@ makes one: build/venv-pip-3.12.1):
   coprof's overhead (time - unprofiled) as a share of yappi's and cProfile's;
 - ncall, ttot and tsub against yappi's under wall on yappi's asyncio recipe (sleeps: a
   deterministic workload);
-- `import coprof` in a fresh interpreter (median of N), against `import yappi`;
+- `import coprof` in a fresh interpreter (median of N), against `import yappi`, and
+  coprof's first start() (it loads the shim: the workloads start once before timing);
 - installing the wheel into the venv (pip install --force-reinstall --no-deps), and
   with --source, `pip install DIR` into a fresh venv (the whole build).
 Prints Markdown for bench/RESULTS.md.
@@ -47,6 +48,10 @@ def timed(py, coprof_cmd, profiler, workload, runs, tmp):
             cmd = [py, WORKLOADS, profiler, workload]
         out.append(float(run(cmd).split()[-1]))
     return statistics.median(out)
+
+
+FIRST_START = ("import time, coprof; t = time.perf_counter(); coprof.start(); "
+               "print(time.perf_counter() - t); coprof.stop()")
 
 
 def import_ms(py, mod, runs):
@@ -104,6 +109,9 @@ def main():
     print("|---|---|")
     for mod in ("coprof", "yappi"):
         print("| import %s | %.1f |" % (mod, import_ms(py, mod, a.runs * 2)))
+    first = statistics.median(float(run([py, "-c", FIRST_START])) for _ in range(a.runs * 2))
+    print("| coprof's first start(): loads the shim, attaches the adapter | %.1f |"
+          % (first * 1000))
 
     wheel_dir = os.path.join(os.path.dirname(a.venv), "pip-wheel-" + a.venv.split("venv-pip-")[-1])
     wheel = os.listdir(wheel_dir)

@@ -4,7 +4,8 @@ installs it, on one Python.
 
 A fresh venv (BUILD/venv-pip-LABEL), `pip wheel` of the source tree (meson-python, with
 pip's build isolation: its build requirements come from PyPI), the wheel installed with
-yappi, pytest, pytest-asyncio and greenlet beside it; then, with that venv's Python
+yappi, pytest, pytest-asyncio and greenlet beside it (with --direct: `pip install .`
+of the tree, and those); then, with that venv's Python
 only:
 - yappi's README recipes (asyncio, threads, greenlet) with `import coprof as yappi`;
 - ncall and nactualcall against yappi's on the same program, through the API alone and
@@ -63,6 +64,9 @@ def main():
     ap.add_argument("--label", required=True, help="X.Y.Z: names the venv")
     ap.add_argument("--source", required=True)
     ap.add_argument("--build", required=True)
+    ap.add_argument("--direct", action="store_true",
+                    help="`pip install .` (the source tree straight into the venv) "
+                         "rather than `pip wheel .` and installing the wheel")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     venv = os.path.join(build, "venv-pip-" + a.label)
@@ -80,6 +84,10 @@ def main():
     ver = "%s%s" % tuple(a.label.replace("system-", "").split(".")[:2])
 
     step("a fresh venv", [a.python, "-m", "venv", venv], env=env)
+    if a.direct:
+        step("pip install . (meson-python, build isolation)",
+             pip + ["install", a.source] + PACKAGES, env=env)
+        return checks(a, py, env, venv, work)
     step("pip wheel . (meson-python, build isolation)",
          pip + ["wheel", "--no-deps", "-w", wheels, a.source], env=env)
     found = [w for w in os.listdir(wheels)] if os.path.isdir(wheels) else []
@@ -95,6 +103,11 @@ def main():
           other, "--only-binary=:all:", "--no-deps", os.path.join(wheels, found[0])], env=env)
     step("pip install the wheel, yappi, pytest, pytest-asyncio, greenlet",
          pip + ["install", os.path.join(wheels, found[0])] + PACKAGES, env=env)
+    return checks(a, py, env, venv, work)
+
+
+def checks(a, py, env, venv, work):
+    """Everything after the install, with the venv's Python and commands only."""
     # From here on, the venv as a user has it: its bin/ first on PATH.
     env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env["PATH"]
     env["VIRTUAL_ENV"] = venv
