@@ -53,6 +53,7 @@ _windows = []  # files of the windows stopped since the last clear_stats (oldest
 _tmp = None
 _next_window = None  # where the next stop() writes its window
 _nwindows = 0
+_next_pid = 0
 
 
 def shim_path():
@@ -83,7 +84,12 @@ def _tmpdir():
         import shutil  # here: `import coprof` stays cheap (shutil imports bz2, lzma)
         import tempfile
         _tmp = tempfile.mkdtemp(prefix="coprof-api-")
-        atexit.register(shutil.rmtree, _tmp, True)
+        owner = os.getpid()
+
+        def remove(path=_tmp):
+            if os.getpid() == owner:  # not a forked child's exit: the folder is ours
+                shutil.rmtree(path, True)
+        atexit.register(remove)
     return _tmp
 
 
@@ -158,8 +164,9 @@ def start(builtins=False, profile_threads=True):
         _say("start(): profiling is already running; nothing done")
         return
     _bind()
-    global _next_window
+    global _next_window, _next_pid
     _next_window = _window_path()  # now, not in stop() while the hook is on
+    _next_pid = os.getpid()
     _coprof.setup(_clock == "wall", bool(builtins))
     rc = _coprof.start()
     if rc == 1:
@@ -171,7 +178,8 @@ def start(builtins=False, profile_threads=True):
 def _window_path():
     global _nwindows
     _nwindows += 1
-    return os.path.join(_tmpdir(), "window-%d.pstat" % _nwindows)
+    # The pid: a forked child shares the folder and the numbering with its parent.
+    return os.path.join(_tmpdir(), "window-%d-%d.pstat" % (os.getpid(), _nwindows))
 
 
 def stop():
@@ -181,7 +189,10 @@ def stop():
     global _next_window
     if _bound is None and _coprof_preloaded():
         _bind()  # the preload's window, opened without start()
-    path = _next_window or _window_path()
+    path = _next_window
+    if path is None or _next_pid != os.getpid():  # none made yet, or a forked child's
+        # parent's: the child writes a file of its own
+        path = _window_path()
     _next_window = None
     rc, dumped = _coprof.stop(path) if _bound is not None else (1, 0)
     if rc == 1:
@@ -221,7 +232,7 @@ def _profile():
     """(stats, extras) of everything recorded since the last clear_stats()."""
     files = list(_windows)
     if _bound is not None and is_running():
-        path = os.path.join(_tmpdir(), "now.pstat")
+        path = os.path.join(_tmpdir(), "now-%d.pstat" % os.getpid())
         rc = _coprof.dump(path)
         if rc == 0:
             # Not preloaded, the engine holds the earlier windows too.

@@ -302,9 +302,11 @@ class YFuncStats(_StatList):
         return out
 
     def _pstats_dict(self):
-        keep = {s.key for s in self._items}
-        if len(keep) == len(self._stats) - len(self._extras.get("synthetic", ())):
-            return self._stats  # unfiltered: the whole-program tree too
+        """The entries shown, and the whole-program tree's nodes (snakeviz draws from
+        its root), each with the callers among them."""
+        keep = {s.key for s in self._items} | set(map(tuple, self._extras.get("synthetic", ())))
+        if len(keep) == len(self._stats):
+            return self._stats
         return {k: (e[0], e[1], e[2], e[3], {c: v for c, v in e[4].items() if c in keep})
                 for k, e in self._stats.items() if k in keep}
 

@@ -223,8 +223,10 @@ def _():
     burn(0.001)
     coprof.stop()
     os.waitpid(pid, 0)
-    assert os.read(r, 16) == b"1"
-    assert coprof.get_func_stats().get(name="burn").ncall == 2
+    child = os.read(r, 16)
+    assert child == b"1", child
+    mine = coprof.get_func_stats().get(name="burn")
+    assert mine.ncall == 2, mine
 
 
 print("api_checks: %d failed" % len(failed))
