@@ -38,16 +38,19 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw).stdout
 
 
-def timed(py, coprof_cmd, profiler, workload, runs, tmp):
-    out = []
+def timed(py, coprof_cmd, profilers, workload, runs, tmp):
+    """The median time of each profiler, the profilers interleaved run by run: a load
+    that comes and goes (the machine is shared) weighs on all of them alike."""
+    out = {p: [] for p in profilers}
     for _ in range(runs):
-        if profiler.startswith("preload-"):
-            cmd = [coprof_cmd, "record", "-c", profiler[8:], "-o", os.path.join(tmp, "p.pstat"),
-                   "--", py, WORKLOADS, "none", workload]
-        else:
-            cmd = [py, WORKLOADS, profiler, workload]
-        out.append(float(run(cmd).split()[-1]))
-    return statistics.median(out)
+        for profiler in profilers:
+            if profiler.startswith("preload-"):
+                cmd = [coprof_cmd, "record", "-c", profiler[8:], "-o",
+                       os.path.join(tmp, "p.pstat"), "--", py, WORKLOADS, "none", workload]
+            else:
+                cmd = [py, WORKLOADS, profiler, workload]
+            out[profiler].append(float(run(cmd).split()[-1]))
+    return {p: statistics.median(v) for p, v in out.items()}
 
 
 FIRST_START = ("import time, coprof; t = time.perf_counter(); coprof.start(); "
@@ -64,6 +67,7 @@ def main():
     ap.add_argument("venv")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--source", help="also time `pip install SOURCE` into a fresh venv")
+    ap.add_argument("--overhead-only", action="store_true")
     a = ap.parse_args()
     py = os.path.join(a.venv, "bin", "python")
     coprof_cmd = os.path.join(a.venv, "bin", "coprof")
@@ -77,7 +81,7 @@ def main():
           " | API cpu overhead / yappi cpu's | API wall overhead / cProfile's |")
     print("|---" * (len(profilers) + 2) + "|")
     for w in ("calls", "asyncio"):
-        t = {p: timed(py, coprof_cmd, p, w, a.runs, tmp) for p in profilers}
+        t = timed(py, coprof_cmd, profilers, w, a.runs, tmp)
         base = t["none"]
         over = {p: t[p] - base for p in profilers}
         print("| %s | %s | %.3f | %.2f |" % (
@@ -85,6 +89,8 @@ def main():
             over["coprof-cpu"] / over["yappi-cpu"], over["coprof-wall"] / over["cprofile"]),
             flush=True)
 
+    if a.overhead_only:
+        return
     # Interleaved, the median of each number: the load moves both the same way.
     ys, cs = [], []
     for _ in range(a.runs):
