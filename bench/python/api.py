@@ -68,6 +68,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--source", help="also time `pip install SOURCE` into a fresh venv")
     ap.add_argument("--overhead-only", action="store_true")
+    ap.add_argument("--no-overhead", action="store_true")
     a = ap.parse_args()
     py = os.path.join(a.venv, "bin", "python")
     coprof_cmd = os.path.join(a.venv, "bin", "coprof")
@@ -80,7 +81,7 @@ def main():
     print("| workload | " + " | ".join(profilers[1:]) +
           " | API cpu overhead / yappi cpu's | API wall overhead / cProfile's |")
     print("|---" * (len(profilers) + 2) + "|")
-    for w in ("calls", "asyncio"):
+    for w in () if a.no_overhead else ("calls", "asyncio"):
         t = timed(py, coprof_cmd, profilers, w, a.runs, tmp)
         base = t["none"]
         over = {p: t[p] - base for p in profilers}
@@ -107,7 +108,7 @@ def main():
     for f in ("foo", "bar", "baz", "sleep"):
         if f in y and f in c:
             (yn, yt, ys), (cn, ct, cs) = y[f], c[f]
-            print("| %s | %d, %d | %.4f, %.4f | %.4f, %.4f | %+.1f%% | %+.1f%% |" % (
+            print("| %s | %d, %d | %.4f, %.4f | %.6f, %.6f | %+.1f%% | %+.1f%% |" % (
                 f, yn, cn, yt, ct, ys, cs, 100 * (ct - yt) / yt,
                 100 * (cs - ys) / ys if ys else 0.0))
 
