@@ -151,6 +151,13 @@ def checks(a, py, env, venv, work):
     step("api_checks.py", [py, os.path.join(HERE, "api_checks.py"), work], env=env, cwd=work,
          ok=need("api_checks: 0 failed"))
 
+    lib = run_out([py, "-c", "import coprof, os; print(os.path.dirname(coprof.shim_path()))"],
+                  env).strip()
+    step("the installed engine exports coprof_* only, the shim's API coprof_api_*",
+         ["sh", "-c", "nm -D --defined-only %s/libcoprof.so; echo --; "
+          "nm -D --defined-only %s/libcoprof-preload.so" % (lib, lib)], env=env,
+         ok=exports_ok)
+
     sample = os.path.join(a.source, "samples", "python", "worker.py")
     rec = os.path.join(work, "worker.pstat")
     step("coprof record (pip's command, the bundled shim)",
@@ -173,6 +180,20 @@ def checks(a, py, env, venv, work):
 
 
 # The asyncio recipe's functions' wall ttot: foo sleeps 0.25 s in all, bar 0.2, baz 0.1.
+def run_out(cmd, env):
+    return subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+
+
+def exports_ok(out):
+    engine, shim = out.split("--\n")
+    names = lambda t: [ln.split()[-1] for ln in t.splitlines() if ln.strip()]  # noqa: E731
+    bad = [n for n in names(engine) if not n.startswith("coprof_")]
+    bad += [n for n in names(shim) if n.startswith("coprof") and not n.startswith("coprof_api_")]
+    if not [n for n in names(shim) if n.startswith("coprof_api_")]:
+        bad.append("(no coprof_api_* in the shim)")
+    return "unexpected exports: %s" % bad if bad else None
+
+
 def check_times(t):
     # at least the sleeps (a loaded machine only makes them longer)
     low = {"foo": 0.25, "bar": 0.2, "baz": 0.1}
