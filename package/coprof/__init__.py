@@ -125,7 +125,8 @@ def set_clock_type(type):
     type = type.lower()
     if is_running():
         raise CoprofError("the clock cannot change while profiling runs; stop() first")
-    if _bound is not None and _state() & _SETUP and bool(_state() & _WALL) != (type == "wall"):
+    if (_bound is not None or _coprof_preloaded()) and _state() & _SETUP and \
+            bool(_state() & _WALL) != (type == "wall"):
         raise CoprofError("this process's profiler runs the %s clock (%s), chosen once"
                           % ("wall" if _state() & _WALL else "cpu",
                              "the preload's COPROF_CLOCK" if _state() & _PRELOAD
@@ -167,7 +168,10 @@ def start(builtins=False, profile_threads=True):
     global _next_window, _next_pid
     _next_window = _window_path()  # now, not in stop() while the hook is on
     _next_pid = os.getpid()
-    _coprof.setup(_clock == "wall", bool(builtins))
+    try:
+        _coprof.setup(_clock == "wall", bool(builtins))
+    except ValueError as e:  # the process's profiler has the other clock
+        raise CoprofError(str(e)) from None
     rc = _coprof.start()
     if rc == 1:
         _say("start(): a window was open already (the preload's); nothing done")

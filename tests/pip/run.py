@@ -142,10 +142,11 @@ def checks(a, py, env, venv, work):
     tdir = os.path.join(work, "toggle")
     os.makedirs(tdir)
     want = {"after_toggle_off": False, "after_toggle_on": True, "api": {"two": 2},
+            "clock_refused": True,
             "files": ["t.1.pstat", "t.2.pstat"],
             "stop_warned": "coprof: stop(): profiling is not running; nothing done"}
     step("the API and coprof toggle on one process's windows",
-         ["coprof", "record", "--no-start", "-o", os.path.join(tdir, "t.%n.pstat"), "--",
+         ["coprof", "record", "-c", "cpu", "--no-start", "-o", os.path.join(tdir, "t.%n.pstat"), "--",
           py, os.path.join(HERE, "toggle_api.py"), tdir], env=env, cwd=tdir,
          ok=lambda o: None if json.loads(o) == want else "want %s" % want)
     step("api_checks.py", [py, os.path.join(HERE, "api_checks.py"), work], env=env, cwd=work,

@@ -26,6 +26,10 @@ def toggle():
 
 warnings.simplefilter("error")
 seen = {}
+try:  # the preload's clock (record -c cpu) is the process's
+    coprof.set_clock_type("wall")
+except coprof.CoprofError as e:
+    seen["clock_refused"] = "the preload's COPROF_CLOCK" in str(e)
 coprof.start()
 one()
 toggle()  # off: the preload writes t.1 (one)
