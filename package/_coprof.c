@@ -103,31 +103,34 @@ static PyObject *py_start(PyObject *self, PyObject *unused)
 	Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
 }
 
+/* api.stop (`dumped` not NULL) or api.dump on the file-system path `args` holds, the
+ * GIL released: 0 and *rc, or -1 with an exception set (not bound, not a path). */
+static int path_call(PyObject *args, int *dumped, int *rc)
+{
+	PyObject *path;
+	if (!api.setup) {
+		PyErr_SetString(PyExc_RuntimeError, "coprof._coprof: bind() first");
+		return -1;
+	}
+	if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
+		return -1;
+	const char *p = PyBytes_AS_STRING(path);
+	Py_BEGIN_ALLOW_THREADS *rc = dumped ? api.stop(p, dumped) : api.dump(p);
+	Py_END_ALLOW_THREADS Py_DECREF(path);
+	return 0;
+}
+
 /* stop(snapshot_path) -> (rc, dumped): rc 1 when nothing was running. */
 static PyObject *py_stop(PyObject *self, PyObject *args)
 {
-	PyObject *path;
-	if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
-		return NULL;
-	NEED_BIND();
 	int rc, dumped = 0;
-	const char *p = PyBytes_AS_STRING(path);
-	Py_BEGIN_ALLOW_THREADS rc = api.stop(p, &dumped);
-	Py_END_ALLOW_THREADS Py_DECREF(path);
-	return Py_BuildValue("ii", rc, dumped);
+	return path_call(args, &dumped, &rc) ? NULL : Py_BuildValue("ii", rc, dumped);
 }
 
 static PyObject *py_dump(PyObject *self, PyObject *args)
 {
-	PyObject *path;
-	if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &path))
-		return NULL;
-	NEED_BIND();
 	int rc;
-	const char *p = PyBytes_AS_STRING(path);
-	Py_BEGIN_ALLOW_THREADS rc = api.dump(p);
-	Py_END_ALLOW_THREADS Py_DECREF(path);
-	return PyLong_FromLong(rc);
+	return path_call(args, NULL, &rc) ? NULL : PyLong_FromLong(rc);
 }
 
 static PyObject *py_clear(PyObject *self, PyObject *unused)

@@ -146,8 +146,8 @@ def checks(a, py, env, venv, work):
             "files": ["t.1.pstat", "t.2.pstat"],
             "stop_warned": "coprof: stop(): profiling is not running; nothing done"}
     step("the API and coprof toggle on one process's windows",
-         ["coprof", "record", "-c", "cpu", "--no-start", "-o", os.path.join(tdir, "t.%n.pstat"), "--",
-          py, os.path.join(HERE, "toggle_api.py"), tdir], env=env, cwd=tdir,
+         ["coprof", "record", "-c", "cpu", "--no-start", "-o", os.path.join(tdir, "t.%n.pstat"),
+          "--", py, os.path.join(HERE, "toggle_api.py"), tdir], env=env, cwd=tdir,
          ok=lambda o: None if json.loads(o) == want else "want %s" % want)
     step("api_checks.py", [py, os.path.join(HERE, "api_checks.py"), work], env=env, cwd=work,
          ok=need("api_checks: 0 failed"))
