@@ -26,7 +26,7 @@ from ._stats import (FILTER_KEYS, SAVE_TYPES, SORT_KEYS, YChildFuncStat, YFuncSt
 __all__ = [
     "start", "stop", "is_running", "clear_stats", "set_clock_type", "get_clock_type",
     "set_context_backend", "get_context_backend", "get_func_stats", "get_thread_stats",
-    "get_task_stats", "get_greenlet_stats", "profile", "run", "dump", "YappiError", "CoprofError",
+    "get_task_stats", "get_greenlet_stats", "profile", "run", "dump", "convert2pstats", "YappiError", "CoprofError",
     "YFuncStats", "YFuncStat", "YChildFuncStat", "YThreadStats", "YThreadStat", "YTaskStats",
     "YTaskStat", "SAVE_TYPES", "SORT_KEYS", "FILTER_KEYS",
 ]
@@ -290,6 +290,16 @@ def get_greenlet_stats():
     n = len(extras.get("threads", []))
     return YTaskStats([YTaskStat(n + i, t) for i, t in enumerate(extras.get("tasks", []))
                        if t.get("runtime") == "greenlet"], get_clock_type())
+
+
+def convert2pstats(stats):
+    """yappi.convert2pstats: a pstats.Stats of a YFuncStats (get_func_stats())."""
+    import pstats
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="coprof-pstats-") as d:
+        path = os.path.join(d, "stats.pstat")
+        stats.save(path, type="pstat")
+        return pstats.Stats(path)
 
 
 def dump(path):

@@ -199,7 +199,8 @@ class _StatList:
             raise _choices("sort key", sort_type, valid)
         return valid[sort_type.lower()]
 
-    def print_all(self, out=sys.stdout, columns=None):
+    def print_all(self, out=None, columns=None):
+        out = sys.stdout if out is None else out  # at the call: pytest swaps it
         columns = columns or self._stat_columns
         out.write("\n")
         self._print_header(out)

@@ -151,6 +151,8 @@ def _():
     p = os.path.join(work, "saved.pstat")
     st.save(p)
     assert pstats.Stats(p).total_calls > 0
+    ps = coprof.convert2pstats(st)
+    assert [v[1] for k, v in ps.stats.items() if k[2] == "job"] == [3]
     with open(p, "rb") as f:
         marshal.load(f)
         extras = marshal.load(f)
