@@ -94,6 +94,19 @@ def _():
     assert not coprof.is_running()
 
 
+@check("not preloaded, the shim loaded by the API installs no signal and starts no thread")
+def _():
+    coprof.start()
+    try:
+        with open("/proc/self/status") as f:
+            caught = int([ln for ln in f if ln.startswith("SigCgt:")][0].split()[1], 16)
+        assert not caught & (1 << (signal.SIGUSR2 - 1)), "SIGUSR2 is caught: %x" % caught
+        tasks = len(os.listdir("/proc/self/task"))
+        assert tasks == 1, "%d threads, the program has one" % tasks
+    finally:
+        coprof.stop()
+
+
 @check("the clock is chosen once per process")
 def _():
     assert coprof.get_clock_type() == "cpu"
