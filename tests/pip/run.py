@@ -133,6 +133,9 @@ def checks(a, py, env, venv, work):
     y = step("ncall: the workload under yappi", [py, workload, "yappi"], env=env, cwd=work)
     step("ncall: the workload under coprof's API", [py, workload, "coprof"], env=env,
              cwd=work, ok=lambda o: same(y, o))
+    step("ncall: the API under the profile function (COPROF_PY_HOOK=profile)",
+         [py, workload, "coprof"], env=dict(env, COPROF_PY_HOOK="profile"), cwd=work,
+         ok=lambda o: same(y, o))
     step("ncall: the API inside `coprof record` (the preload's engine, hooked once)",
          ["coprof", "record", "--no-start", "-o", os.path.join(work, "rec.%n.pstat"), "--",
           py, workload, "coprof"], env=env, cwd=work,
