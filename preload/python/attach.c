@@ -107,11 +107,13 @@ static int py_start(void)
 	__atomic_store_n(&want, 1, __ATOMIC_RELEASE);
 	ensure_resolver();
 	PyGILState_STATE st;
+	if (!main_started || pl_py_installed) /* the audit hook installs at the main module */
+		return 0;
 	/* A thread that has a thread state of its own before it takes the GIL is the
 	 * program's (the Python API's caller, which let the GIL go), and is hooked too;
 	 * the control thread's is made for this call only, and is not. */
 	PyThreadState *own = PyGILState_GetThisThreadState();
-	if (main_started && !pl_py_installed && pl_py_gil_take(&st) == 0) {
+	if (pl_py_gil_take(&st) == 0) {
 		if (!pl_py_installed)
 			pl_py_install(own ? NULL : PyThreadState_Get());
 		pl_py_gil_give(st);
