@@ -4,7 +4,8 @@
 usage: tiers.py change|asan BUILDDIR     prints the tier's test names, one a line
 
 - change (the gcc build): unit, viewer, every native and file test, and one Python
-  fully (PRIMARY: its cases under both backends, sampled, and CPython's own suites);
+  fully (PRIMARY: its cases under both backends, sampled, CPython's own suites, and
+  its pip install, tests/pip);
   the other Pythons run PY_SUBSET (PY_SUBSET_PROFILE under the profile function) and
   PYSAMPLE_SUBSET, the cases whose code differs by
   version (the frame-evaluation backend below 3.12, the frame layouts the sampler
@@ -40,6 +41,7 @@ ASAN_PY_SUBSET = {
     "split_cpu", "tasks_wall", "threads_cpu",
 }
 PYTHON = re.compile(r"^(python|pysample)-(system-)?(\d+\.\d+)\.\d+-(\w+?)(-profile)?$")
+PIP = re.compile(r"^pip-(system-)?(\d+\.\d+)\.\d+$")  # tests/pip: a wheel per Python
 
 
 def tests(build):
@@ -49,6 +51,9 @@ def tests(build):
 
 
 def in_change(name, suites):
+    pip = PIP.match(name)
+    if pip:  # the primary Python's pip install only: each builds the package (~70 s)
+        return pip.group(2) == PRIMARY and not pip.group(1)
     m = PYTHON.match(name)
     if m is None:
         return not (suites & {"slow"}) or "viewer" in suites
@@ -63,7 +68,7 @@ def in_change(name, suites):
 
 
 def in_asan(name, suites):
-    if suites & {"slow", "hook-other"}:
+    if suites & {"slow", "hook-other", "pip"}:  # pip builds its own package, not ASan's
         return False
     m = PYTHON.match(name)
     if m is None:

@@ -3,7 +3,8 @@ workload took (perf_counter around it, start-up excluded).
 
 usage: workloads.py PROFILER WORKLOAD
   PROFILER: none (also under coprof, which the caller preloads), cprofile, yappi-cpu,
-            yappi-wall (each enabled around the workload only)
+            yappi-wall, coprof-cpu, coprof-wall (the Python API, `import coprof`:
+            bench/python/api.py) (each enabled around the workload only)
   WORKLOAD: calls (tiny functions and recursion) or asyncio (many awaited coroutines
             and tasks)
 """
@@ -62,9 +63,18 @@ def main():
         t0 = time.perf_counter()
         prof.enable()
         stop = prof.disable
-    elif profiler.startswith("yappi"):
-        import yappi
-        yappi.set_clock_type(profiler[6:])
+    elif profiler.startswith("yappi") or profiler.startswith("coprof"):
+        if profiler.startswith("yappi"):
+            import yappi
+        else:
+            import coprof as yappi
+        yappi.set_clock_type(profiler.split("-")[1])
+        if profiler.startswith("coprof"):
+            # The first start() loads the shim and attaches the adapter, once per
+            # process (api.py times it apart): out of the workload's time.
+            yappi.start()
+            yappi.stop()
+            yappi.clear_stats()
         t0 = time.perf_counter()
         yappi.start(builtins=False)
         stop = yappi.stop

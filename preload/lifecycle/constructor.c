@@ -2,9 +2,13 @@
  * reads the environment (config.c), makes the process's profiler, installs the toggle
  * signal and the control thread, lets the runtimes set up, and starts profiling unless
  * COPROF_START=0. The destructor dumps at normal exit. Both run on the program's main
- * thread. */
+ * thread. Loaded by dlopen rather than preloaded (`import coprof`: lifecycle/api.c),
+ * the constructor does nothing: the API sets up at its first start. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "lifecycle.h"
@@ -15,10 +19,40 @@ static const char *env_get(const char *name)
 	return getenv(name);
 }
 
+/* This file is one that LD_PRELOAD names: by its path (the same file, however named),
+ * or by a bare name, searched as the dynamic linker searches it, that is our file name.
+ * Otherwise the shim was dlopen'ed (the Python API) and the process is not preloaded. */
+static int preloaded(void)
+{
+	const char *env = getenv("LD_PRELOAD");
+	Dl_info info;
+	if (!env || !dladdr((void *)&preloaded, &info) || !info.dli_fname)
+		return 0;
+	char self[PATH_MAX], real[PATH_MAX], one[PATH_MAX];
+	if (!realpath(info.dli_fname, self))
+		return 0;
+	const char *base = strrchr(self, '/') ? strrchr(self, '/') + 1 : self;
+	while (*env) {
+		size_t n = strcspn(env, ": ");
+		if (n > 0 && n < sizeof(one)) {
+			memcpy(one, env, n);
+			one[n] = 0;
+			if (strchr(one, '/') ? realpath(one, real) && strcmp(real, self) == 0
+					     : strcmp(one, base) == 0)
+				return 1;
+		}
+		env += n;
+		env += strspn(env, ": ");
+	}
+	return 0;
+}
+
 __attribute__((constructor)) static void pl_init(void)
 {
 	char err[256];
 	struct pl_tls *t = &pl_tls_data;
+	if (!preloaded())
+		return;
 	pl_resolve_reals();
 	pl_pid = getpid();
 	t->guard = 1;

@@ -373,8 +373,7 @@ static void exit_locked(void)
 		pl_say("profiling never started (COPROF_START=0, or record --no-start, and no "
 		       "toggle came), so no profile was written");
 	if (ever_started && dumps == 0 && !pl_seen_cyg && pl_cfg.mode == COPROF_MODE_TRACE &&
-	    !pl_runtimes_found() && is_launched_process() && !had_children() &&
-	    !parent_profiled())
+	    !pl_runtimes_found() && is_launched_process() && !had_children() && !parent_profiled())
 		pl_say("this program has no -finstrument-functions code, so trace mode saw no "
 		       "function; rebuild it with -finstrument-functions (gcc or clang), or "
 		       "use COPROF_MODE=sample");
@@ -660,4 +659,68 @@ void pl_control_fork_child(void)
 		start_locked();
 		pthread_mutex_unlock(&lock);
 	}
+}
+
+/* --- the Python API's starts, stops and dumps (api.c) ------------------------------- */
+
+/* Starts a window, as a toggle's start does: 1 when one was open already (nothing
+ * done), 0 when this call opened it, or -errno. A preloaded process's control thread
+ * names its state again (`coprof toggle` reads it). */
+int pl_control_api_start(void)
+{
+	pthread_mutex_lock(&lock);
+	int rc = 1;
+	if (exiting)
+		rc = -ESHUTDOWN;
+	else if (!pl_running) {
+		start_locked();
+		rc = pl_running ? 0 : -EIO;
+	}
+	pthread_mutex_unlock(&lock);
+	if (rc == 0 && pl_active)
+		pl_control_republish();
+	return rc;
+}
+
+/* Stops the open window and writes it to `snap` for the API (coprof_dump: the data
+ * stays). Preloaded, the window then ends as a toggle's stop ends it: written as the
+ * next numbered file and cleared, so toggles and the API share one numbering and no
+ * window is lost or written twice. 1 when no window was open (nothing done), else 0
+ * and *dumped, coprof_dump's return. */
+int pl_control_api_stop(const char *snap, int *dumped)
+{
+	pthread_mutex_lock(&lock);
+	if (!pl_running || exiting) {
+		pthread_mutex_unlock(&lock);
+		return 1;
+	}
+	stop_locked();
+	*dumped = coprof_dump(pl_prof, snap);
+	if (pl_active) {
+		if (write_locked() == 0)
+			pl_interval_keep(++dumps, forked);
+		coprof_clear(pl_prof);
+	}
+	pthread_mutex_unlock(&lock);
+	if (pl_active)
+		pl_control_republish();
+	return 0;
+}
+
+/* The profile so far, to `path`, open frames counted up to now (coprof_dump). */
+int pl_control_api_dump(const char *path)
+{
+	pthread_mutex_lock(&lock);
+	int rc = pl_prof ? coprof_dump(pl_prof, path) : -ENODEV;
+	pthread_mutex_unlock(&lock);
+	return rc;
+}
+
+/* Forgets what was recorded, when no window is open: 0, or -EBUSY. */
+int pl_control_api_clear(void)
+{
+	pthread_mutex_lock(&lock);
+	int rc = pl_running ? -EBUSY : pl_prof ? coprof_clear(pl_prof) : 0;
+	pthread_mutex_unlock(&lock);
+	return rc;
 }

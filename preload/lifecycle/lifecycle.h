@@ -42,6 +42,25 @@ PL_HIDDEN void pl_control_fork_resume(void);
 PL_HIDDEN void pl_control_threads_pause(void);
 PL_HIDDEN void pl_control_threads_resume(void);
 
+/* For the Python API (api.c), under the same lock: a window's start and stop as a
+ * toggle's (the stop also writes `snap` for the API), a dump of the data so far, and
+ * clearing it while stopped. */
+PL_HIDDEN int pl_control_api_start(void);
+PL_HIDDEN int pl_control_api_stop(const char *snap, int *dumped);
+PL_HIDDEN int pl_control_api_dump(const char *path);
+PL_HIDDEN int pl_control_api_clear(void);
+
+/* --- api.c: the Python API's doors, exported (package/_coprof.c finds them by name) -- */
+
+PL_EXPORT int coprof_api_preloaded(void);
+PL_EXPORT int coprof_api_setup(int wall, int builtins, char *err, size_t errlen);
+PL_EXPORT unsigned coprof_api_state(void);
+PL_EXPORT int coprof_api_start(void);
+PL_EXPORT int coprof_api_stop(const char *snap, int *dumped);
+PL_EXPORT int coprof_api_dump(const char *path);
+PL_EXPORT int coprof_api_clear(void);
+PL_EXPORT const char *coprof_api_strerror(int rc);
+
 /* --- exec.c ------------------------------------------------------------------------ */
 
 #define PL_EXEC_ENV "COPROF_EXEC_STATE"

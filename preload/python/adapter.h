@@ -15,7 +15,7 @@
 #include "coprof.h"
 #include "state/state.h" /* enum pl_py_hook, COPROF_PY_HOOK's values */
 
-#define PL_PY_ABI 6 /* 6: struct pl_py_sample has cur */
+#define PL_PY_ABI 7 /* 6: struct pl_py_sample has cur; 7: struct pl_py_host has late */
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
@@ -50,6 +50,9 @@ struct pl_py_host {
 	/* Sample mode: the engine thread of the sampled thread whose kernel id is `tid`
 	 * (an asyncio loop's thread), NULL when none. Any thread, outside any signal. */
 	struct coprof_thread *(*thread_of)(pid_t tid);
+	/* Attached while Python runs (the Python API loaded the shim, with the GIL held):
+	 * the main module started before the audit hook could see it. */
+	int late;
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick

@@ -107,9 +107,15 @@ static int py_start(void)
 	__atomic_store_n(&want, 1, __ATOMIC_RELEASE);
 	ensure_resolver();
 	PyGILState_STATE st;
-	if (main_started && !pl_py_installed && pl_py_gil_take(&st) == 0) {
+	if (!main_started || pl_py_installed) /* the audit hook installs at the main module */
+		return 0;
+	/* A thread that has a thread state of its own before it takes the GIL is the
+	 * program's (the Python API's caller, which let the GIL go), and is hooked too;
+	 * the control thread's is made for this call only, and is not. */
+	PyThreadState *own = PyGILState_GetThisThreadState();
+	if (pl_py_gil_take(&st) == 0) {
 		if (!pl_py_installed)
-			pl_py_install(PyThreadState_Get());
+			pl_py_install(own ? NULL : PyThreadState_Get());
 		pl_py_gil_give(st);
 	}
 	return 0;
@@ -193,6 +199,14 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 			pl_pys_tasks_init();
 		}
 		return 0;
+	}
+	if (host->late) {
+		/* What the audit hook does at cpython.run_*, done now: the caller holds
+		 * the GIL, and the main module runs already. */
+		main_started = 1;
+		pl_py_gil_at_main();
+		pl_py_fork_register();
+		pl_py_greenlet_late();
 	}
 	out->start = py_start;
 	out->stop = py_stop;

@@ -2,8 +2,8 @@
 """find-pythons.py: lists the CPython 3.10+ interpreters this machine has, for meson.
 
 Looks at /usr/bin/python3, every pyenv version ($PYENV_ROOT or ~/.pyenv, globbed) and
-the prefixes given as arguments (meson option python_prefixes). Prints one line per
-interpreter whose headers are installed:
+the prefixes given as arguments (meson option python_prefixes); with --this, only the
+Python running it. Prints one line per interpreter whose headers are installed:
 "X.Y<TAB>include dir<TAB>executable<TAB>label" (label: X.Y.Z, "system-X.Y.Z" for /usr/bin).
 """
 import glob
@@ -30,7 +30,10 @@ def candidates(prefixes):
 
 
 def main():
-    for exe in candidates([p for p in sys.argv[1:] if p]):
+    # --this: only the interpreter running this script (the Python package's build).
+    exes = [sys.executable] if sys.argv[1:] == ["--this"] else \
+        candidates([p for p in sys.argv[1:] if p])
+    for exe in exes:
         try:
             out = subprocess.run([exe, "-I", "-c", QUERY], capture_output=True, text=True,
                                  timeout=30, check=True).stdout.split("\n")

@@ -391,6 +391,9 @@ static inline int pl_py_frame_in_yield_from(PL_PY_FRAME *fr)
 /* Every audit event: installs the greenlet tracer when greenlet._greenlet is imported,
  * and arms it in each thread that raises an event after that. */
 PL_PY_HIDDEN void pl_py_greenlet_audit(const char *event, PyObject *args);
+/* Attached late (the Python API): installs as the import would have, if greenlet was
+ * imported already. GIL held. */
+PL_PY_HIDDEN void pl_py_greenlet_late(void);
 /* The context of the greenlet running on the calling thread (engine thread t); NULL:
  * the thread's own. Arms the greenlet tracer in this thread first if it is not yet.
  * No Python code runs. The hook's pl_py_window_ctx once greenlet is installed. */

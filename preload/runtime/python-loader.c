@@ -148,6 +148,7 @@ void pl_python_init(const struct pl_lend *lend)
 	    .ctx_finish = py_ctx_finish,
 	    .task_wait = pl_sampler_wait_record,
 	    .thread_of = pl_sampler_thread_of,
+	    .late = lend->late,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {

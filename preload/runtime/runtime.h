@@ -19,6 +19,9 @@
 struct pl_lend {
 	void (*threads_pause)(void);
 	void (*threads_resume)(void);
+	/* The program runs already: the Python API loaded the shim (lifecycle/api.c), so
+	 * Python's main module started before the adapter's audit hook was there. */
+	int late;
 };
 
 /* At start (the constructor, once the profiler exists): each runtime sets itself up

@@ -571,6 +571,37 @@ void pl_py_greenlet_audit(const char *event, PyObject *args)
 	pl_py_exc_restore(&e);
 }
 
+/* Attached late (the Python API), after the program may have imported greenlet: its
+ * module is installed now, and the package's own settrace and gettrace, which it
+ * copied from the module at its import, are ours too. GIL held. */
+void pl_py_greenlet_late(void)
+{
+	if (installed)
+		return;
+	PyObject *mods = PySys_GetObject("modules"); /* borrowed */
+	PyObject *mod = mods ? PyDict_GetItemString(mods, "greenlet._greenlet") : NULL;
+	if (!mod)
+		return;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	install(mod);
+	PyObject *pkg = installed ? PyDict_GetItemString(mods, "greenlet") : NULL;
+	if (pkg) {
+		PyObject *st = PyObject_GetAttrString(mod, "settrace");
+		PyObject *gt = PyObject_GetAttrString(mod, "gettrace");
+		if (st && gt) {
+			PyObject_SetAttrString(pkg, "settrace", st);
+			PyObject_SetAttrString(pkg, "gettrace", gt);
+		}
+		Py_XDECREF(st);
+		Py_XDECREF(gt);
+		PyErr_Clear();
+	}
+	if (installed)
+		arm();
+	pl_py_exc_restore(&e);
+}
+
 /* Arms the calling thread from the hook, where no Python code may run (the hook's
  * state would go stale under it): greenlet's settrace runs no Python code of itself,
  * but making this thread's greenlet state allocates, and an allocation may collect
