@@ -302,15 +302,7 @@ static int print_stalls(struct report *r)
 			vw_put_csv(stdout, s->task ? s->task : "");
 			printf(",%" PRIu64 ",", s->thread);
 			char stack[4096];
-			size_t o = 0;
-			stack[0] = 0;
-			for (uint32_t k = 0; k < s->depth && o < sizeof(stack); k++) {
-				char where[1200];
-				vw_fmt_where(where, sizeof(where), &s->frames[k]);
-				int w = snprintf(stack + o, sizeof(stack) - o, "%s%s (%s)",
-						 k ? ";" : "", s->frames[k].name, where);
-				o += w > 0 ? (size_t)w : 0;
-			}
+			vw_fmt_stack(stack, sizeof(stack), s->frames, s->depth, ";", 1);
 			vw_put_csv(stdout, stack);
 			printf(",");
 			vw_put_csv(stdout, m->paths[m->stalls[i].file]);

@@ -37,6 +37,21 @@ void vw_fmt_where(char *buf, size_t len, const struct cp_key *k)
 	snprintf(buf, len, "%s:%" PRIu64, vw_shown(k->file ? k->file : ""), k->line);
 }
 
+void vw_fmt_stack(char *buf, size_t len, const struct cp_key *frames, uint32_t depth,
+		  const char *sep, int where)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	for (uint32_t k = 0; k < depth && o < len; k++) {
+		char at[1200] = "";
+		if (where)
+			vw_fmt_where(at, sizeof(at), &frames[k]);
+		int w = snprintf(buf + o, len - o, "%s%s%s%s%s", k ? sep : "", frames[k].name,
+				 where ? " (" : "", at, where ? ")" : "");
+		o += w > 0 ? (size_t)w : 0;
+	}
+}
+
 const char *vw_shown(const char *s)
 {
 	static char bufs[8][4096];

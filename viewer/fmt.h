@@ -18,6 +18,11 @@ void vw_fmt_calls(char *buf, size_t len, const struct cp_stat *s);
 /* "file:line", as pstats shows a key's place. */
 void vw_fmt_where(char *buf, size_t len, const struct cp_key *k);
 
+/* The names of `depth` frames joined by `sep`, each followed by " (file:line)" when
+ * `where`; cut at len. */
+void vw_fmt_stack(char *buf, size_t len, const struct cp_key *frames, uint32_t depth,
+		  const char *sep, int where);
+
 /* Copies `s` into buf (len > width) cut to `width` characters, counting UTF-8
  * sequences as one; cut ones end in "~" if `left` is 0 or start with "~" if it is 1
  * (which keeps a path's tail). Returns the number of characters written. */

@@ -281,13 +281,7 @@ static void stall_cells(struct line *l, const struct cp_stall *st)
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->thread);
 	cell(l, buf, 8, 1, 0);
 	char stack[1024];
-	size_t o = 0;
-	stack[0] = 0;
-	for (uint32_t k = 0; k < st->depth && o < sizeof(stack); k++) {
-		int w = snprintf(stack + o, sizeof(stack) - o, "%s%s", k ? " < " : "",
-				 st->frames[k].name);
-		o += w > 0 ? (size_t)w : 0;
-	}
+	vw_fmt_stack(stack, sizeof(stack), st->frames, st->depth, " < ", 0);
 	cell(l, stack, stackw, 0, 0);
 }
 
