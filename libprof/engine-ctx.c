@@ -240,7 +240,7 @@ static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64
 
 /* Task c's step begins at thread clock `now`, its clock already caught up. Trace mode
  * only: in sample mode no leave tells a step's longest point. */
-static void step_begin(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
+static void step_start(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
 {
 	if (t->p->opt.mode != COPROF_MODE_TRACE)
 		return;
@@ -275,7 +275,7 @@ static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 			c->begun = 1;
 			c->vbegin = now - c->offset;
 		}
-		step_begin(t, c, now);
+		step_start(t, c, now);
 	}
 	c->state = CP_CTX_RUNNING;
 	t->switches++;
