@@ -310,7 +310,7 @@ static void put_stall_text(const struct cp_stall *s, uint32_t rank)
 	snprintf(ms, sizeof(ms), "%.3f ms", s->seconds * 1e3);
 	printf("%4" PRIu32 ". %12s  task %" PRIu64 " (%s)  thread %" PRIu64, rank, ms, s->task_id,
 	       vw_shown(s->task ? s->task : ""), s->thread);
-	if (s->behind >= 0)
+	if (s->behind > 0)
 		printf("  %" PRId64 " ready behind it", s->behind);
 	printf("\n");
 	for (uint32_t k = 0; k < s->depth; k++) {

@@ -111,17 +111,23 @@ check "header shows clock, mode, pid, command" \
 check "header shows the command line" grep -q '^Command: ./sched --demo$' <<<"$out"
 out=$("$COPROF" report "$dir/co.pstat" --tasks --threads)
 check "--tasks lists both tasks" \
-	bash -c 'grep -Eq "^ +1  task-a +ucontext +4243  finished +2  +0.080000$" <<<"$1" && grep -q "task-b" <<<"$1"' _ "$out"
+	bash -c 'grep -Eq "^ +1  task-a +ucontext +4243  finished +2  +0.080000 " <<<"$1" && grep -q "task-b" <<<"$1"' _ "$out"
+check "--tasks: run cpu, run wall, waiting, ready, longest ready (rule 12)" \
+	grep -Eq "^ +1  task-a .* 0\.080000  +0\.030000  +0\.050000  +0\.018000  +0\.012000  +0\.009000$" <<<"$out"
+check "--tasks: a sampled file has no ready time" bash -c \
+	'! grep -q "run cpu" <<<"$("$1" report "$2" --tasks)"' _ "$COPROF" "$dir/cs.pstat"
 check "--threads lists the thread" grep -Eq '^ +4243  sched-main +4  +0.100000$' <<<"$out"
 out=$("$COPROF" report "$dir/co.pstat" --stalls)
 check "--stalls: the threshold and the count" \
 	grep -q '^Stalls: 2 task steps of 20.000 ms or more, longest first, each at its longest point: 2 shown$' <<<"$out"
 check "--stalls: task-a's first, with its stack" bash -c \
 	'grep -EA2 "^ +1\. +30\.000 ms  task 1 \(task-a\)  thread 4243$" <<<"$1" | grep -Eq "^        a_root +sched\.c:[0-9]+$"' _ "$out"
+check "--stalls: task-b's with the 3 tasks ready behind it" \
+	grep -Eq "^ +2\. +20\.000 ms  task 2 \(task-b\)  thread 4243  3 ready behind it$" <<<"$out"
 check "--stalls --limit 1 shows one" bash -c \
 	'[ "$(grep -c " ms  task " <<<"$("$1" report "$2" --stalls --limit 1)")" = 1 ]' _ "$COPROF" "$dir/co.pstat"
 check "--stalls --format csv" bash -c \
-	'grep -Eq "^0\.03,1,task-a,4243,a_work \(sched\.c:[0-9]+\);a_root \(sched\.c:[0-9]+\)," <<<"$("$1" report "$2" --stalls --format csv)"' _ "$COPROF" "$dir/co.pstat"
+	'grep -Eq "^0\.03,1,task-a,4243,0,a_work \(sched\.c:[0-9]+\);a_root \(sched\.c:[0-9]+\)," <<<"$("$1" report "$2" --stalls --format csv)"' _ "$COPROF" "$dir/co.pstat"
 check "--stalls on a sampled file: not measured" bash -c \
 	'grep -q "^Stalls: not measured" <<<"$("$1" report "$2" --stalls)"' _ "$COPROF" "$dir/cs.pstat"
 out=$("$COPROF" report "$dir/co.pstat" --task task-b)
