@@ -12,29 +12,28 @@
 
 #include "cli.h"
 #include "cmds.h"
-#include "fmt.h"
 #include "export-pprof.h"
 #include "export-traced.h"
+#include "fmt.h"
 #include "model.h"
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: coprof export FILE... --format callgrind|collapsed -o OUT\n"
-		"                             [--from-edges] [--stalls] [--no-tasks]\n"
-		"       coprof export FILE... --format pprof -o OUT.pb.gz\n"
-		"  callgrind: costs in ns (event \"ns\"); calls lines carry inclusive cost.\n"
-		"  collapsed: folded stacks from a sampled profile (one line per stack,\n"
-		"             count = samples) under a [tid N] and a [task ID NAME] or\n"
-		"             [thread] frame; --from-edges derives caller;callee pairs from\n"
-		"             a traced profile instead (tsub in us per edge, not true stacks)\n"
-		"             under the task's frame; --stalls writes the stalls (length in\n"
-		"             us); --no-tasks leaves out the thread and task frames.\n"
-		"  pprof:     gzipped profile.proto (go tool pprof, Pyroscope, Parca): sampled\n"
-		"             stacks, or a traced profile's caller;callee pairs and own times,\n"
-		"             labelled thread and task; stalls as samples of the types stalls\n"
-		"             and stall_time, labelled stall=true and stall_length.\n"
-		"  -o, --output OUT: the file to write; \"-\" is stdout.\n");
+	fprintf(f, "usage: coprof export FILE... --format callgrind|collapsed -o OUT\n"
+		   "                             [--from-edges] [--stalls] [--no-tasks]\n"
+		   "       coprof export FILE... --format pprof -o OUT.pb.gz\n"
+		   "  callgrind: costs in ns (event \"ns\"); calls lines carry inclusive cost.\n"
+		   "  collapsed: folded stacks from a sampled profile (one line per stack,\n"
+		   "             count = samples) under a [tid N] and a [task ID NAME] or\n"
+		   "             [thread] frame; --from-edges derives caller;callee pairs from\n"
+		   "             a traced profile instead (tsub in us per edge, not true stacks)\n"
+		   "             under the task's frame; --stalls writes the stalls (length in\n"
+		   "             us); --no-tasks leaves out the thread and task frames.\n"
+		   "  pprof:     gzipped profile.proto (go tool pprof, Pyroscope, Parca): sampled\n"
+		   "             stacks, or a traced profile's caller;callee pairs and own times,\n"
+		   "             labelled thread and task; stalls as samples of the types stalls\n"
+		   "             and stall_time, labelled stall=true and stall_length.\n"
+		   "  -o, --output OUT: the file to write; \"-\" is stdout.\n");
 }
 
 /* callgrind name compression: a file or function is written in full with an id the
@@ -195,8 +194,8 @@ static uint64_t write_stacks(FILE *f, const struct cp_profile *p, int tasks)
 		}
 		if (!*sep) /* no frame at all, and --no-tasks: a line needs one */
 			fputs("[no stack]", f);
-		fprintf(f, "%s%s %" PRIu64 "\n", s->waiting ? sep : "", s->waiting ? "[waiting]" : "",
-			s->count);
+		fprintf(f, "%s%s %" PRIu64 "\n", s->waiting ? sep : "",
+			s->waiting ? "[waiting]" : "", s->count);
 		lines++;
 	}
 	return lines;
@@ -219,8 +218,7 @@ static int put_edge_line(void *arg, const struct vw_part *pt)
 	if (!us)
 		return 0;
 	if (o->tasks && pt->ex->present) {
-		put_frame(o->f, pt->task ? task_frame(tn, sizeof(tn), pt->task->id,
-							 pt->task->name)
+		put_frame(o->f, pt->task ? task_frame(tn, sizeof(tn), pt->task->id, pt->task->name)
 					 : "[thread]");
 		fputc(';', o->f);
 	}
@@ -300,8 +298,9 @@ int vw_cmd_export(int argc, char **argv)
 		return 2;
 	}
 	if ((callgrind || pprof) && (edges || stalls || !tasks)) {
-		fprintf(stderr, "coprof export: --from-edges, --stalls and --no-tasks go with "
-				"--format collapsed%s\n",
+		fprintf(stderr,
+			"coprof export: --from-edges, --stalls and --no-tasks go with "
+			"--format collapsed%s\n",
 			pprof ? " (pprof always has the stalls and the task labels)" : "");
 		return 2;
 	}
@@ -348,8 +347,9 @@ int vw_cmd_export(int argc, char **argv)
 	else if (stalls) {
 		write_stalls(f, &m, tasks);
 		if (!m.nstalls)
-			fprintf(stderr, "coprof export: no task step took %.3f ms or more: no "
-					"stalls to write\n",
+			fprintf(stderr,
+				"coprof export: no task step took %.3f ms or more: no "
+				"stalls to write\n",
 				m.stall_threshold * 1e3);
 	} else if (nstacks && !edges)
 		for (uint32_t i = 0; i < m.nprofiles; i++)

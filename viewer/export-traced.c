@@ -67,7 +67,8 @@ static int split_init(struct split *s, const struct vw_table *t)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < t->nfuncs; i++)
 		for (uint32_t c = 0; c < t->funcs[i].ncallers; c++) {
-			uint64_t k = ((uint64_t)i + 1) << 32 | ((uint64_t)t->funcs[i].callers[c].func + 1);
+			uint64_t k =
+			    ((uint64_t)i + 1) << 32 | ((uint64_t)t->funcs[i].callers[c].func + 1);
 			uint32_t h = pair_hash(k) & s->mask;
 			while (s->keys[h] && s->keys[h] != k)
 				h = (h + 1) & s->mask;
