@@ -91,6 +91,23 @@ static uint64_t less(uint64_t a, uint64_t b)
 	return a > b ? a - b : 0;
 }
 
+/* Settles one piece already in `part` against its slot (`ns`, `nc`): a task's adds to
+ * it; the top level's (`rest` 1) keeps only what the tasks left. Then emits it unless
+ * empty. */
+static int settle(struct split *s, struct vw_part *part, int64_t caller, uint64_t *ns, uint64_t *nc,
+		  int rest)
+{
+	if (rest) {
+		part->ns = less(part->ns, *ns);
+		part->nc = less(part->nc, *nc);
+	} else {
+		*ns += part->ns;
+		*nc += part->nc;
+	}
+	part->caller = caller;
+	return part->ns || part->nc ? s->fn(s->arg, part) : 0;
+}
+
 /* Emits the pieces of one table `st` of file `ex`: a task's (`rest` 0), whose numbers
  * are added to the slots, or the file's top level (`rest` 1), from which the slots
  * are taken. A function's piece outside its edges is its own time less its edges'. */
@@ -116,28 +133,12 @@ static int walk(struct split *s, const struct cp_stats *st, struct vw_part *part
 			part->nc = e->s.nc;
 			ett += part->ns;
 			enc += part->nc;
-			if (rest) {
-				part->ns = less(part->ns, s->e_ns[slot]);
-				part->nc = less(part->nc, s->e_nc[slot]);
-			} else {
-				s->e_ns[slot] += part->ns;
-				s->e_nc[slot] += part->nc;
-			}
-			part->caller = ci;
-			if ((part->ns || part->nc) && (rc = s->fn(s->arg, part)))
+			if ((rc = settle(s, part, ci, &s->e_ns[slot], &s->e_nc[slot], rest)))
 				return rc;
 		}
 		part->ns = less(vw_ns(f->s.tt), ett);
 		part->nc = less(f->s.nc, enc);
-		if (rest) {
-			part->ns = less(part->ns, s->f_ns[fi]);
-			part->nc = less(part->nc, s->f_nc[fi]);
-		} else {
-			s->f_ns[fi] += part->ns;
-			s->f_nc[fi] += part->nc;
-		}
-		part->caller = -1;
-		if ((part->ns || part->nc) && (rc = s->fn(s->arg, part)))
+		if ((rc = settle(s, part, -1, &s->f_ns[fi], &s->f_nc[fi], rest)))
 			return rc;
 	}
 	return 0;
