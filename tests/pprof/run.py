@@ -370,8 +370,8 @@ def case_traced_tasks():
                     ("stall_time", "nanoseconds")], f"sample types {types}")
     plain = [x for x in samples if x[2].get("stall") != "true"]
     stalls = [x for x in samples if x[2].get("stall") == "true"]
-    tid = str(extras["threads"][0]["tid"])
     check(len(extras["threads"]) == 1, "sched runs one thread")
+    tid = str(extras["threads"][0]["tid"])
     for vals, frames, labels in plain:
         check(vals[2:] == [0, 0], f"a time sample with stall values {vals}")
         check(labels.get("thread") == tid and "task" in labels, f"labels {labels}")
@@ -421,8 +421,12 @@ def case_traced_tasks():
     stall_ns = sum(k[3] * n for k, n in want.items())
     t, rows = top_index(pb, "stall_time")
     check(t == stall_ns, f"-sample_index=stall_time total {t} vs {stall_ns}")
-    check(rows.get("crunch_work", [0])[0] == stall_ns,
-          f"the stalls are crunch_work's: {rows}")
+    leaf = collections.Counter()
+    for k, n in want.items():
+        leaf[k[4][0]] += k[3] * n
+    check({name: rows.get(name, [0])[0] for name in leaf} == leaf,
+          f"-sample_index=stall_time flat {rows} vs the stalls' innermost frames {dict(leaf)}")
+    check(leaf["crunch_work"] > 0, f"no stall at crunch_work: {dict(leaf)}")
     folded = collections.Counter()
     for line in coprof("export", path, "--format", "collapsed", "--stalls", "-o", "-").stdout.splitlines():
         stack, _, us = line.rpartition(" ")
