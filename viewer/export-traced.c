@@ -147,17 +147,20 @@ static int walk(struct split *s, const struct cp_stats *st, struct vw_part *part
 int vw_traced_parts(const struct vw_model *m, vw_part_fn fn, void *arg)
 {
 	struct split s = {.fn = fn, .arg = arg};
-	int rc = split_init(&s, &m->funcs);
+	int rc = split_init(&s, &m->funcs), used = 0;
 	for (uint32_t i = 0; i < m->nprofiles && !rc; i++) {
 		const struct cp_profile *p = m->profiles[i];
 		const struct cp_extras *ex = &p->ex;
 		struct vw_part part = {.ex = ex};
-		if (ex->ntasks) {
+		/* The slots hold one file's tasks: what an earlier file put there would be
+		 * taken from this file's rest. */
+		if (used) {
 			memset(s.e_ns, 0, ((size_t)s.mask + 1) * sizeof(*s.e_ns));
 			memset(s.e_nc, 0, ((size_t)s.mask + 1) * sizeof(*s.e_nc));
 			memset(s.f_ns, 0, ((size_t)s.t->nfuncs + 1) * sizeof(*s.f_ns));
 			memset(s.f_nc, 0, ((size_t)s.t->nfuncs + 1) * sizeof(*s.f_nc));
 		}
+		used = ex->ntasks > 0;
 		for (uint32_t k = 0; k < ex->ntasks && !rc; k++) {
 			part.task = &ex->tasks[k];
 			part.thread = (int64_t)ex->tasks[k].thread;

@@ -199,6 +199,32 @@ EOF
 	$PY -c 'import sys; print(sum(int(l.rsplit(" ", 1)[1]) for l in sys.stdin))' >"$dir/sum"
 check "--from-edges over two files: every us of their tsub (0.14 s + 0.28 s)" \
 	test "$(cat "$dir/sum")" = 420000
+# the same file without its task table after it: all its time is the thread's, none
+# taken away for the first file's tasks
+$PY - "$dir/co.pstat" "$dir/co-untasked.pstat" <<'EOF'
+import marshal, sys
+with open(sys.argv[1], "rb") as f:
+    stats, extras = marshal.load(f), marshal.load(f)
+extras["tasks"] = []
+with open(sys.argv[2], "wb") as f:
+    marshal.dump(stats, f)
+    marshal.dump(extras, f)
+EOF
+"$COPROF" export "$dir/co.pstat" "$dir/co-untasked.pstat" --format collapsed --from-edges -o - \
+	2>/dev/null | sort >"$dir/two.folded"
+check "--from-edges: a file without tasks after one with tasks keeps all its time" \
+	diff -u - "$dir/two.folded" <<'EOF'
+[task 1 task-a];a_root 10000
+[task 1 task-a];a_root;a_work 30000
+[task 1 task-a];a_root;a_yield 40000
+[task 2 task-b];b_root;b_work 20000
+[thread];a_root 10000
+[thread];a_root;a_work 30000
+[thread];a_root;a_yield 40000
+[thread];b_root;b_work 20000
+[thread];main 40000
+[thread];main 40000
+EOF
 "$COPROF" export "$dir/cs.pstat" --format collapsed --no-tasks -o "$dir/cs-nt.folded"
 check "--no-tasks leaves out the thread and task frames of sampled stacks" \
 	diff -u - "$dir/cs-nt.folded" <<'EOF'
