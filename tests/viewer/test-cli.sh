@@ -182,8 +182,86 @@ err=$("$COPROF" export "$dir/co.pstat" --format collapsed -o "$dir/co.folded" 2>
 check "collapsed from a traced file is refused with status 2" test $? -eq 2
 check "...saying it needs a sampled profile" grep -q 'need a sampled profile' <<<"$err"
 "$COPROF" export "$dir/co.pstat" --format collapsed --from-edges -o "$dir/co.folded" 2>/dev/null
-check "--from-edges writes caller;callee pairs in us" \
-	bash -c 'grep -qx "a_root;a_work 30000" "$1" && grep -qx "main 40000" "$1"' _ "$dir/co.folded"
+# each task's own table under its frame; main, in no task's table, is the thread's
+check "--from-edges writes caller;callee pairs in us under their task's frame" \
+	diff -u - "$dir/co.folded" <<'EOF'
+[task 1 task-a];a_root 10000
+[task 1 task-a];a_root;a_work 30000
+[task 1 task-a];a_root;a_yield 40000
+[task 2 task-b];b_root;b_work 20000
+[thread];main 40000
+EOF
+"$COPROF" export "$dir/co.pstat" --format collapsed --from-edges --no-tasks -o - 2>/dev/null |
+	sort >"$dir/co-nt.folded"
+check "--from-edges --no-tasks: the same lines without the task frames" \
+	diff -u - "$dir/co-nt.folded" <<'EOF'
+a_root 10000
+a_root;a_work 30000
+a_root;a_yield 40000
+b_root;b_work 20000
+main 40000
+EOF
+"$COPROF" export "$dir/co.pstat" "$dir/co2.pstat" --format collapsed --from-edges -o - 2>/dev/null |
+	$PY -c 'import sys; print(sum(int(l.rsplit(" ", 1)[1]) for l in sys.stdin))' >"$dir/sum"
+check "--from-edges over two files: every us of their tsub (0.14 s + 0.28 s)" \
+	test "$(cat "$dir/sum")" = 420000
+# the same file without its task table after it: all its time is the thread's, none
+# taken away for the first file's tasks
+$PY - "$dir/co.pstat" "$dir/co-untasked.pstat" <<'EOF'
+import marshal, sys
+with open(sys.argv[1], "rb") as f:
+    stats, extras = marshal.load(f), marshal.load(f)
+extras["tasks"] = []
+with open(sys.argv[2], "wb") as f:
+    marshal.dump(stats, f)
+    marshal.dump(extras, f)
+EOF
+"$COPROF" export "$dir/co.pstat" "$dir/co-untasked.pstat" --format collapsed --from-edges -o - \
+	2>/dev/null | sort >"$dir/two.folded"
+check "--from-edges: a file without tasks after one with tasks keeps all its time" \
+	diff -u - "$dir/two.folded" <<'EOF'
+[task 1 task-a];a_root 10000
+[task 1 task-a];a_root;a_work 30000
+[task 1 task-a];a_root;a_yield 40000
+[task 2 task-b];b_root;b_work 20000
+[thread];a_root 10000
+[thread];a_root;a_work 30000
+[thread];a_root;a_yield 40000
+[thread];b_root;b_work 20000
+[thread];main 40000
+[thread];main 40000
+EOF
+"$COPROF" export "$dir/cs.pstat" --format collapsed --no-tasks -o "$dir/cs-nt.folded"
+check "--no-tasks leaves out the thread and task frames of sampled stacks" \
+	diff -u - "$dir/cs-nt.folded" <<'EOF'
+main 40
+a_root;a_work 30
+a_root 10
+a_root;a_yield;[waiting] 40
+b_root;b_work 20
+EOF
+# make-profile's stalls: task-b's 20 ms step at b_root, task-a's 30 ms at a_work
+"$COPROF" export "$dir/co.pstat" "$dir/co2.pstat" --format collapsed --stalls -o "$dir/st.folded"
+check "--stalls: one line per stall, longest first, its length in us" \
+	diff -u - "$dir/st.folded" <<'EOF'
+[tid 4243];[task 1 task-a];a_root;a_work 60000
+[tid 4243];[task 2 task-b];b_root 40000
+[tid 4243];[task 1 task-a];a_root;a_work 30000
+[tid 4243];[task 2 task-b];b_root 20000
+EOF
+check "--stalls --no-tasks" diff -u - <("$COPROF" export "$dir/co.pstat" --format collapsed \
+	--stalls --no-tasks -o -) <<'EOF'
+a_root;a_work 30000
+b_root 20000
+EOF
+err=$("$COPROF" export "$dir/cs.pstat" --format collapsed --stalls -o "$dir/x" 2>&1)
+check "--stalls on a file that measured none: status 2, one line" \
+	test $? -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -z "${err##*no stalls*}"
+for opts in "--format pprof --stalls" "--format callgrind --no-tasks" \
+	"--format pprof --from-edges" "--format collapsed --stalls --from-edges"; do
+	err=$("$COPROF" export "$dir/co.pstat" $opts -o "$dir/x" 2>&1)
+	check "export $opts: status 2, one line" test $? -eq 2 -a "$(wc -l <<<"$err")" -eq 1
+done
 
 # --- diff ---------------------------------------------------------------------------
 out=$("$COPROF" diff "$dir/co.pstat" "$dir/co2.pstat")
@@ -235,7 +313,7 @@ done
 # --- write errors: /dev/full as the output gives one line and status 2 -------------------
 for cmd in "report" "report --format csv" "report --format json" "report --tasks" \
 	"report --threads" "diff $dir/cp.pstat" "export --format callgrind -o -" \
-	"export --format collapsed --from-edges -o -"; do
+	"export --format collapsed --from-edges -o -" "export --format collapsed --stalls -o -"; do
 	err=$("$COPROF" $cmd "$dir/co.pstat" 2>&1 >/dev/full)
 	rc=$?
 	check "$cmd to /dev/full: status 2, one line" \
