@@ -408,7 +408,7 @@ def case_traced_tasks():
 
     # stalls: one sample each, as the file lists them
     want = collections.Counter()
-    for th, task_id, name, sec, keys in extras["stalls"]:
+    for th, task_id, name, sec, keys in (s[:5] for s in extras["stalls"]):
         want[(str(th), str(task_id), name, ns_of(sec), tuple(k[2] for k in keys))] += 1
     check(sum(want.values()) >= 10, f"only {sum(want.values())} stalls (two crunch tasks, "
           "10 steps of 20 ms each)")
