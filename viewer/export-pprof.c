@@ -330,7 +330,8 @@ static int put_part(void *arg, const struct vw_part *pt)
 /* One sample per stall (doc/design.md rule 11), on the stall's stack, innermost
  * first: 1 in "stalls", its length in "stall_time", 0 in the other types, so no total
  * of those changes. Labelled thread, thread_name, task, task_id as the other samples,
- * stall "true" and stall_length (ns, a number pprof can filter: "50ms:"). */
+ * stall "true", stall_length (ns, a number pprof can filter: "50ms:") and, when
+ * tasks were ready and waiting behind it, ready_behind: how many (rule 12). */
 static void put_stalls(struct out *o, const struct vw_model *m)
 {
 	for (uint32_t i = 0; i < m->nstalls; i++) {
@@ -348,6 +349,8 @@ static void put_stalls(struct out *o, const struct vw_model *m)
 		label_str(o, "stall", "true");
 		label_num(o, "stall_length", len > INT64_MAX ? INT64_MAX : (int64_t)len,
 			  "nanoseconds");
+		if (s->behind > 0) /* pprof reads a label of 0 as none */
+			label_num(o, "ready_behind", s->behind, NULL);
 		end_sample(o);
 	}
 }

@@ -477,10 +477,12 @@ def case_stalls_exact():
     check(got == want, f"pieces {got}")
     check(all(lab["thread"] == "4243" and lab["thread_name"] == "sched-main"
               for _, _, lab in samples), "thread labels")
-    st = sorted((lab["task"], lab["task_id"], lab["stall_length"], tuple(fr), tuple(v))
+    st = sorted((lab["task"], lab["task_id"], lab["stall_length"], lab.get("ready_behind"),
+                 tuple(fr), tuple(v))
                 for v, fr, lab in samples if lab.get("stall") == "true")
-    check(st == [("task-a", "1", f"{30 * ms} nanoseconds", ("a_work", "a_root"), (0, 0, 1, 30 * ms)),
-                 ("task-b", "2", f"{20 * ms} nanoseconds", ("b_root",), (0, 0, 1, 20 * ms))],
+    check(st == [("task-a", "1", f"{30 * ms} nanoseconds", None, ("a_work", "a_root"),
+                  (0, 0, 1, 30 * ms)),
+                 ("task-b", "2", f"{20 * ms} nanoseconds", "3", ("b_root",), (0, 0, 1, 20 * ms))],
           f"stall samples {st}")
     long = traces_of(pprof(["-traces", "-sample_index=stall_time", "-tagfocus=stall_length=25ms:"], pb))
     check(long == [("task-a", ["a_work", "a_root"])], f"stalls of 25 ms or more: {long}")
