@@ -685,7 +685,7 @@ static int read_stall(struct reader *rd, const struct cp_mval *v, struct cp_stal
 	if (!is_seq(v) || (v->n != 5 && v->n != 6))
 		return fail(rd, "extras stall: expected (tid, task id, task, seconds, frames, "
 				"behind)");
-	s->behind = -1; /* a file of 0.9 */
+	s->behind = -1; /* a file written before it existed */
 	if (v->n == 6 && (r = get_int(rd, &it[5], &s->behind, "stall behind")) < 0)
 		return r;
 	if ((r = get_count(rd, &it[0], &s->thread, "stall tid")) < 0 ||

@@ -44,7 +44,7 @@
  *                    task steps that held their thread at least the threshold long
  *                    (doc/design.md rule 11), each with its longest point's stack
  *                    and the tasks ready behind it (rule 12; -1: not known). Absent
- *                    in older files; `behind` absent in files of coprof 0.9.
+ *                    in older files; `behind` absent in files written before it.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
  *    do not know, so later versions may add keys; references restart in this object.
  */
