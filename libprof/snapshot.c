@@ -259,8 +259,11 @@ static int copy_thread(struct snap *s, struct coprof_thread *t, uint64_t now, in
 	int rc = copy_ctx(s, &t->base, -1, now, active);
 	if (!rc)
 		rc = copy_ctx(s, &t->agg, -1, now, active);
+	/* A folded task is in "(finished tasks)" alone: its row goes too, so that a
+	 * program with a million tasks writes a bounded task table. */
 	for (struct coprof_ctx *c = t->ctx_head; c && !rc; c = c->next)
-		rc = copy_task(s, t, c, now, active);
+		if (!c->folded)
+			rc = copy_task(s, t, c, now, active);
 	for (struct coprof_ctx *c = t->sctx_head; c && !rc; c = c->next)
 		rc = copy_task(s, t, c, now, active);
 	if (rc)
@@ -606,7 +609,7 @@ static int fill_extras(struct snap *s)
 	int rc = read_cmdline(s);
 	if (rc)
 		return rc;
-	ex->dropped = cp_arena_alloc(a, (p->ndropped + 4) * sizeof(*ex->dropped));
+	ex->dropped = cp_arena_alloc(a, (p->ndropped + 5) * sizeof(*ex->dropped));
 	ex->notes = cp_arena_alloc(a, (p->nnotes + 3) * sizeof(*ex->notes));
 	if (!ex->dropped || !ex->notes)
 		return -ENOMEM;
@@ -618,6 +621,9 @@ static int fill_extras(struct snap *s)
 	if (!rc && s->foreign)
 		rc = add_counter(s, &ex->ndropped, "switches to another thread's context",
 				 s->foreign);
+	if (!rc && s->nfolded)
+		rc = add_counter(s, &ex->ndropped, "finished tasks past each thread's newest kept",
+				 s->nfolded);
 	if (!rc && s->stalls_dropped)
 		rc = add_counter(s, &ex->ndropped, "stalls past each thread's longest kept",
 				 s->stalls_dropped);
@@ -630,8 +636,9 @@ static int fill_extras(struct snap *s)
 	char note[128];
 	if (!rc && s->nfolded) {
 		snprintf(note, sizeof(note),
-			 "%llu finished tasks' function stats are only in the totals",
-			 (unsigned long long)s->nfolded);
+			 "%llu finished tasks are only in the totals (each thread's task table "
+			 "keeps its %u newest finished)",
+			 (unsigned long long)s->nfolded, CP_KEEP_FINISHED);
 		if (!(ex->notes[ex->nnotes++] = sdup(s, note)))
 			rc = -ENOMEM;
 	}

@@ -274,7 +274,8 @@ Test(contexts, names_can_change)
 }
 
 /* An asyncio server makes a task per request: only the newest finished tasks keep
- * their own tables; older ones are folded into the totals, which stay exact. */
+ * their own rows and tables; older ones are folded into the totals, which stay exact,
+ * and counted, so a million tasks write a bounded task table. */
 Test(contexts, old_finished_contexts_are_folded_into_the_totals)
 {
 	fx_setup(&f, COPROF_CLOCK_CPU);
@@ -298,10 +299,13 @@ Test(contexts, old_finished_contexts_are_folded_into_the_totals)
 	fx_expect(s, "get", N / 2, N / 2, 3 * (N / 2), 3 * (N / 2));
 	fx_expect_edge(s, "handle", "set", N / 2, N / 2, 3 * (N / 2), 3 * (N / 2));
 	fx_expect(s, "server", 1, 1, N, N);
-	cr_assert_eq(f.prof->ex.ntasks, N);
-	cr_expect_eq(f.prof->ex.tasks[0].stats.nfuncs, 0, "folded");
-	cr_expect_eq(fx_ns(f.prof->ex.tasks[0].ttot), 5, "its row is kept");
-	fx_expect(&f.prof->ex.tasks[N - 1].stats, "handle", 1, 1, 2, 5);
+	cr_assert_eq(f.prof->ex.ntasks, CP_KEEP_FINISHED);
+	cr_expect_eq(f.prof->ex.tasks[0].id, 101, "the oldest row kept");
+	fx_expect(&f.prof->ex.tasks[0].stats, "handle", 1, 1, 2, 5);
+	fx_expect(&f.prof->ex.tasks[CP_KEEP_FINISHED - 1].stats, "handle", 1, 1, 2, 5);
+	cr_assert_eq(f.prof->ex.ndropped, 1);
+	cr_expect_str_eq(f.prof->ex.dropped[0].name, "finished tasks past each thread's newest kept");
+	cr_expect_eq(f.prof->ex.dropped[0].n, 100);
 	int found = 0;
 	for (uint32_t i = 0; i < f.prof->ex.nnotes; i++)
 		found |= strstr(f.prof->ex.notes[i], "100 finished tasks") != NULL;
@@ -549,7 +553,7 @@ Test(contexts, a_second_caller_turns_a_virtual_edge_into_a_record)
 	for (uint64_t i = 0; i < CP_KEEP_FINISHED; i++)
 		coprof_ctx_finish(f.t, fan_task(10 + i, 1));
 	fx_snap(&f);
-	cr_expect_eq(fx_task(f.prof, 1)->stats.nfuncs, 0, "folded");
+	cr_expect_null(fx_task(f.prof, 1), "folded: no row of its own");
 	expect_mixed_task(&f.prof->stats, 1);
 	expect_root("a", 1, 13 - 2 - 6 - 1, 13);
 	expect_root("f", 1, 1, 1);

@@ -160,8 +160,8 @@ expect_row "header: clock, mode, duration, pid, command" 1 \
 	'clock: wall +mode: trace +duration: 0.100 s +pid: 4242 +command: ./sch'
 keys T
 expect "T opens the task table" '^ Tasks: 2'
-expect_row "task columns" 4 '^ +id name +runtime +thread state +resumes +ttot$'
-expect_row "tasks by ttot" 5 '^ +1 task-a +ucontext +4243 finished +2 +0.080000$'
+expect_row "task columns" 4 '^ +id name +runtime +thread state +resumes +ttot +ready$'
+expect_row "tasks by ttot, with their ready time" 5 '^ +1 task-a +ucontext +4243 finished +2 +0.080000 +0.012000$'
 keys Enter
 expect "Enter on a task shows its own functions" '^ Task 1 task-a: functions: 3 of 3'
 expect_row "the task's table" 5 '^ a_root +sched.c:20 +1 0.010000 0.080000'
@@ -176,9 +176,9 @@ keys Tab
 expect "Tab goes to the tasks" '^ Tasks: 2'
 keys S
 expect "S opens the stalls" '^ Stalls: 2 task steps of 20\.000 ms or more, longest first$'
-expect_row "stall columns" 4 '^ +length task +thread stack, innermost first$'
-expect_row "the longest first: task-a's, at a_work" 5 '^ +30\.000 ms task-a 1 +4243 a_work < a_root$'
-expect_row "then task-b's, where it stopped" 6 '^ +20\.000 ms task-b 2 +4243 b_root$'
+expect_row "stall columns" 4 '^ +length task +thread +behind stack, innermost first$'
+expect_row "the longest first: task-a's, at a_work" 5 '^ +30\.000 ms task-a 1 +4243 +0 a_work < a_root$'
+expect_row "then task-b's, where it stopped" 6 '^ +20\.000 ms task-b 2 +4243 +3 b_root$'
 keys Enter
 expect "Enter on a stall: its innermost function's callers and callees" '^ a_work \(sched\.c:[0-9]+\): 1 callers, 0 callees'
 keys BSpace
