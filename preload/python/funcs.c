@@ -114,6 +114,16 @@ static int same_str(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+/* Nonzero for the code of asyncio's TaskGroup.__aexit__ (or a helper of it named
+ * _aexit), where a task waits for its group's tasks (task-awaits.c). */
+static int is_tg_exit(const char *file, const char *name)
+{
+	static const char tail[] = "asyncio/taskgroups.py";
+	size_t n = file ? strlen(file) : 0, t = sizeof(tail) - 1;
+	return name && n >= t && strcmp(file + n - t, tail) == 0 &&
+	       (strcmp(name, "TaskGroup.__aexit__") == 0 || strcmp(name, "TaskGroup._aexit") == 0);
+}
+
 /* The function for `co`'s names, made on first sight of those names, then cached
  * in `co` (pl_py_func_of). */
 struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
@@ -150,6 +160,7 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 			return NULL;
 		}
 		*f = (struct pl_py_func){.file = file, .name = name, .line = line, .flags = flags};
+		f->tg_exit = flags == PL_PY_CORO && is_tg_exit(file, name);
 		/* Out of memory here only means a twin may be made later: the same
 		 * names under two keys, which pstats shows as one. */
 		f->same = head;

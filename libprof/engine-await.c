@@ -1,0 +1,129 @@
+/* engine-await.c: who awaits whom (doc/python.md): each thread's await edges, one per
+ * (waiter, awaited, kind), with a count and a wall time, as the Python adapter reports
+ * them when a waiting task resumes. A bounded table from the thread's pool; the dumper
+ * copies it while the writers are paused (snapshot.c). Runs in the thread concerned,
+ * inside an event section; never in a signal handler. */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "engine-inline.h"
+
+/* An edge's identity: both tasks' ids and names (a task's id is an address, which a
+ * later task may reuse: the name tells them apart, "Task-<n>" being unique), and the
+ * kind. Names are compared as records keep them, cut to fit. */
+struct await_key {
+	uint64_t w, a;
+	uint32_t k;
+	char wname[sizeof(((struct cp_await_rec *)0)->wname)];
+	char aname[sizeof(((struct cp_await_rec *)0)->aname)];
+};
+
+static void copy_name(char *to, size_t len, const char *from)
+{
+	size_t n = 0;
+	for (; from && from[n] && n < len - 1; n++)
+		to[n] = from[n];
+	memset(to + n, 0, len - n);
+}
+
+static uint32_t await_hash(const struct await_key *key)
+{
+	uint64_t x = key->w * 0x9E3779B97F4A7C15ull ^ (key->a + key->k) * 0xC2B2AE3D27D4EB4Full;
+	for (const char *s = key->aname; *s; s++)
+		x = (x ^ (unsigned char)*s) * 0x100000001B3ull;
+	return (uint32_t)(x ^ (x >> 29));
+}
+
+/* The slot of edge `key` in t's index: its record's, or the empty one it would go in.
+ * The index is never full (twice as many slots as records). */
+static uint32_t *await_slot(struct coprof_thread *t, const struct await_key *key)
+{
+	uint32_t mask = 2 * t->cawaits - 1;
+	for (uint32_t h = await_hash(key) & mask;; h = (h + 1) & mask) {
+		uint32_t *s = &t->await_slots[h];
+		if (!*s)
+			return s;
+		const struct cp_await_rec *r = &t->awaits[*s - 1];
+		if (r->waiter == key->w && r->awaited == key->a && r->kind == key->k &&
+		    !memcmp(r->wname, key->wname, sizeof(r->wname)) &&
+		    !memcmp(r->aname, key->aname, sizeof(r->aname)))
+			return s;
+	}
+}
+
+static void rec_key(const struct cp_await_rec *r, struct await_key *key)
+{
+	key->w = r->waiter;
+	key->a = r->awaited;
+	key->k = r->kind;
+	memcpy(key->wname, r->wname, sizeof(key->wname));
+	memcpy(key->aname, r->aname, sizeof(key->aname));
+}
+
+/* Room for one more record: the table doubles (from 64) up to CP_AWAITS_KEPT. 0, or
+ * -1 when it is at its bound or the pool has no more memory. */
+static int await_grow(struct coprof_thread *t)
+{
+	if (t->nawaits < t->cawaits)
+		return 0;
+	uint32_t cap = t->cawaits ? t->cawaits * 2 : 64;
+	if (cap > CP_AWAITS_KEPT)
+		return -1;
+	struct cp_await_rec *recs = cp_pool_alloc(&t->pool, cap * sizeof(*recs));
+	uint32_t *slots = recs ? cp_pool_alloc(&t->pool, 2 * cap * sizeof(*slots)) : NULL;
+	if (!slots) {
+		if (recs)
+			cp_pool_free(&t->pool, recs, cap * sizeof(*recs));
+		return -1;
+	}
+	if (t->nawaits)
+		memcpy(recs, t->awaits, t->nawaits * sizeof(*recs));
+	if (t->cawaits) {
+		cp_pool_free(&t->pool, t->awaits, t->cawaits * sizeof(*recs));
+		cp_pool_free(&t->pool, t->await_slots, 2 * t->cawaits * sizeof(*slots));
+	}
+	t->awaits = recs;
+	t->await_slots = slots;
+	t->cawaits = cap;
+	for (uint32_t i = 0; i < t->nawaits; i++) {
+		struct await_key key;
+		rec_key(&recs[i], &key);
+		*await_slot(t, &key) = i + 1;
+	}
+	return 0;
+}
+
+void coprof_await_add(struct coprof_thread *t, const struct coprof_ctx *waiter,
+		      uint64_t awaited_id, const char *awaited,
+		      enum coprof_await_kind kind, uint64_t ns)
+{
+	if (!t || !waiter || (unsigned)kind >= COPROF_AWAIT_KINDS)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (waiter->t != t || !(st == t->seen || cp_thread_begin(t, st)))
+		goto out;
+	struct await_key key = {.w = waiter->id, .a = awaited_id, .k = kind};
+	copy_name(key.wname, sizeof(key.wname), waiter->name);
+	copy_name(key.aname, sizeof(key.aname), awaited);
+	uint32_t *s = t->cawaits ? await_slot(t, &key) : NULL;
+	if (!s || !*s) {
+		if (await_grow(t) != 0) {
+			t->awaits_dropped++;
+			goto out;
+		}
+		s = await_slot(t, &key);
+		struct cp_await_rec *r = &t->awaits[t->nawaits++];
+		r->waiter = key.w;
+		r->awaited = key.a;
+		r->kind = key.k;
+		r->count = r->ns = 0;
+		memcpy(r->wname, key.wname, sizeof(r->wname));
+		memcpy(r->aname, key.aname, sizeof(r->aname));
+		*s = t->nawaits;
+	}
+	struct cp_await_rec *r = &t->awaits[*s - 1];
+	r->count++;
+	r->ns += ns;
+out:
+	cp_section_close(t);
+}
