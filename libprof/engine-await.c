@@ -60,15 +60,76 @@ static void rec_key(const struct cp_await_rec *r, struct await_key *key)
 	memcpy(key->aname, r->aname, sizeof(key->aname));
 }
 
-/* Room for one more record: the table doubles (from 64) up to CP_AWAITS_KEPT. 0, or
- * -1 when it is at its bound or the pool has no more memory. */
+/* The k-th largest of v[0..n) (k < n), v reordered: Hoare's selection, in place. */
+static uint64_t kth_largest(uint64_t *v, int64_t n, int64_t k)
+{
+	int64_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		uint64_t pivot = v[lo + (hi - lo) / 2];
+		int64_t i = lo, j = hi;
+		while (i <= j) {
+			while (v[i] > pivot)
+				i++;
+			while (v[j] < pivot)
+				j--;
+			if (i <= j) {
+				uint64_t x = v[i];
+				v[i++] = v[j];
+				v[j--] = x;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return v[k];
+	}
+	return v[k];
+}
+
+/* A full table keeps its longer half: a million tasks' edges stay bounded, and the
+ * long waits (a request's root, its critical path) outlive the many short ones made
+ * first. The waits of the edges let go are counted as dropped. The index's slots,
+ * rebuilt after, serve as scratch (as many bytes as the records' times). */
+static void await_evict(struct coprof_thread *t)
+{
+	uint32_t n = t->nawaits, keep = n / 2;
+	uint64_t *ns = (uint64_t *)(void *)t->await_slots;
+	for (uint32_t i = 0; i < n; i++)
+		ns[i] = t->awaits[i].ns;
+	uint64_t thr = kth_largest(ns, n, keep - 1);
+	uint32_t above = 0, kept = 0;
+	for (uint32_t i = 0; i < n; i++)
+		above += t->awaits[i].ns > thr;
+	uint32_t ties = keep - above; /* records at the threshold that stay */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct cp_await_rec *r = &t->awaits[i];
+		if (r->ns > thr || (r->ns == thr && ties && ties--))
+			t->awaits[kept++] = *r;
+		else
+			t->awaits_dropped += r->count;
+	}
+	t->nawaits = kept;
+	memset(t->await_slots, 0, 2 * (size_t)t->cawaits * sizeof(*t->await_slots));
+	for (uint32_t i = 0; i < kept; i++) {
+		struct await_key key;
+		rec_key(&t->awaits[i], &key);
+		*await_slot(t, &key) = i + 1;
+	}
+}
+
+/* Room for one more record: the table doubles (from 64) up to CP_AWAITS_KEPT, where
+ * it lets its shorter half go. 0, or -1 when the pool has no more memory. */
 static int await_grow(struct coprof_thread *t)
 {
 	if (t->nawaits < t->cawaits)
 		return 0;
 	uint32_t cap = t->cawaits ? t->cawaits * 2 : 64;
-	if (cap > CP_AWAITS_KEPT)
-		return -1;
+	if (cap > CP_AWAITS_KEPT) {
+		await_evict(t);
+		return 0;
+	}
 	struct cp_await_rec *recs = cp_pool_alloc(&t->pool, cap * sizeof(*recs));
 	uint32_t *slots = recs ? cp_pool_alloc(&t->pool, 2 * cap * sizeof(*slots)) : NULL;
 	if (!slots) {

@@ -63,28 +63,31 @@ Test(awaits, edges_add_up_by_pair_kind_and_name)
 		cr_expect(x->awaits[i - 1].seconds >= x->awaits[i].seconds);
 }
 
-/* Past CP_AWAITS_KEPT edges a thread counts the waits on new edges as dropped, and
- * still adds to the edges it keeps; a clear forgets them all. */
-Test(awaits, bounded_with_a_dropped_count_and_cleared)
+/* A full table (CP_AWAITS_KEPT edges) lets its shorter half go, counting their waits
+ * as dropped, and goes on adding to the edges it keeps; a clear forgets them all. */
+Test(awaits, bounded_keeping_the_longest_with_a_dropped_count)
 {
 	fx_setup(&f, COPROF_CLOCK_WALL);
 	struct coprof_ctx *m = task(1, "main");
 	at(0), coprof_ctx_switch(f.t, m);
-	for (uint64_t i = 0; i < CP_AWAITS_KEPT + 10; i++)
-		coprof_await_add(f.t, m, 100 + i, NULL, COPROF_AWAIT_TASK, 1);
-	coprof_await_add(f.t, m, 100, NULL, COPROF_AWAIT_TASK, 1);
+	for (uint64_t i = 0; i < CP_AWAITS_KEPT + 10; i++) /* edge i waited i + 1 ns */
+		coprof_await_add(f.t, m, 100 + i, NULL, COPROF_AWAIT_TASK, i + 1);
+	coprof_await_add(f.t, m, 100 + CP_AWAITS_KEPT - 1, NULL, COPROF_AWAIT_TASK, 1);
 	fx_snap(&f);
 	const struct cp_extras *x = &f.prof->ex;
-	cr_assert_eq(x->nawaits, CP_AWAITS_KEPT);
+	cr_assert_eq(x->nawaits, CP_AWAITS_KEPT / 2 + 10);
 	uint64_t dropped = 0;
 	for (uint32_t i = 0; i < x->ndropped; i++)
 		if (!strcmp(x->dropped[i].name, "await edges past each thread's table"))
 			dropped = x->dropped[i].n;
-	cr_expect_eq(dropped, 10);
-	uint64_t total = 0;
-	for (uint32_t i = 0; i < x->nawaits; i++)
-		total += x->awaits[i].count;
-	cr_expect_eq(total, CP_AWAITS_KEPT + 1, "a kept edge still counts");
+	cr_expect_eq(dropped, CP_AWAITS_KEPT / 2, "the shorter half's waits");
+	cr_expect_eq(x->awaits[0].awaited_id, 100 + CP_AWAITS_KEPT + 9, "the longest first");
+	for (uint32_t i = 0; i < x->nawaits; i++) {
+		const struct cp_await *aw = &x->awaits[i];
+		cr_assert_geq(aw->awaited_id, 100 + CP_AWAITS_KEPT / 2, "edge %u: a short one kept", i);
+		uint64_t want = aw->awaited_id == 100 + CP_AWAITS_KEPT - 1 ? 2 : 1;
+		cr_expect_eq(aw->count, want, "edge to %lu", (unsigned long)aw->awaited_id);
+	}
 	cr_assert_eq(coprof_clear(f.p), 0);
 	at(1 * MS), enter("after");
 	fx_snap(&f);
