@@ -154,9 +154,8 @@ static int await_grow(struct coprof_thread *t)
 	return 0;
 }
 
-void coprof_await_add(struct coprof_thread *t, const struct coprof_ctx *waiter,
-		      uint64_t awaited_id, const char *awaited,
-		      enum coprof_await_kind kind, uint64_t ns)
+void coprof_await_add(struct coprof_thread *t, const struct coprof_ctx *waiter, uint64_t awaited_id,
+		      const char *awaited, enum coprof_await_kind kind, uint64_t ns)
 {
 	if (!t || !waiter || (unsigned)kind >= COPROF_AWAIT_KINDS)
 		return;

@@ -18,7 +18,7 @@ struct node {
 	uint64_t id;
 	const char *name;     /* NULL: unknown */
 	const char *fallback; /* for an unknown name: the task table's, by id alone */
-	uint32_t *out;	  /* edge indexes, longest first */
+	uint32_t *out;	      /* edge indexes, longest first */
 	uint32_t nout;
 	uint32_t nin;
 	uint8_t on_path; /* on the branch being printed (a cycle guard) */
@@ -237,12 +237,14 @@ int vw_print_awaits(FILE *f, const struct vw_model *m, enum vw_awaits_format fmt
 		dropped += edges_dropped(&m->profiles[i]->ex);
 	}
 	if (fmt == VW_AWAITS_TEXT) {
-		fprintf(f, "Awaits: %" PRIu32 " edges (who awaited whom, wall time waited under "
-			   "either clock)\n",
+		fprintf(f,
+			"Awaits: %" PRIu32 " edges (who awaited whom, wall time waited under "
+			"either clock)\n",
 			nedges);
 		if (dropped)
-			fprintf(f, "  %" PRIu64 " waits on new edges dropped (the edge table was "
-				   "full)\n",
+			fprintf(f,
+				"  %" PRIu64 " waits on new edges dropped (the edge table was "
+				"full)\n",
 				dropped);
 		if (!nedges)
 			fprintf(f, "  none (asyncio tasks in trace mode, by coprof files written "
@@ -263,7 +265,8 @@ int vw_print_awaits(FILE *f, const struct vw_model *m, enum vw_awaits_format fmt
 		if (fmt != VW_AWAITS_TEXT) {
 			for (uint32_t e = 0; e < ex->nawaits; e++) {
 				const struct cp_await *aw = &ex->awaits[e];
-				const struct node *w = &g.nodes[g.edge_from[e]], *a = &g.nodes[g.edge_to[e]];
+				const struct node *w = &g.nodes[g.edge_from[e]],
+						  *a = &g.nodes[g.edge_to[e]];
 				if (fmt == VW_AWAITS_CSV) {
 					fprintf(f, "%" PRIu64 ",", w->id);
 					vw_put_csv(f, shown_name(w) ? shown_name(w) : "");
@@ -283,8 +286,9 @@ int vw_print_awaits(FILE *f, const struct vw_model *m, enum vw_awaits_format fmt
 				put_json_name(f, a);
 				fprintf(f, ", \"kind\": ");
 				vw_put_json(f, aw->kind ? aw->kind : "");
-				fprintf(f, ", \"count\": %" PRIu64 ", \"seconds\": %.9g, \"thread\": %" PRIu64
-					   "}",
+				fprintf(f,
+					", \"count\": %" PRIu64
+					", \"seconds\": %.9g, \"thread\": %" PRIu64 "}",
 					aw->count, aw->seconds, aw->thread);
 			}
 		}
@@ -321,21 +325,26 @@ int vw_print_awaits(FILE *f, const struct vw_model *m, enum vw_awaits_format fmt
 				continue;
 			if (graph_build(&g, ex))
 				return -ENOMEM;
-			for (uint32_t r = 0; r < g.nroots && !(limit && shown >= limit); r++, shown++) {
+			for (uint32_t r = 0; r < g.nroots && !(limit && shown >= limit);
+			     r++, shown++) {
 				uint32_t k = g.roots[r], path[MAX_DEPTH];
 				uint32_t n = critical_path(&g, k, path);
-				fprintf(f, "%s\n    {\"root_id\": %" PRIu64 ", \"root\": ", np++ ? "," : "",
-					g.nodes[k].id);
+				fprintf(f, "%s\n    {\"root_id\": %" PRIu64 ", \"root\": ",
+					np++ ? "," : "", g.nodes[k].id);
 				put_json_name(f, &g.nodes[k]);
 				fprintf(f, ", \"path\": [");
 				for (uint32_t s = 0; s < n; s++) {
 					const struct node *to = &g.nodes[g.edge_to[path[s]]];
-					fprintf(f, "%s{\"id\": %" PRIu64 ", \"name\": ", s ? ", " : "",
+					fprintf(f,
+						"%s{\"id\": %" PRIu64 ", \"name\": ", s ? ", " : "",
 						to->id);
 					put_json_name(f, to);
 					fprintf(f, ", \"kind\": ");
-					vw_put_json(f, ex->awaits[path[s]].kind ? ex->awaits[path[s]].kind : "");
-					fprintf(f, ", \"seconds\": %.9g}", ex->awaits[path[s]].seconds);
+					vw_put_json(f, ex->awaits[path[s]].kind
+							   ? ex->awaits[path[s]].kind
+							   : "");
+					fprintf(f, ", \"seconds\": %.9g}",
+						ex->awaits[path[s]].seconds);
 				}
 				fprintf(f, "]}");
 			}

@@ -205,9 +205,10 @@ enum coprof_await_kind {
 };
 
 /* Task `waiter` (a context of thread t) waited `ns` of wall time on the task whose id
- * is `awaited_id` (named `awaited`, or NULL when unknown), one wait more of that kind. Each thread keeps its edges, one per
- * (waiter, awaited, kind), in a bounded table; a new edge past it is counted as
- * dropped. Called by the thread itself, never in a signal handler. */
+ * is `awaited_id` (named `awaited`, or NULL when unknown), one wait more of that kind.
+ * Each thread keeps its edges, one per (waiter, awaited, kind, names), in a bounded
+ * table; a full table lets its shorter half go, and counts their waits as dropped.
+ * Called by the thread itself, never in a signal handler. */
 COPROF_API void coprof_await_add(struct coprof_thread *t, const struct coprof_ctx *waiter,
 				 uint64_t awaited_id, const char *awaited,
 				 enum coprof_await_kind kind, uint64_t ns);

@@ -84,7 +84,8 @@ Test(awaits, bounded_keeping_the_longest_with_a_dropped_count)
 	cr_expect_eq(x->awaits[0].awaited_id, 100 + CP_AWAITS_KEPT + 9, "the longest first");
 	for (uint32_t i = 0; i < x->nawaits; i++) {
 		const struct cp_await *aw = &x->awaits[i];
-		cr_assert_geq(aw->awaited_id, 100 + CP_AWAITS_KEPT / 2, "edge %u: a short one kept", i);
+		cr_assert_geq(aw->awaited_id, 100 + CP_AWAITS_KEPT / 2, "edge %u: a short one kept",
+			      i);
 		uint64_t want = aw->awaited_id == 100 + CP_AWAITS_KEPT - 1 ? 2 : 1;
 		cr_expect_eq(aw->count, want, "edge to %lu", (unsigned long)aw->awaited_id);
 	}

@@ -26,7 +26,7 @@ struct pl_py_wait {
 	PyObject *fut;
 	uint64_t parent;
 	uint32_t n;
-	uint32_t kind; /* enum coprof_await_kind */
+	uint32_t kind;	/* enum coprof_await_kind */
 	uint64_t ids[]; /* the awaited tasks (their Task's address, their context's id) */
 };
 
@@ -152,8 +152,7 @@ static void add_task(struct found *fd, PyObject *task)
 	if (fd->n < WAIT_MAX) {
 		fd->tasks[fd->n] = task;
 		fd->ids[fd->n++] = (uint64_t)(uintptr_t)task;
-	}
-	else
+	} else
 		fd->more++;
 }
 
@@ -192,7 +191,8 @@ static PyObject *shield_inner(PyObject *f)
 	for (Py_ssize_t i = 0; cbs && PyList_CheckExact(cbs) && i < PyList_GET_SIZE(cbs) && !inner;
 	     i++) {
 		PyObject *it = PyList_GET_ITEM(cbs, i);
-		PyObject *cb = PyTuple_Check(it) && PyTuple_GET_SIZE(it) ? PyTuple_GET_ITEM(it, 0) : it;
+		PyObject *cb =
+		    PyTuple_Check(it) && PyTuple_GET_SIZE(it) ? PyTuple_GET_ITEM(it, 0) : it;
 		if (!PyFunction_Check(cb))
 			continue;
 		PyCodeObject *co = (PyCodeObject *)PyFunction_GET_CODE(cb);
@@ -281,14 +281,17 @@ static void name_tasks(struct pl_py_thread *pt, const struct found *fd)
 {
 	for (uint32_t i = 0; i < fd->n; i++) {
 		struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)fd->ids[i]);
-		const char *name = a && !a->name[0] ? pl_py_task_name(pt, fd->tasks[i]) : NULL;
+		/* (A subclass's get_coro could be looked up through Python code.) */
+		const char *name = a && !a->name[0] && Py_TYPE(fd->tasks[i]) == task_type
+				       ? pl_py_task_name(pt, fd->tasks[i])
+				       : NULL;
 		if (name)
 			copy_name(a->name, sizeof(a->name), name);
 	}
 }
 
-struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id,
-				    PyObject *yielded, struct pl_py_wait *tg)
+struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id, PyObject *yielded,
+				    struct pl_py_wait *tg)
 {
 	if (tg) {
 		if (tg->fut == yielded && tg->parent == waiter_id) {
@@ -334,7 +337,8 @@ out:
 void pl_py_wait_taskgroup(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *yielded)
 {
 #if PY_VERSION_HEX >= 0x030B0000
-	PyObject *tg = pl_py_frame_code(fr)->co_argcount >= 1 ? fr->localsplus[0] : NULL;
+	PyCodeObject *co = pl_py_frame_code(fr);
+	PyObject *tg = co && co->co_argcount >= 1 ? fr->localsplus[0] : NULL;
 	if (!tg || !yielded || !pl_py_frame_gen(fr))
 		return;
 	struct pl_py_exc e;
@@ -384,8 +388,8 @@ void pl_py_wait_end(struct pl_py_thread *pt, struct coprof_ctx *waiter, struct p
 	for (uint32_t i = 0; i < w->n; i++) {
 		const struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)w->ids[i]);
 		uint64_t end = a && a->end && a->end < now ? a->end : now;
-		coprof_await_add(pt->t, waiter, w->ids[i], a && a->name[0] ? a->name : NULL, w->kind,
-				 end > w->since ? end - w->since : 0);
+		coprof_await_add(pt->t, waiter, w->ids[i], a && a->name[0] ? a->name : NULL,
+				 w->kind, end > w->since ? end - w->since : 0);
 	}
 	wait_release(w);
 }
