@@ -69,6 +69,8 @@ void coprof_thread_exit(struct coprof_thread *t)
 	cp_section_close(t);
 	if (!t->fake)
 		cp_clock_fini(&t->clock);
+	if (t->other_on)
+		cp_clock_fini(&t->other);
 }
 
 int coprof_thread_set_name(struct coprof_thread *t, const char *name)
@@ -189,13 +191,170 @@ struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t)
 	return t->cur;
 }
 
+/* --- rule 12: each task's run on both clocks, and the time it sat ready ----------- */
+
+/* Both clocks of the calling thread t when its own clock reads `now`. */
+struct both {
+	uint64_t cpu, wall;
+};
+
+/* The clock of the other kind now, set up at its first use (a perf page, as the
+ * thread's own clock). A fake clock stands for both. */
+static uint64_t other_now(struct coprof_thread *t, uint64_t now)
+{
+	if (t->fake)
+		return t->other_last = now;
+	if (!t->other_on) {
+		cp_clock_init(&t->other, t->cpu ? COPROF_CLOCK_WALL : COPROF_CLOCK_CPU);
+		t->other_on = 1;
+	}
+	return t->other_last = cp_clock_now(&t->other);
+}
+
+static struct both both_now(struct coprof_thread *t, uint64_t now)
+{
+	uint64_t o = other_now(t, now);
+	return t->cpu ? (struct both){now, o} : (struct both){o, now};
+}
+
+/* Another thread's view (cp_thread_now's `now`): its wall clock is CLOCK_MONOTONIC,
+ * which any thread reads; its CPU clock is not, and stands at its last reading. */
+static struct both both_seen(const struct coprof_thread *t, uint64_t now)
+{
+	if (t->fake)
+		return (struct both){now, now};
+	if (t->cpu)
+		return (struct both){now, cp_clock_gettime_ns(CLOCK_MONOTONIC)};
+	return (struct both){t->other_last, now};
+}
+
+uint64_t cp_wall_seen(struct coprof_thread *t, uint64_t now)
+{
+	return t->fake || !t->cpu ? now : cp_clock_gettime_ns(CLOCK_MONOTONIC);
+}
+
+/* The running task c's step so far, at readings b, into its run times. */
+static void run_add(struct coprof_thread *t, struct coprof_ctx *c, struct both b)
+{
+	if (b.cpu > t->in_cpu)
+		c->run_cpu += b.cpu - t->in_cpu;
+	if (b.wall > t->in_wall)
+		c->run_wall += b.wall - t->in_wall;
+	c->wall_away = b.wall;
+}
+
+/* Where c's ready time counts from: when it became ready, or when this recording run
+ * began, if later. */
+static uint64_t ready_from(const struct coprof_thread *t, const struct coprof_ctx *c)
+{
+	return c->ready_at > t->rec_wall ? c->ready_at : t->rec_wall;
+}
+
+/* c, ready, runs or ends at wall clock `wall`: its ready interval closes. */
+static void ready_end(struct coprof_thread *t, struct coprof_ctx *c, uint64_t wall, int ran)
+{
+	if (!c->is_ready)
+		return;
+	c->is_ready = 0;
+	t->nready--;
+	if (!ran)
+		return;
+	uint64_t from = ready_from(t, c);
+	uint64_t d = wall > from ? wall - from : 0;
+	c->ready += d;
+	if (d > c->ready_max)
+		c->ready_max = d;
+	if (!c->begun)
+		c->wall_begin = from; /* its life in the window began when it could run */
+}
+
+/* A task made ready at `since` was waiting behind the stall kept last, if that stall
+ * ended later and no longer stall came between (it would have been kept or dropped). */
+static void count_behind(struct coprof_thread *t, uint64_t since)
+{
+	if (!t->stalls || t->last_stall >= t->nstalls || since >= t->last_stall_wall)
+		return;
+	struct cp_stall_rec *s = &t->stalls[t->last_stall];
+	if (s->gen == t->stall_gen)
+		s->behind++;
+}
+
+void cp_task_run_begin(struct coprof_thread *t, uint64_t now)
+{
+	if (t->cur->is_base) {
+		/* The wall clock only where it costs nothing more (a task switch sets it
+		 * up): under cpu, a thread that never switched has no ready tasks. */
+		if (!t->cpu || t->fake || t->other_on)
+			t->rec_wall = t->cpu ? other_now(t, now) : now;
+		return;
+	}
+	struct both b = both_now(t, now);
+	t->rec_wall = b.wall;
+	t->in_cpu = b.cpu;
+	t->in_wall = b.wall;
+}
+
+void cp_task_run_end(struct coprof_thread *t, uint64_t now)
+{
+	if (!t->cur->is_base)
+		run_add(t, t->cur, t->tid == (uint64_t)gettid() ? both_now(t, now) : both_seen(t, now));
+}
+
+void coprof_ctx_ready(struct coprof_thread *t, struct coprof_ctx *c, uint64_t since)
+{
+	if (!t || !c)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (c->t != t || c == t->cur || c->is_base || c->state != CP_CTX_SUSPENDED || c->is_ready)
+		goto out;
+	if (st != t->seen && !cp_thread_begin(t, st))
+		goto out;
+	uint64_t now = cp_now(t);
+	uint64_t wall = t->cpu ? other_now(t, now) : now;
+	if (!since || since > wall)
+		since = wall;
+	if (since < c->wall_away)
+		since = c->wall_away; /* never ready before it stopped */
+	c->ready_at = since;
+	c->is_ready = 1;
+	t->nready++;
+	count_behind(t, since);
+out:
+	cp_section_close(t);
+}
+
+void cp_task_time(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now, int active,
+		  struct cp_task_time *out)
+{
+	*out = (struct cp_task_time){.run_cpu = c->run_cpu,
+				     .run_wall = c->run_wall,
+				     .ready = c->ready,
+				     .ready_max = c->ready_max};
+	int running = active && t->cur == c && c->state == CP_CTX_RUNNING;
+	struct both b = c->state == CP_CTX_FINISHED || !active ? (struct both){0, c->wall_away}
+							       : both_seen(t, now);
+	if (running) {
+		out->run_cpu += b.cpu > t->in_cpu ? b.cpu - t->in_cpu : 0;
+		out->run_wall += b.wall > t->in_wall ? b.wall - t->in_wall : 0;
+	} else if (c->is_ready && active) {
+		uint64_t from = ready_from(t, c), d = b.wall > from ? b.wall - from : 0;
+		out->ready += d;
+		if (d > out->ready_max)
+			out->ready_max = d;
+	}
+	uint64_t end = c->state == CP_CTX_FINISHED ? c->wall_end : b.wall;
+	out->life = c->begun && end > c->wall_begin ? end - c->wall_begin : 0;
+}
+
 /* Keeps a stall (rule 11): the step of c that just ended, ns long. A thread keeps its
  * CP_STALLS_KEPT longest and counts every one it lets go. Its stack is the step's
  * longest call when that call held half the step or more, else the stack c stopped
  * at (the step's time was in the frames still open). */
-static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns)
+static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns,
+		       uint64_t wall)
 {
 	struct cp_stall_rec *s;
+	t->last_stall_wall = 0; /* behind the stall kept last no more, whatever follows */
 	/* From the thread's pool, never malloc: a switch may run in a signal handler. */
 	if (!t->stalls &&
 	    !(t->stalls = cp_pool_alloc(&t->pool, CP_STALLS_KEPT * sizeof(*t->stalls)))) {
@@ -215,6 +374,10 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	}
 	s->ns = ns;
 	s->ctx_id = c->id;
+	s->behind = t->nready;
+	s->gen = ++t->stall_gen;
+	t->last_stall = (uint32_t)(s - t->stalls);
+	t->last_stall_wall = wall;
 	size_t n = 0; /* by hand: this may run in a signal handler, where stdio may not */
 	for (const char *from = c->name; from && from[n] && n < sizeof(s->name) - 1; n++)
 		s->name[n] = from[n];
@@ -229,11 +392,13 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 		s->keys[s->depth++] = c->frames[i].rec->key;
 }
 
-/* A task's step ends at thread clock `now` (it suspends or finishes, rule 11). */
-static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
+/* A task's step ends at thread clock `now`, wall clock `wall` (it suspends or
+ * finishes, rule 11). */
+static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now,
+		     uint64_t wall)
 {
 	if (t->step_open && now >= t->step_begin + t->p->opt.stall_ns)
-		stall_keep(t, c, now - t->step_begin);
+		stall_keep(t, c, now - t->step_begin, wall);
 	t->step_open = 0;
 	t->step_long = UINT64_MAX;
 }
@@ -257,9 +422,11 @@ static void step_start(struct coprof_thread *t, const struct coprof_ctx *c, uint
 static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t now)
 {
 	struct coprof_ctx *old = t->cur;
+	struct both b = both_now(t, now);
 	old->away = now;
 	if (!old->is_base) {
-		step_end(t, old, now);
+		step_end(t, old, now, b.wall);
+		run_add(t, old, b);
 		old->state = CP_CTX_SUSPENDED;
 		cp_ctx_stack_trim(old);
 	}
@@ -271,12 +438,17 @@ static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 	}
 	if (!c->is_base) {
 		c->resumes++;
+		if (!c->begun)
+			c->wall_begin = b.wall;
+		ready_end(t, c, b.wall, 1);
 		if (!c->begun) {
 			c->begun = 1;
 			c->vbegin = now - c->offset;
 		}
 		step_start(t, c, now);
 	}
+	t->in_cpu = b.cpu;
+	t->in_wall = b.wall;
 	c->state = CP_CTX_RUNNING;
 	t->switches++;
 	t->cur = c;
@@ -350,17 +522,22 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 		ids_remove(t, c);
 	int rec = st == t->seen || cp_thread_begin(t, st);
 	uint64_t now = rec ? cp_now(t) : t->last;
+	struct both b = rec ? both_now(t, now) : (struct both){0, c->wall_away};
 	if (rec && t->cur == c)
-		step_end(t, c, now); /* while its open frames are still its stack */
+		step_end(t, c, now, b.wall); /* while its open frames are still its stack */
 	if (rec)
 		cp_ctx_close_all(c, now);
 	c->vend = cp_ctx_vnow(c, now);
+	ready_end(t, c, b.wall, 0);
 	if (t->cur == c) {
 		if (rec)
-			switch_to(t, &t->base, now);
+			switch_to(t, &t->base, now); /* its step's run ends there */
 		else
 			switch_quiet(t, &t->base);
+	} else if (rec) {
+		c->wall_away = b.wall;
 	}
+	c->wall_end = c->wall_away;
 	c->state = CP_CTX_FINISHED;
 	cp_ctx_stack_trim(c);
 	retire(t, c);

@@ -329,6 +329,7 @@ void cp_thread_end(struct coprof_thread *t, uint64_t now)
 	for (struct coprof_ctx *c = t->ctx_head; c; c = c->next)
 		cp_ctx_close_all(c, now);
 	t->ttot += now - t->run_begin;
+	cp_task_run_end(t, now);
 	t->cur->away = now;
 	t->seen = CP_PAUSED;
 }
@@ -360,6 +361,7 @@ int cp_thread_begin(struct coprof_thread *t, uint32_t st)
 	/* The running context was "away" since recording stopped on this thread. */
 	if (t->cpu && now > t->cur->away)
 		t->cur->offset += now - t->cur->away;
+	cp_task_run_begin(t, now);
 	return 1;
 }
 

@@ -98,8 +98,11 @@ void coprof_destroy(struct coprof *p)
 	for (t = p->threads; t; t = tn) {
 		tn = t->next;
 		/* A clock belongs to its thread; others' clocks are left to the OS. */
-		if (!t->exited && !t->fake && t->tid == self_tid)
+		if (!t->exited && !t->fake && t->tid == self_tid) {
 			cp_clock_fini(&t->clock);
+			if (t->other_on)
+				cp_clock_fini(&t->other);
+		}
 		cp_pool_release(&t->pool);
 		struct coprof_ctx *c, *cn;
 		for (c = t->ctx_head; c; c = cn) {
@@ -245,6 +248,10 @@ static void ctx_wipe(struct coprof_ctx *c, uint64_t now)
 	c->fnext = NULL;
 	c->begun = c->t->cur == c && !c->is_base;
 	c->vbegin = c->begun ? cp_ctx_vnow(c, now) : 0;
+	/* Rule 12: a ready task stays ready; the new window counts from its start. */
+	c->run_cpu = c->run_wall = c->ready = c->ready_max = 0;
+	c->wall_end = 0;
+	c->wall_begin = c->begun ? cp_wall_seen(c->t, now) : 0;
 }
 
 /* Frees the finished contexts of a list and wipes the others; returns the new tail. */

@@ -129,6 +129,14 @@ struct coprof_ctx {
 	uint8_t state;		   /* enum cp_ctx_state */
 	uint8_t begun, is_base, is_agg, folded, in_ids;
 	char runtime[16];
+	/* Rule 12, in ns: its steps on both clocks; the wall time it sat ready, in all and
+	 * the longest once; the wall clock when it became ready (0: it is not ready),
+	 * when it last stopped, and when its window's life began and ended. */
+	uint64_t run_cpu, run_wall;
+	uint64_t ready, ready_max;
+	uint64_t ready_at, wall_away;
+	uint64_t wall_begin, wall_end;
+	uint8_t is_ready;
 };
 
 /* A call-cache entry: in context c, the function with record `parent` calling `key`
@@ -146,6 +154,8 @@ struct cp_call {
 struct cp_stall_rec {
 	uint64_t ns; /* on the thread's clock */
 	uint64_t ctx_id;
+	uint32_t behind; /* tasks ready at its end, or made ready later as due before it */
+	uint32_t gen;	 /* the thread's stall_gen when it was kept */
 	char name[48];
 	uint32_t depth;
 	uintptr_t keys[CP_STALL_FRAMES];
@@ -192,6 +202,20 @@ struct coprof_thread {
 	uint32_t *await_slots;
 	uint32_t nawaits, cawaits;
 	uint64_t awaits_dropped; /* waits of new edges past CP_AWAITS_KEPT (or memory) */
+	/* Rule 12: the clock of the other kind, set up at the first task switch that needs
+	 * it (never under a fake clock, which stands for both); both clocks' readings when
+	 * the running task was switched in; the wall clock when this recording run began;
+	 * how many of the thread's tasks are ready; the stall kept last (its index and
+	 * gen) and the wall clock at its end, which a task made ready later may have
+	 * waited behind. */
+	struct cp_clock other;
+	uint8_t other_on;
+	uint64_t other_last;
+	uint64_t in_cpu, in_wall;
+	uint64_t rec_wall;
+	uint32_t nready;
+	uint32_t stall_gen, last_stall;
+	uint64_t last_stall_wall;
 	struct cp_pool pool;
 	/* Behind each record's one-entry cache: calls seen lately on this thread. Wiped
 	 * whenever records are freed (cp_ctx_release, clear). */
@@ -256,6 +280,12 @@ struct coprof {
 					 * snapshot (bench/fleet/pause-cost reads it) */
 };
 
+/* Rule 12's numbers of one task, in ns (wall unless said): its steps on each clock,
+ * its ready time in all and the longest once, and its life in the window. */
+struct cp_task_time {
+	uint64_t run_cpu, run_wall, ready, ready_max, life;
+};
+
 /* engine.c */
 void cp_pause(struct coprof *p);
 void cp_unpause(struct coprof *p);
@@ -288,6 +318,18 @@ void cp_ctx_release(struct coprof_ctx *c);
  * its depth or more), so that a suspended task holds no more than its few suspended
  * frames need. Its next push grows it again. */
 void cp_ctx_stack_trim(struct coprof_ctx *c);
+
+/* engine-ctx.c: rule 12's numbers of t's context c, as the calling thread sees them
+ * when t's clock reads `now` (another thread's CPU clock reads as its last value);
+ * `active`: t records now. The wall clock of t when its clock reads `now`, the same
+ * way. */
+void cp_task_time(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now, int active,
+		  struct cp_task_time *out);
+uint64_t cp_wall_seen(struct coprof_thread *t, uint64_t now);
+/* A recording run of t begins (its own thread) or ends (any thread) at its clock
+ * `now`: the running task's step starts or closes there for rule 12. */
+void cp_task_run_begin(struct coprof_thread *t, uint64_t now);
+void cp_task_run_end(struct coprof_thread *t, uint64_t now);
 
 /* snapshot.c: the profile as it stands now (open frames closed at this instant in the
  * copy only). Takes p->lock and pauses writers while copying; calls the resolvers

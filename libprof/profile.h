@@ -55,6 +55,11 @@ struct cp_task {
 	uint64_t resumes;
 	const char *state; /* "running", "suspended", "finished" */
 	struct cp_stats stats; /* this task's own functions */
+	/* Rule 12, s, when `timed` (trace mode; not in older files): its steps on the CPU
+	 * and the wall clock, the wall time it sat ready (in all, and the longest once)
+	 * and waited otherwise. */
+	int timed;
+	double run_cpu, run_wall, ready, ready_max, waiting;
 };
 
 /* Calls of a function that no caller in their context made: a context's roots. cc is
@@ -96,6 +101,7 @@ struct cp_stall {
 	double seconds;	  /* the step's length on the profile's clock */
 	struct cp_key *frames; /* innermost first */
 	uint32_t depth;
+	int64_t behind; /* tasks that were ready and waited behind it; -1: not known */
 };
 
 /* An await edge (doc/python.md, "Who awaits whom"): task `waiter` waited on task

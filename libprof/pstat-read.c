@@ -569,6 +569,13 @@ static int read_task(struct reader *rd, const struct cp_mval *d, struct cp_task 
 	    (r = field_count(rd, d, "resumes", &t->resumes)) < 0 ||
 	    (r = field_str(rd, d, "state", &t->state)) < 0)
 		return r;
+	t->timed = dict_get(d, "run_wall") != NULL;
+	if (t->timed && ((r = field_time(rd, d, "run_cpu", &t->run_cpu)) < 0 ||
+			 (r = field_time(rd, d, "run_wall", &t->run_wall)) < 0 ||
+			 (r = field_time(rd, d, "ready", &t->ready)) < 0 ||
+			 (r = field_time(rd, d, "ready_max", &t->ready_max)) < 0 ||
+			 (r = field_time(rd, d, "waiting", &t->waiting)) < 0))
+		return r;
 	stats = dict_get(d, "stats");
 	if (!stats)
 		return 0;
@@ -675,8 +682,12 @@ static int read_stall(struct reader *rd, const struct cp_mval *v, struct cp_stal
 	const struct cp_mval *it = v->v.items, *fr;
 	int r;
 
-	if (!is_seq(v) || v->n != 5)
-		return fail(rd, "extras stall: expected (tid, task id, task, seconds, frames)");
+	if (!is_seq(v) || (v->n != 5 && v->n != 6))
+		return fail(rd, "extras stall: expected (tid, task id, task, seconds, frames, "
+				"behind)");
+	s->behind = -1; /* a file written before it existed */
+	if (v->n == 6 && (r = get_int(rd, &it[5], &s->behind, "stall behind")) < 0)
+		return r;
 	if ((r = get_count(rd, &it[0], &s->thread, "stall tid")) < 0 ||
 	    (r = get_count(rd, &it[1], &s->task_id, "stall task id")) < 0 ||
 	    (r = get_opt_str(rd, &it[2], &s->task, "stall task")) < 0 ||

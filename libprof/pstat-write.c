@@ -25,7 +25,9 @@
  *      'dropped':  {counter name: int}       'notes': [str, ...]
  *      'tasks':    [{'id': int, 'name': str, 'runtime': str, 'thread': int (tid),
  *                    'ttot': float s, 'resumes': int, 'state': str,
- *                    'stats': a pstats dict as in 1., the task's own functions}]
+ *                    'stats': a pstats dict as in 1., the task's own functions;
+ *                    in trace mode also 'run_cpu', 'run_wall', 'ready',
+ *                    'ready_max', 'waiting': float s (doc/design.md rule 12)}]
  *      'threads':  [{'tid': int, 'name': str, 'ttot': float s, 'switches': int,
  *                    'roots': {key: (nc, cc, tt, ct)}, the calls no caller made on
  *                    the thread's own stack (absent when unknown: sample mode)}]
@@ -38,10 +40,11 @@
  *                    charged (under cpu a tick weighs the CPU time since the last
  *                    one, so this is not samples x period). Absent in older files.
  *      'stall_threshold': float s; 'stalls': [(tid, task id, task name, seconds,
- *                    (key, ...) innermost first)], longest first: the task steps that
- *                    held their thread at least the threshold long (doc/design.md
- *                    rule 11), each with its longest point's stack. Absent in older
- *                    files.
+ *                    (key, ...) innermost first, behind: int)], longest first: the
+ *                    task steps that held their thread at least the threshold long
+ *                    (doc/design.md rule 11), each with its longest point's stack
+ *                    and the tasks ready behind it (rule 12; -1: not known). Absent
+ *                    in older files; `behind` absent in files written before it.
  *      'awaits':   [(tid, waiter task id, waiter name, awaited task id, awaited name,
  *                    kind, count, seconds)], longest first: who awaited whom (kind
  *                    'task', 'gather', 'taskgroup' or 'shield'), how often, and for
@@ -331,6 +334,15 @@ static int put_task(struct cp_mw *w, struct refs *r, const struct cp_task *t,
 	cp_mw_uint(w, t->resumes);
 	put_shared_str(w, r, "state");
 	put_opt_str(w, t->state);
+	if (t->timed) {
+		static const char *const names[] = {"run_cpu", "run_wall", "ready", "ready_max",
+						    "waiting"};
+		const double vals[] = {t->run_cpu, t->run_wall, t->ready, t->ready_max, t->waiting};
+		for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+			put_shared_str(w, r, names[i]);
+			cp_mw_float(w, vals[i] > 0 ? vals[i] : 0);
+		}
+	}
 	put_shared_str(w, r, "stats");
 	put_stats(w, r, s);
 	cp_mw_dict_end(w);
@@ -389,7 +401,7 @@ static int put_stall(struct cp_mw *w, struct refs *r, const struct cp_stall *st)
 {
 	if (st->depth && !st->frames)
 		return -EINVAL;
-	cp_mw_tuple(w, 5, NULL);
+	cp_mw_tuple(w, 6, NULL);
 	cp_mw_uint(w, st->thread);
 	cp_mw_uint(w, st->task_id);
 	put_opt_str(w, st->task);
@@ -397,6 +409,7 @@ static int put_stall(struct cp_mw *w, struct refs *r, const struct cp_stall *st)
 	cp_mw_tuple(w, st->depth, NULL);
 	for (uint32_t j = 0; j < st->depth; j++)
 		put_key(w, r, &st->frames[j]);
+	cp_mw_int(w, st->behind);
 	return 0;
 }
 

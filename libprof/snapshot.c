@@ -244,6 +244,17 @@ static int copy_task(struct snap *s, struct coprof_thread *t, struct coprof_ctx 
 	k->ttot = c->begun && end > c->vbegin ? (double)(end - c->vbegin) / 1e9 : 0;
 	k->resumes = c->resumes;
 	k->state = ctx_state(c);
+	if (s->p->opt.mode == COPROF_MODE_TRACE) {
+		struct cp_task_time tm;
+		k->timed = 1;
+		cp_task_time(t, c, now, active, &tm);
+		k->run_cpu = (double)tm.run_cpu / 1e9;
+		k->run_wall = (double)tm.run_wall / 1e9;
+		k->ready = (double)tm.ready / 1e9;
+		k->ready_max = (double)tm.ready_max / 1e9;
+		uint64_t busy = tm.run_wall + tm.ready;
+		k->waiting = tm.life > busy ? (double)(tm.life - busy) / 1e9 : 0;
+	}
 	if (!k->name || !k->runtime)
 		return -ENOMEM;
 	int rc = map_put(&s->ctxmap, (uint64_t)(uintptr_t)c, i);
@@ -676,6 +687,7 @@ static int add_stalls(struct snap *s)
 		st->task_id = r->ctx_id;
 		st->task = sdup(s, r->name);
 		st->seconds = (double)r->ns / 1e9;
+		st->behind = r->behind;
 		st->frames = cp_arena_alloc(s->prof->arena, (r->depth + 1) * sizeof(*st->frames));
 		if (!st->task || !st->frames)
 			return -ENOMEM;

@@ -27,7 +27,7 @@ OLDEST = "3.10"
 PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "recursion", "threads", "forked",
     "forked_sample", "exec", "hook_backend", "greenlet_gevent", "greenlet_gevent_sample",
-    "dropped_sample", "toggle_at_exit", "pyenv_shim", "stalls_cpu",
+    "dropped_sample", "toggle_at_exit", "pyenv_shim", "stalls_cpu", "ready_wall",
     # the frame-evaluation backend (3.10, 3.11) and sys.monitoring's (3.12+)
     "hook_rejected", "handover_profiler", "chained_slot", "deep_recursion",
     "cprofiled", "tool_freed",
@@ -39,7 +39,7 @@ ASAN_PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "threads", "forked", "forked_sample",
     "greenlet_gevent", "greenlet_gevent_sample", "dropped", "code_freed",
     "hook_rejected", "handover_profiler", "cprofiled", "tool_freed",
-    "split_cpu", "tasks_wall", "threads_cpu",
+    "split_cpu", "tasks_wall", "threads_cpu", "ready_wall",
 }
 PYTHON = re.compile(r"^(python|pysample)-(system-)?(\d+\.\d+)\.\d+-(\w+?)(-profile)?$")
 PIP = re.compile(r"^pip-(system-)?(\d+\.\d+)\.\d+$")  # tests/pip: a wheel per Python

@@ -176,28 +176,70 @@ static int print_functions(struct report *r, const struct vw_table *t, const cha
 	return 0;
 }
 
+/* Rule 12's columns of a task, in the order the table prints them. */
+#define TASK_TIMES 5
+static const char *const time_names[TASK_TIMES] = {"run_cpu", "run_wall", "waiting", "ready",
+						   "ready_max"};
+
+static void task_times(const struct cp_task *t, double out[TASK_TIMES])
+{
+	out[0] = t->run_cpu;
+	out[1] = t->run_wall;
+	out[2] = t->waiting;
+	out[3] = t->ready;
+	out[4] = t->ready_max;
+}
+
+/* The text row's rule 12 columns: a time each, "-" where the task has none. */
+static void put_task_times(const struct cp_task *t)
+{
+	double v[TASK_TIMES];
+	task_times(t, v);
+	for (int k = 0; k < TASK_TIMES; k++) {
+		char buf[16] = "-";
+		if (t->timed)
+			vw_fmt_time(buf, sizeof(buf), v[k], 10);
+		printf("  %10s", buf);
+	}
+}
+
 static void print_tasks(struct report *r)
 {
 	const struct vw_model *m = &r->m;
+	int timed = 0;
+	for (uint32_t i = 0; i < m->ntasks; i++)
+		timed |= m->tasks[i].t->timed;
 	section(r, "tasks");
-	if (r->fmt == TEXT)
-		printf("Tasks: %" PRIu32 "\n\n%6s  %-24s  %-9s  %8s  %-9s  %8s  %12s\n", m->ntasks,
+	if (r->fmt == TEXT) {
+		printf("Tasks: %" PRIu32 "\n\n%6s  %-24s  %-9s  %8s  %-9s  %8s  %12s", m->ntasks,
 		       "id", "name", "runtime", "thread", "state", "resumes", "ttot");
-	else if (r->fmt == CSV)
-		printf("id,name,runtime,thread,state,resumes,ttot,file\n");
-	else
+		if (timed)
+			printf("  %10s  %10s  %10s  %10s  %10s", "run cpu", "run wall", "waiting",
+			       "ready", "longest");
+		printf("\n");
+	} else if (r->fmt == CSV) {
+		printf("id,name,runtime,thread,state,resumes,ttot,");
+		for (int k = 0; k < TASK_TIMES; k++)
+			printf("%s,", time_names[k]);
+		printf("file\n");
+	} else {
 		printf("[");
+	}
 	for (uint32_t i = 0; i < m->ntasks; i++) {
 		const struct cp_task *t = m->tasks[i].t;
 		const char *name = t->name ? t->name : "", *rt = t->runtime ? t->runtime : "";
 		const char *state = t->state ? t->state : "";
+		double v[TASK_TIMES];
+		task_times(t, v);
 		if (r->fmt == TEXT) {
 			char nm[128], tt[16];
 			vw_fit(nm, sizeof(nm), vw_shown(name), 24, 0);
 			vw_fmt_time(tt, sizeof(tt), t->ttot, 12);
-			printf("%6" PRIu64 "  %-24s  %-9s  %8" PRIu64 "  %-9s  %8" PRIu64
-			       "  %12s\n",
+			printf("%6" PRIu64 "  %-24s  %-9s  %8" PRIu64 "  %-9s  %8" PRIu64 "  %12s",
 			       t->id, nm, rt, t->thread, state, t->resumes, tt);
+			if (timed)
+				put_task_times(t);
+			printf("\n");
 		} else if (r->fmt == CSV) {
 			printf("%" PRIu64 ",", t->id);
 			vw_put_csv(stdout, name);
@@ -205,6 +247,8 @@ static void print_tasks(struct report *r)
 			vw_put_csv(stdout, rt);
 			printf(",%" PRIu64 ",%s,%" PRIu64 ",%.9g,", t->thread, state, t->resumes,
 			       t->ttot);
+			for (int k = 0; k < TASK_TIMES; k++)
+				printf(t->timed ? "%.9g," : ",", v[k]);
 			vw_put_csv(stdout, m->paths[m->tasks[i].file]);
 			printf("\n");
 		} else {
@@ -214,9 +258,10 @@ static void print_tasks(struct report *r)
 			vw_put_json(stdout, rt);
 			printf(", \"thread\": %" PRIu64 ", \"state\": ", t->thread);
 			vw_put_json(stdout, state);
-			printf(", \"resumes\": %" PRIu64 ", \"ttot\": %.9g, \"functions\": %" PRIu32
-			       "}",
-			       t->resumes, t->ttot, t->stats.nfuncs);
+			printf(", \"resumes\": %" PRIu64 ", \"ttot\": %.9g, ", t->resumes, t->ttot);
+			for (int k = 0; t->timed && k < TASK_TIMES; k++)
+				printf("\"%s\": %.9g, ", time_names[k], v[k]);
+			printf("\"functions\": %" PRIu32 "}", t->stats.nfuncs);
 		}
 	}
 	if (r->fmt == JSON)
@@ -264,8 +309,11 @@ static void put_stall_text(const struct cp_stall *s, uint32_t rank)
 {
 	char ms[32];
 	snprintf(ms, sizeof(ms), "%.3f ms", s->seconds * 1e3);
-	printf("%4" PRIu32 ". %12s  task %" PRIu64 " (%s)  thread %" PRIu64 "\n", rank, ms,
-	       s->task_id, vw_shown(s->task ? s->task : ""), s->thread);
+	printf("%4" PRIu32 ". %12s  task %" PRIu64 " (%s)  thread %" PRIu64, rank, ms, s->task_id,
+	       vw_shown(s->task ? s->task : ""), s->thread);
+	if (s->behind > 0)
+		printf("  %" PRId64 " ready behind it", s->behind);
+	printf("\n");
 	for (uint32_t k = 0; k < s->depth; k++) {
 		char where[1200];
 		vw_fmt_where(where, sizeof(where), &s->frames[k]);
@@ -290,7 +338,7 @@ static int print_stalls(struct report *r)
 		printf("Stalls: not measured (stalls are kept in trace mode, by coprof files "
 		       "written since they exist)\n");
 	else if (r->fmt == CSV)
-		printf("seconds,task_id,task,thread,stack,file\n");
+		printf("seconds,task_id,task,thread,behind,stack,file\n");
 	else
 		printf("[");
 	for (uint32_t i = 0; i < shown; i++) {
@@ -302,6 +350,9 @@ static int print_stalls(struct report *r)
 			printf("%.9g,%" PRIu64 ",", s->seconds, s->task_id);
 			vw_put_csv(stdout, s->task ? s->task : "");
 			printf(",%" PRIu64 ",", s->thread);
+			if (s->behind >= 0)
+				printf("%" PRId64, s->behind);
+			printf(",");
 			char stack[4096];
 			vw_fmt_stack(stack, sizeof(stack), s->frames, s->depth, ";", 1);
 			vw_put_csv(stdout, stack);
@@ -312,7 +363,10 @@ static int print_stalls(struct report *r)
 			printf("%s\n    {\"seconds\": %.9g, \"task_id\": %" PRIu64 ", \"task\": ",
 			       i ? "," : "", s->seconds, s->task_id);
 			vw_put_json(stdout, s->task ? s->task : "");
-			printf(", \"thread\": %" PRIu64 ", \"stack\": [", s->thread);
+			printf(", \"thread\": %" PRIu64 ", ", s->thread);
+			if (s->behind >= 0)
+				printf("\"behind\": %" PRId64 ", ", s->behind);
+			printf("\"stack\": [");
 			for (uint32_t k = 0; k < s->depth; k++) {
 				printf("%s{\"name\": ", k ? ", " : "");
 				vw_put_json(stdout, s->frames[k].name);

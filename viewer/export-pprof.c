@@ -1,7 +1,8 @@
 /* export-pprof.c: `coprof export --format pprof`: a gzipped profile.proto (the format
  * of `go tool pprof`, Pyroscope, Parca, Cloud Profiler) from one or more profiles.
- * Sampled files give their full stacks, labelled by thread and task; traced files give
- * what they hold, caller->callee pairs and own times. Runs in the coprof command. */
+ * Sampled files give their full stacks, traced files what they hold, caller->callee
+ * pairs and own times; both labelled by thread and task. Stalls are samples of their
+ * own sample types. Runs in the coprof command. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <zlib.h>
 
 #include "export-pprof.h"
+#include "export-traced.h"
 #include "pb.h"
 
 /* profile.proto's field numbers (github.com/google/pprof, proto/profile.proto). */
@@ -26,6 +28,7 @@ enum {
 	P_PERIOD_TYPE = 11,
 	P_PERIOD = 12,
 	P_COMMENT = 13,
+	P_DEFAULT_SAMPLE_TYPE = 14,
 	VT_TYPE = 1,
 	VT_UNIT = 2,
 	S_LOCATION_ID = 1,
@@ -34,6 +37,7 @@ enum {
 	L_KEY = 1,
 	L_STR = 2,
 	L_NUM = 3,
+	L_NUM_UNIT = 4,
 	M_ID = 1,
 	M_FILENAME = 5,
 	M_HAS_FUNCTIONS = 7,
@@ -137,8 +141,11 @@ struct out {
 	uint8_t *used;	/* per function: referenced by a sample */
 	uint64_t *locs; /* scratch: one sample's location ids */
 	uint32_t nlocs;
-	uint64_t total_ns; /* sum of the second value, for the final check */
+	uint32_t nvalues; /* 2, or 4 with the stall types */
 };
+
+/* A sample's values, in the order of the sample types. */
+enum { V_COUNT, V_NS, V_STALLS, V_STALL_NS, NVALUES };
 
 static void value_type(struct out *o, uint32_t field, const char *type, const char *unit)
 {
@@ -157,35 +164,31 @@ static void label_str(struct out *o, const char *key, const char *val)
 	vw_pb_msg(&o->msg, S_LABEL, &o->sub);
 }
 
-static void label_num(struct out *o, const char *key, int64_t num)
+/* A number label; `unit` (NULL: none) lets pprof scale and filter it ("25ms:"). */
+static void label_num(struct out *o, const char *key, int64_t num, const char *unit)
 {
 	vw_pb_reset(&o->sub);
 	vw_pb_int(&o->sub, L_KEY, str(&o->strs, key));
 	vw_pb_int(&o->sub, L_NUM, num);
+	if (unit)
+		vw_pb_int(&o->sub, L_NUM_UNIT, str(&o->strs, unit));
 	vw_pb_msg(&o->msg, S_LABEL, &o->sub);
 }
 
-/* Starts a Sample in o->msg with the locations o->locs and the two values; the caller
- * adds labels and then calls end_sample. */
-static void begin_sample(struct out *o, uint64_t n, uint64_t ns)
+/* Starts a Sample in o->msg with the locations o->locs and the first o->nvalues of
+ * `v`; the caller adds labels and then calls end_sample. */
+static void begin_sample(struct out *o, const uint64_t v[NVALUES])
 {
-	uint64_t v[2] = {n, ns};
 	vw_pb_reset(&o->msg);
 	vw_pb_packed(&o->msg, S_LOCATION_ID, o->locs, o->nlocs);
-	vw_pb_packed(&o->msg, S_VALUE, v, 2);
+	vw_pb_packed(&o->msg, S_VALUE, v, o->nvalues);
 	for (uint32_t i = 0; i < o->nlocs; i++)
 		o->used[o->locs[i] - 1] = 1;
-	o->total_ns += ns;
 }
 
 static void end_sample(struct out *o)
 {
 	vw_pb_msg(&o->prof, P_SAMPLE, &o->msg);
-}
-
-static uint64_t ns(double s)
-{
-	return s > 0 && isfinite(s) ? (uint64_t)llround(s * 1e9) : 0;
 }
 
 static const char *thread_name(const struct cp_extras *ex, uint64_t tid)
@@ -194,6 +197,30 @@ static const char *thread_name(const struct cp_extras *ex, uint64_t tid)
 		if (ex->threads[i].tid == tid)
 			return ex->threads[i].name;
 	return NULL;
+}
+
+/* The labels thread (the tid) and thread_name (when the file names the thread). */
+static void label_thread(struct out *o, const struct cp_extras *ex, uint64_t tid)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%" PRIu64, tid);
+	label_str(o, "thread", buf);
+	const char *tn = thread_name(ex, tid);
+	if (tn && *tn)
+		label_str(o, "thread_name", tn);
+}
+
+/* The labels task (its name, or "task ID" for a task without one) and task_id. */
+static void label_task(struct out *o, const char *name, uint64_t id)
+{
+	char buf[48];
+	if (name && *name)
+		label_str(o, "task", name);
+	else {
+		snprintf(buf, sizeof(buf), "task %" PRIu64, id);
+		label_str(o, "task", buf);
+	}
+	label_num(o, "task_id", (int64_t)id, NULL);
 }
 
 /* The weight of each stack of `p` in ns. Files from before 'stack_ns' only say how
@@ -223,7 +250,7 @@ static int64_t stack_weights(const struct cp_profile *p, uint64_t *w)
 		if (s->weight || !s->count || !s->depth || s->frames[0] >= p->stats.nfuncs)
 			continue;
 		double tt = p->stats.funcs[s->frames[0]].s.tt;
-		w[i] = ns(tt * (double)s->count / (double)leaf[s->frames[0]]);
+		w[i] = vw_ns(tt * (double)s->count / (double)leaf[s->frames[0]]);
 	}
 	free(leaf);
 	return estimated;
@@ -249,7 +276,6 @@ static int put_stacks(struct out *o, const struct cp_profile *p, const char *pat
 			path);
 	for (uint32_t i = 0; i < ex->nstacks; i++) {
 		const struct cp_stack *s = &ex->stacks[i];
-		char buf[64];
 		/* A stack without frames charged no function: report leaves it out. */
 		if (!s->count || !s->depth)
 			continue;
@@ -261,22 +287,11 @@ static int put_stacks(struct out *o, const struct cp_profile *p, const char *pat
 			if (f >= 0)
 				o->locs[o->nlocs++] = (uint64_t)f + 1;
 		}
-		begin_sample(o, s->count, w[i]);
-		snprintf(buf, sizeof(buf), "%" PRIu64, s->thread);
-		label_str(o, "thread", buf);
-		const char *tn = thread_name(ex, s->thread);
-		if (tn && *tn)
-			label_str(o, "thread_name", tn);
-		if (s->task >= 0 && (uint64_t)s->task < ex->ntasks) {
-			const struct cp_task *t = &ex->tasks[s->task];
-			if (t->name && *t->name)
-				label_str(o, "task", t->name);
-			else {
-				snprintf(buf, sizeof(buf), "task %" PRIu64, t->id);
-				label_str(o, "task", buf);
-			}
-			label_num(o, "task_id", (int64_t)t->id);
-		} else
+		begin_sample(o, (uint64_t[NVALUES]){s->count, w[i], 0, 0});
+		label_thread(o, ex, s->thread);
+		if (s->task >= 0 && (uint64_t)s->task < ex->ntasks)
+			label_task(o, ex->tasks[s->task].name, ex->tasks[s->task].id);
+		else
 			label_str(o, "task", "[thread]");
 		if (s->waiting)
 			label_str(o, "waiting", "true");
@@ -286,41 +301,58 @@ static int put_stacks(struct out *o, const struct cp_profile *p, const char *pat
 	return 0;
 }
 
-/* What a traced (or cProfile/yappi) table holds, as samples: "caller;callee" pairs
- * worth the edge's calls and the callee's own time in those calls, and, alone, the
- * part of a function's own time and calls no edge accounts for (a root's, a task's).
- * So every function's flat time is its tsub, as in `coprof report`. */
-static int put_edges(struct out *o, const struct vw_table *t)
+/* One piece of a traced (or cProfile/yappi) table as a sample: a "caller;callee"
+ * pair worth the edge's calls and the callee's own time in them, or the callee alone
+ * with the part of its own time and calls no edge accounts for (a root's). A coprof
+ * file's pieces are per task, labelled as sampled stacks are; the threads' own part
+ * is task "[thread]", with its thread when the file had one. So every function's flat
+ * time is its tsub, as in `coprof report`, and -tagfocus=task=... works alike. */
+static int put_part(void *arg, const struct vw_part *pt)
 {
-	for (uint32_t i = 0; i < t->nfuncs; i++) {
-		const struct vw_func *fn = &t->funcs[i];
-		int64_t fi = vw_table_find(o->t, &fn->key);
-		uint64_t tt = ns(fn->s.tt), ett = 0, enc = 0;
-		if (fi < 0)
-			continue;
-		for (uint32_t c = 0; c < fn->ncallers; c++) {
-			const struct vw_edge *e = &fn->callers[c];
-			int64_t ci = vw_table_find(o->t, &t->funcs[e->func].key);
-			uint64_t v = ns(e->s.tt);
-			if (ci < 0 || (!v && !e->s.nc))
-				continue;
-			ett += v;
-			enc += e->s.nc;
-			o->locs[0] = (uint64_t)fi + 1;
-			o->locs[1] = (uint64_t)ci + 1;
-			o->nlocs = 2;
-			begin_sample(o, e->s.nc, v);
-			end_sample(o);
-		}
-		if (tt > ett || fn->s.nc > enc) {
-			o->locs[0] = (uint64_t)fi + 1;
-			o->nlocs = 1;
-			begin_sample(o, fn->s.nc > enc ? fn->s.nc - enc : 0,
-				     tt > ett ? tt - ett : 0);
-			end_sample(o);
-		}
+	struct out *o = arg;
+	o->locs[0] = (uint64_t)pt->callee + 1;
+	o->nlocs = 1;
+	if (pt->caller >= 0)
+		o->locs[o->nlocs++] = (uint64_t)pt->caller + 1;
+	begin_sample(o, (uint64_t[NVALUES]){pt->nc, pt->ns, 0, 0});
+	if (pt->ex->present) {
+		if (pt->thread >= 0)
+			label_thread(o, pt->ex, (uint64_t)pt->thread);
+		if (pt->task)
+			label_task(o, pt->task->name, pt->task->id);
+		else
+			label_str(o, "task", "[thread]");
 	}
+	end_sample(o);
 	return 0;
+}
+
+/* One sample per stall (doc/design.md rule 11), on the stall's stack, innermost
+ * first: 1 in "stalls", its length in "stall_time", 0 in the other types, so no total
+ * of those changes. Labelled thread, thread_name, task, task_id as the other samples,
+ * stall "true", stall_length (ns, a number pprof can filter: "50ms:") and, when
+ * tasks were ready and waiting behind it, ready_behind: how many (rule 12). */
+static void put_stalls(struct out *o, const struct vw_model *m)
+{
+	for (uint32_t i = 0; i < m->nstalls; i++) {
+		const struct cp_stall *s = m->stalls[i].s;
+		uint64_t len = vw_ns(s->seconds);
+		o->nlocs = 0;
+		for (uint32_t d = 0; d < s->depth; d++) {
+			int64_t f = vw_table_find(o->t, &s->frames[d]);
+			if (f >= 0)
+				o->locs[o->nlocs++] = (uint64_t)f + 1;
+		}
+		begin_sample(o, (uint64_t[NVALUES]){0, 0, 1, len});
+		label_thread(o, &m->profiles[m->stalls[i].file]->ex, s->thread);
+		label_task(o, s->task, s->task_id);
+		label_str(o, "stall", "true");
+		label_num(o, "stall_length", len > INT64_MAX ? INT64_MAX : (int64_t)len,
+			  "nanoseconds");
+		if (s->behind > 0) /* pprof reads a label of 0 as none */
+			label_num(o, "ready_behind", s->behind, NULL);
+		end_sample(o);
+	}
 }
 
 /* The Function and Location tables: every function a sample names. Lines are written
@@ -398,12 +430,17 @@ int vw_export_pprof(FILE *f, const struct vw_model *m)
 			if (ex->stacks[j].depth > maxdepth)
 				maxdepth = ex->stacks[j].depth;
 	}
+	for (uint32_t i = 0; i < m->nstalls; i++)
+		if (m->stalls[i].s->depth > maxdepth)
+			maxdepth = m->stalls[i].s->depth;
+	/* Stall types only where a file measured stalls, so other profiles keep two. */
+	int stalls = m->stall_threshold > 0 || m->nstalls;
 	if (sampled && sampled != m->nprofiles) {
 		fprintf(stderr, "coprof export: pprof needs the files to be all sampled or all "
 				"traced: their samples would not add up (export them apart)\n");
 		return -EINVAL;
 	}
-	struct out o = {.t = t};
+	struct out o = {.t = t, .nvalues = stalls ? NVALUES : 2};
 	o.used = calloc(t->nfuncs + 1, 1);
 	o.locs = calloc(maxdepth, sizeof(*o.locs));
 	int rc = -ENOMEM;
@@ -415,6 +452,12 @@ int vw_export_pprof(FILE *f, const struct vw_model *m)
 	    !strcmp(m->clock, "cpu") || !strcmp(m->clock, "wall") ? m->clock : "time";
 	value_type(&o, P_SAMPLE_TYPE, sampled ? "samples" : "calls", "count");
 	value_type(&o, P_SAMPLE_TYPE, clock, "nanoseconds");
+	if (stalls) {
+		value_type(&o, P_SAMPLE_TYPE, "stalls", "count");
+		value_type(&o, P_SAMPLE_TYPE, "stall_time", "nanoseconds");
+	}
+	/* pprof shows the last type unless told: time, as without stalls */
+	vw_pb_int(&o.prof, P_DEFAULT_SAMPLE_TYPE, str(&o.strs, clock));
 	rc = 0;
 	if (sampled)
 		for (uint32_t i = 0; i < m->nprofiles && !rc; i++)
@@ -423,10 +466,11 @@ int vw_export_pprof(FILE *f, const struct vw_model *m)
 		fprintf(stderr, "coprof export: a traced profile has caller->callee edges, not "
 				"stacks: the pprof file holds caller;callee pairs and own times, "
 				"so its cumulative times go one call deep\n");
-		rc = put_edges(&o, t);
+		rc = vw_traced_parts(m, put_part, &o);
 	}
 	if (rc)
 		goto out;
+	put_stalls(&o, m);
 
 	/* One mapping that says the functions are already known, so pprof does not try
 	 * to symbolize addresses the file does not have. */
@@ -450,9 +494,9 @@ int vw_export_pprof(FILE *f, const struct vw_model *m)
 			hz = ex->hz;
 	}
 	if (start > 0)
-		vw_pb_int(&o.prof, P_TIME_NANOS, (int64_t)ns(start));
+		vw_pb_int(&o.prof, P_TIME_NANOS, (int64_t)vw_ns(start));
 	if (m->duration > 0)
-		vw_pb_int(&o.prof, P_DURATION_NANOS, (int64_t)ns(m->duration));
+		vw_pb_int(&o.prof, P_DURATION_NANOS, (int64_t)vw_ns(m->duration));
 	vw_pb_reset(&o.msg);
 	vw_pb_int(&o.msg, VT_TYPE, str(&o.strs, clock));
 	vw_pb_int(&o.msg, VT_UNIT, str(&o.strs, "nanoseconds"));
@@ -473,6 +517,14 @@ int vw_export_pprof(FILE *f, const struct vw_model *m)
 		comment(&o, "traced profile: samples are caller;callee pairs (calls, and the "
 			    "callee's own time in them) and each function's remaining own time; "
 			    "not full stacks");
+	if (stalls) {
+		snprintf(line, sizeof(line),
+			 "stalls: %" PRIu32 " task steps of %.3f ms or more on the %s clock, one "
+			 "sample each (types stalls and stall_time, label stall=true) on the "
+			 "stack of its longest point",
+			 m->nstalls, m->stall_threshold * 1e3, m->clock);
+		comment(&o, line);
+	}
 	for (uint32_t i = 0; i < m->nprofiles; i++)
 		for (uint32_t j = 0; j < m->profiles[i]->ex.nnotes; j++)
 			comment(&o, m->profiles[i]->ex.notes[j]);

@@ -212,7 +212,7 @@ static void tree_cells(struct line *l, const struct vw_tree *tr, int64_t i)
 static void task_cells(struct line *l, const struct cp_task *t)
 {
 	char buf[64];
-	int namew = COLS - 1 - (6 + 9 + 8 + 9 + 8 + 10 + 7);
+	int namew = COLS - 1 - (6 + 9 + 8 + 9 + 8 + 10 + 10 + 8);
 	lead(l);
 	snprintf(buf, sizeof(buf), "%" PRIu64, t->id);
 	cell(l, buf, 6, 1, 0);
@@ -225,11 +225,16 @@ static void task_cells(struct line *l, const struct cp_task *t)
 	cell(l, buf, 8, 1, 0);
 	vw_fmt_time(buf, sizeof(buf), t->ttot, 10);
 	cell(l, buf, 10, 1, 0);
+	if (t->timed)
+		vw_fmt_time(buf, sizeof(buf), t->ready, 10);
+	else
+		snprintf(buf, sizeof(buf), "-");
+	cell(l, buf, 10, 1, 0);
 }
 
 static void task_columns(struct line *l)
 {
-	int namew = COLS - 1 - (6 + 9 + 8 + 9 + 8 + 10 + 7);
+	int namew = COLS - 1 - (6 + 9 + 8 + 9 + 8 + 10 + 10 + 8);
 	lead(l);
 	cell(l, "id", 6, 1, 0);
 	cell(l, "name", namew, 0, 0);
@@ -238,6 +243,7 @@ static void task_columns(struct line *l)
 	cell(l, "state", 9, 0, 0);
 	cell(l, "resumes", 8, 1, 0);
 	cell(l, "ttot", 10, 1, 0);
+	cell(l, "ready", 10, 1, 0);
 }
 
 static void thread_cells(struct line *l, const struct cp_thread *t, int head)
@@ -264,12 +270,13 @@ static void thread_cells(struct line *l, const struct cp_thread *t, int head)
 static void stall_cells(struct line *l, const struct cp_stall *st)
 {
 	char buf[64];
-	int stackw = COLS - 1 - (12 + 24 + 8 + 4);
+	int stackw = COLS - 1 - (12 + 24 + 8 + 7 + 5);
 	lead(l);
 	if (!st) {
 		cell(l, "length", 12, 1, 0);
 		cell(l, "task", 24, 0, 0);
 		cell(l, "thread", 8, 1, 0);
+		cell(l, "behind", 7, 1, 0);
 		cell(l, "stack, innermost first", stackw, 0, 0);
 		return;
 	}
@@ -280,6 +287,11 @@ static void stall_cells(struct line *l, const struct cp_stall *st)
 	cell(l, task, 24, 0, 0);
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->thread);
 	cell(l, buf, 8, 1, 0);
+	if (st->behind >= 0)
+		snprintf(buf, sizeof(buf), "%" PRId64, st->behind);
+	else
+		snprintf(buf, sizeof(buf), "-");
+	cell(l, buf, 7, 1, 0);
 	char stack[1024];
 	vw_fmt_stack(stack, sizeof(stack), st->frames, st->depth, " < ", 0);
 	cell(l, stack, stackw, 0, 0);

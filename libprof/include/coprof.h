@@ -183,6 +183,12 @@ COPROF_API void coprof_ctx_switch(struct coprof_thread *t, struct coprof_ctx *c)
 /* The context finished: its open frames are closed now; it leaves the running set. If
  * it was running, the thread's own context runs again. `c` stays valid until clear. */
 COPROF_API void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c);
+/* DESIGN rule 12: `c`, suspended, can run again: what it waited for completed, or it
+ * was scheduled, at wall clock `since` (CLOCK_MONOTONIC ns; under a fake clock, its
+ * ns; 0 or later than now: now). It sits ready until its next resume. A context that
+ * is ready already keeps its earlier instant; the running one, a finished one or
+ * another thread's is left alone. Calling thread = t. */
+COPROF_API void coprof_ctx_ready(struct coprof_thread *t, struct coprof_ctx *c, uint64_t since);
 COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
 /* Sample mode: a context of thread `t` made from another thread (the shim's folding
  * thread, for a stack it found in t's samples). It never runs as far as the engine

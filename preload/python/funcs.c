@@ -124,6 +124,31 @@ static int is_tg_exit(const char *file, const char *name)
 	       (strcmp(name, "TaskGroup.__aexit__") == 0 || strcmp(name, "TaskGroup._aexit") == 0);
 }
 
+/* Which of asyncio's scheduling points (PL_PY_SCHED_*) the function named `name` in
+ * `file` is, by where asyncio writes it; 0: none. */
+static unsigned sched_point(const char *file, const char *name)
+{
+	static const struct {
+		const char *file, *name;
+		unsigned kind;
+	} points[] = {
+	    {"/asyncio/base_events.py", "_call_soon", PL_PY_SCHED_CALL_SOON},
+	    {"/asyncio/events.py", "_run", PL_PY_SCHED_RUN},
+	};
+	if (!file || !name)
+		return 0;
+	const char *dot = strrchr(name, '.'); /* a qualified name (3.11+) */
+	const char *bare = dot ? dot + 1 : name;
+	size_t flen = strlen(file);
+	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
+		size_t n = strlen(points[i].file);
+		if (flen >= n && strcmp(file + flen - n, points[i].file) == 0 &&
+		    strcmp(bare, points[i].name) == 0)
+			return points[i].kind;
+	}
+	return 0;
+}
+
 /* The function for `co`'s names, made on first sight of those names, then cached
  * in `co` (pl_py_func_of). */
 struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
@@ -159,7 +184,11 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 			free(name);
 			return NULL;
 		}
-		*f = (struct pl_py_func){.file = file, .name = name, .line = line, .flags = flags};
+		*f = (struct pl_py_func){.file = file,
+					 .name = name,
+					 .line = line,
+					 .flags = flags,
+					 .sched = flags ? 0 : sched_point(file, name)};
 		f->tg_exit = flags == PL_PY_CORO && is_tg_exit(file, name);
 		/* Out of memory here only means a twin may be made later: the same
 		 * names under two keys, which pstats shows as one. */

@@ -88,6 +88,13 @@ struct pl_py_func {
 	 * address is reused by another builtin). */
 	const char *def_name;
 	void *def_meth;
+	unsigned sched; /* PL_PY_SCHED_*: one of asyncio's scheduling points (rule 12) */
+};
+
+/* asyncio's scheduling points, where hook/ready.c sees a task made ready. */
+enum {
+	PL_PY_SCHED_CALL_SOON = 1, /* BaseEventLoop._call_soon(self, callback, args, context) */
+	PL_PY_SCHED_RUN = 2,	   /* Handle._run(self), TimerHandle's too */
 };
 
 /* The function for code object `co`: kept in a code-extra slot of coprof's own (so
@@ -192,6 +199,12 @@ static inline PL_PY_FRAME *pl_py_frame_back(PL_PY_FRAME *fr)
 static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
 {
 	return fr->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject *)_PyFrame_GetGenerator(fr) : NULL;
+}
+
+/* Argument i of a frame that has just started (nothing ran yet to change it). */
+static inline PyObject *pl_py_frame_arg(PL_PY_FRAME *fr, int i)
+{
+	return fr->localsplus[i];
 }
 
 /* The code object a generator, coroutine or async generator runs. */
@@ -345,6 +358,11 @@ static inline PL_PY_FRAME *pl_py_frame_back(PL_PY_FRAME *fr)
 static inline PyObject *pl_py_frame_gen(PL_PY_FRAME *fr)
 {
 	return fr->f_gen;
+}
+
+static inline PyObject *pl_py_frame_arg(PL_PY_FRAME *fr, int i)
+{
+	return fr->f_localsplus[i];
 }
 
 static inline PyCodeObject *pl_py_gen_code(PyObject *gen)

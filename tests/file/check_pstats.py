@@ -65,8 +65,9 @@ def check_extras(ex, exp):
     if len(ex["tasks"]) != len(exp["tasks"]):
         fail("extras: %d tasks, expected %d" % (len(ex["tasks"]), len(exp["tasks"])))
     for t, et in zip(ex["tasks"], exp["tasks"]):
-        for name in ("id", "name", "runtime", "thread", "ttot", "resumes", "state"):
-            if t[name] != et[name]:
+        for name in ("id", "name", "runtime", "thread", "ttot", "resumes", "state",
+                     "run_cpu", "run_wall", "ready", "ready_max", "waiting"):
+            if t.get(name) != et.get(name):
                 fail("task %r: %r != expected %r" % (name, t[name], et[name]))
         check_stats(t["stats"], et["stats"], "task %r" % t["name"])
     if [dict(t) for t in ex["threads"]] != exp["threads"]:

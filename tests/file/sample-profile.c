@@ -133,9 +133,11 @@ int sample_profile(struct cp_profile **out)
 	x->nnotes = N(notes_);
 	x->ntasks = 2;
 	x->tasks[0] = (struct cp_task){7,    "worker-1", "asyncio",  1234,
-				       1.75, 3,		 "finished", x->tasks[0].stats};
+				       1.75, 3,		 "finished", x->tasks[0].stats,
+				       1, 0.25, 0.5, 0.125, 0.0625, 1.125};
 	x->tasks[1] = (struct cp_task){0x7f0000001000ULL, "cöro ✓",    "ucontext",	 1240, 0.5,
-				       5000000000ULL,	  "suspended", x->tasks[1].stats};
+				       5000000000ULL,	  "suspended", x->tasks[1].stats,
+				       0, 0, 0, 0, 0, 0};
 	x->threads = threads_;
 	x->nthreads = N(threads_);
 	x->nstacks = 2;
@@ -252,6 +254,15 @@ int sample_profile_json(const struct cp_profile *p, FILE *f)
 		jnum(f, t->ttot);
 		fprintf(f, ", \"resumes\": %llu, \"state\": ", (unsigned long long)t->resumes);
 		jstr(f, t->state);
+		if (t->timed) {
+			const char *names[] = {"run_cpu", "run_wall", "ready", "ready_max", "waiting"};
+			const double vals[] = {t->run_cpu, t->run_wall, t->ready, t->ready_max,
+					       t->waiting};
+			for (int k = 0; k < 5; k++) {
+				fprintf(f, ", \"%s\": ", names[k]);
+				jnum(f, vals[k]);
+			}
+		}
 		fputs(", \"stats\": ", f);
 		jstats(f, &t->stats);
 		fputc('}', f);

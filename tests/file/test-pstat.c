@@ -142,6 +142,14 @@ static void expect_profiles_equal(const struct cp_profile *got, const struct cp_
 		cr_expect_eq(a->ttot, b->ttot);
 		cr_expect_eq(a->resumes, b->resumes);
 		expect_str(a->state, b->state, "state");
+		cr_expect_eq(a->timed, b->timed, "task %u timed", i);
+		if (b->timed) {
+			cr_expect_eq(a->run_cpu, b->run_cpu);
+			cr_expect_eq(a->run_wall, b->run_wall);
+			cr_expect_eq(a->ready, b->ready);
+			cr_expect_eq(a->ready_max, b->ready_max);
+			cr_expect_eq(a->waiting, b->waiting);
+		}
 		expect_stats_equal(&a->stats, &b->stats);
 	}
 	cr_assert_eq(g->nthreads, w->nthreads);

@@ -1,8 +1,10 @@
 """tests/pprof/run.py CASE: `coprof export --format pprof` read back by Go's own reader,
 `go tool pprof` (Debian's golang-go): its -top totals and per-function flat/cum times
 equal `coprof report`'s, its -traces stacks and labels equal `export --format
-collapsed`'s, and traced files give caller;callee pairs with a note. A missing `go`
-fails the test. The windows-* cases check periodic windows (COPROF_INTERVAL,
+collapsed`'s, and traced files give caller;callee pairs with a note, labelled by task
+(each task's pieces are its own table, the [thread] ones the rest), and stalls as
+samples of their own types (traced-tasks on the engine's file, stalls-exact on
+make-profile's). A missing `go` fails the test. The windows-* cases check periodic windows (COPROF_INTERVAL,
 COPROF_KEEP): back to back, numbered, ended by a stop toggle, pruned, and a directory
 that cannot take them. Runs real programs under `coprof record`; files go to a temp
 dir."""
@@ -25,6 +27,7 @@ BIN = os.environ["COPROF_BIN"]
 CPU = os.environ["COPROF_CPU_SAMPLES"]
 NATIVE = os.environ["COPROF_SAMPLES"]
 GOHOME = os.environ["COPROF_GOHOME"]
+MAKE_PROFILE = os.environ["COPROF_MAKE_PROFILE"]
 TMP = tempfile.mkdtemp(prefix="coprof-pprof-")
 
 
@@ -54,9 +57,9 @@ def coprof(*args, ok=True):
     return p
 
 
-def record(name, opts, cmd):
+def record(name, opts, cmd, env=None):
     out = os.path.join(TMP, name)
-    p = subprocess.run([BIN, "record"] + opts + ["-o", out, "--"] + cmd, env=base_env(),
+    p = subprocess.run([BIN, "record"] + opts + ["-o", out, "--"] + cmd, env=env or base_env(),
                        cwd=TMP, capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stderr}")
     return out
@@ -127,6 +130,34 @@ def traces(path, index):
         res.append((labels, frames, value))
     check(res, f"pprof -traces printed no samples:\n{out}")
     return res
+
+
+RAW_LABEL = re.compile(r"(\w+):\[(.*?)\](?=\s|$)")
+
+
+def raw(path):
+    """`pprof -raw`: (sample types [(type, unit)], [(values, frames innermost first,
+    {label: value})]). A number label's value keeps its unit ("30000000 nanoseconds")."""
+    out = pprof(["-raw"], path)
+    head, _, rest = out.partition("\nSamples:\n")
+    check(rest, f"no samples in pprof -raw:\n{out[:600]}")
+    body, _, locs = rest.partition("\nLocations\n")
+    names = {}
+    for line in locs.splitlines():
+        m = re.match(r"^\s*(\d+): 0x[0-9a-f]+ M=\d+ (\S+)", line)
+        if m:
+            names[m.group(1)] = m.group(2)
+    lines = body.splitlines()
+    types = [tuple(t.replace("[dflt]", "").split("/")) for t in lines[0].split()]
+    samples = []
+    for line in lines[1:]:
+        if ":" in line and re.match(r"^\s*-?\d+(\s+-?\d+)*:", line):
+            vals, _, ids = line.partition(":")
+            samples.append(([int(v) for v in vals.split()], [names[i] for i in ids.split()], {}))
+        elif line.strip() and samples:
+            for k, v in RAW_LABEL.findall(line):
+                samples[-1][2][k] = v
+    return types, samples
 
 
 def folded_name(s):
@@ -283,7 +314,16 @@ def check_edges(paths, pb, err):
     got = collections.Counter()
     for labels, frames, value in traces(pb, "1"):
         check(len(frames) <= 2, f"a traced export has a {len(frames)}-frame stack")
-        got[";".join(folded_name(x) for x in reversed(frames))] += value
+        if labels.get("stall") == "true":
+            continue
+        key = [folded_name(x) for x in reversed(frames)]
+        if "task" in labels:  # a coprof file: --from-edges starts with the task's frame
+            task = labels["task"]
+            if task != "[thread]":
+                tid = labels["task_id"]
+                task = f"[task {tid}{'' if task == f'task {tid}' else ' ' + task}]"
+            key.insert(0, folded_name(task))
+        got[";".join(key)] += value
     edges = coprof("export", *paths, "--format", "collapsed", "--from-edges", "-o", "-").stdout
     n = 0
     for line in edges.splitlines():
@@ -298,6 +338,176 @@ def case_traced():
     path = record("traced.pstat", ["-c", "wall"], [os.path.join(NATIVE, "sched")])
     pb, err = export([path], "traced.pb.gz")
     check_edges([path], pb, err)
+
+
+def ns_of(s):
+    return round(s * 1e9)
+
+
+def by_leaf(samples, value, pick):
+    """{leaf function: summed values[value]} of the samples `pick(labels)` keeps."""
+    out = collections.Counter()
+    for vals, frames, labels in samples:
+        if pick(labels):
+            out[frames[0]] += vals[value]
+    return +out
+
+
+def case_traced_tasks():
+    """A traced sched (wall, stalls from 10 ms): in pprof -raw each task's samples add
+    up, function by function, to its own table in the file, to the ns and the call;
+    the [thread] samples to the top level less the tasks; together to the table, so
+    the totals are the table's. -tagfocus=task=... picks a task's functions. Each
+    stall is one sample, of the stall types only, labelled with its task and length
+    on its stack; collapsed --stalls and --from-edges say the same."""
+    env = base_env(COPROF_STALL_MS="10")
+    path = record("tasks.pstat", ["-c", "wall"], [os.path.join(NATIVE, "sched")], env)
+    stats, extras = load(path)
+    pb, err = export([path], "tasks.pb.gz")
+    check_edges([path], pb, err)
+    types, samples = raw(pb)
+    check(types == [("calls", "count"), ("wall", "nanoseconds"), ("stalls", "count"),
+                    ("stall_time", "nanoseconds")], f"sample types {types}")
+    plain = [x for x in samples if x[2].get("stall") != "true"]
+    stalls = [x for x in samples if x[2].get("stall") == "true"]
+    check(len(extras["threads"]) == 1, "sched runs one thread")
+    tid = str(extras["threads"][0]["tid"])
+    for vals, frames, labels in plain:
+        check(vals[2:] == [0, 0], f"a time sample with stall values {vals}")
+        check(labels.get("thread") == tid and "task" in labels, f"labels {labels}")
+        check(1 <= len(frames) <= 2, f"frames {frames}")
+    tasks = extras["tasks"]
+    check(len(tasks) == 3, f"{len(tasks)} tasks")
+    rest_ns, rest_nc = collections.Counter(), collections.Counter()
+    for k, v in stats.items():
+        rest_ns[k[2]] += ns_of(v[2])
+        rest_nc[k[2]] += v[1]
+    for t in tasks:
+        mine = lambda lab, t=t: lab.get("task_id") == str(t["id"])  # noqa: E731
+        want_ns = +collections.Counter({k[2]: ns_of(v[2]) for k, v in t["stats"].items()})
+        want_nc = +collections.Counter({k[2]: v[1] for k, v in t["stats"].items()})
+        got = by_leaf(plain, 1, mine)
+        check(got == want_ns, f"task {t['id']}: pprof {dict(got)} vs its table {dict(want_ns)}")
+        check(by_leaf(plain, 0, mine) == want_nc, f"task {t['id']}: calls differ")
+        check({lab["task"] for _, _, lab in plain if mine(lab)} == {t["name"]}, "task label")
+        rest_ns.subtract(want_ns)
+        rest_nc.subtract(want_nc)
+    thread = lambda lab: lab["task"] == "[thread]"  # noqa: E731
+    check(by_leaf(plain, 1, thread) == +rest_ns and by_leaf(plain, 0, thread) == +rest_nc,
+          f"[thread]: pprof {dict(by_leaf(plain, 1, thread))} vs the rest {dict(+rest_ns)}")
+    total = sum(vals[1] for vals, _, _ in plain)
+    check(total == sum(ns_of(v[2]) for v in stats.values()),
+          f"pprof total {total} ns vs the table's {sum(ns_of(v[2]) for v in stats.values())}")
+    only = pprof(["-top", "-tagfocus=task=sleeper", "-nodefraction=0"], pb)
+    check("sleeper_work" in only and "crunch_work" not in only,
+          f"-tagfocus=task=sleeper did not select the sleeper task:\n{only}")
+    tags = pprof(["-tags"], pb)
+    for t in ("crunch", "sleeper", "[thread]"):
+        check(re.search(r"^\s+\S+ \(\s*[\d.]+%\): " + re.escape(t) + "$", tags, re.M),
+              f"{t} not among -tags' task values:\n{tags}")
+
+    # stalls: one sample each, as the file lists them
+    want = collections.Counter()
+    for th, task_id, name, sec, keys in (s[:5] for s in extras["stalls"]):
+        want[(str(th), str(task_id), name, ns_of(sec), tuple(k[2] for k in keys))] += 1
+    check(sum(want.values()) >= 10, f"only {sum(want.values())} stalls (two crunch tasks, "
+          "10 steps of 20 ms each)")
+    got = collections.Counter()
+    for vals, frames, labels in stalls:
+        check(vals[:3] == [0, 0, 1], f"a stall's values {vals}")
+        check(labels["stall_length"] == f"{vals[3]} nanoseconds", f"stall labels {labels}")
+        got[(labels["thread"], labels["task_id"], labels["task"], vals[3], tuple(frames))] += 1
+    check(got == want, f"stall samples {dict(got)}\nvs the file's {dict(want)}")
+    stall_ns = sum(k[3] * n for k, n in want.items())
+    t, rows = top_index(pb, "stall_time")
+    check(t == stall_ns, f"-sample_index=stall_time total {t} vs {stall_ns}")
+    leaf = collections.Counter()
+    for k, n in want.items():
+        leaf[k[4][0]] += k[3] * n
+    check({name: rows.get(name, [0])[0] for name in leaf} == leaf,
+          f"-sample_index=stall_time flat {rows} vs the stalls' innermost frames {dict(leaf)}")
+    check(leaf["crunch_work"] > 0, f"no stall at crunch_work: {dict(leaf)}")
+    folded = collections.Counter()
+    for line in coprof("export", path, "--format", "collapsed", "--stalls", "-o", "-").stdout.splitlines():
+        stack, _, us = line.rpartition(" ")
+        folded[(stack, int(us))] += 1
+    want_folded = collections.Counter()
+    for (th, task_id, name, n, frames), k in want.items():
+        key = ";".join([f"[tid {th}]", f"[task {task_id} {name}]"] + list(reversed(frames)))
+        want_folded[(key, n // 1000)] += k
+    check(folded == want_folded, f"--stalls {dict(folded)}\nvs {dict(want_folded)}")
+
+
+def top_index(path, index):
+    """(total ns, {name: [flat, cum]}) of -top on one sample type."""
+    out = pprof(["-top", "-unit=ns", f"-sample_index={index}", "-nodecount=1000000",
+                 "-nodefraction=0", "-edgefraction=0"], path)
+    m = re.search(r"of (\S+) total", out)
+    check(m is not None, f"no total in -top:\n{out}")
+    rows = {}
+    for line in out.split("cum   cum%", 1)[1].splitlines():
+        f = line.split(None, 5)
+        if len(f) == 6:
+            rows[f[5]] = [ns(f[0]), ns(f[3])]
+    return ns(m.group(1)), rows
+
+
+def case_stalls_exact():
+    """make-profile's file (the design's worked example, two stalls: task-a 30 ms at
+    a_root;a_work, task-b 20 ms at b_root): the pieces of each task and the thread, and
+    the stall samples, value for value; -tagfocus by stall length and -tags by stalls
+    count. Its sampled twin has no stall types."""
+    path = os.path.join(TMP, "mp.pstat")
+    subprocess.run([MAKE_PROFILE, path], check=True, timeout=60)
+    stats, extras = load(path)
+    pb, _ = export([path], "mp.pb.gz")
+    types, samples = raw(pb)
+    check(len(types) == 4, f"types {types}")
+    got = sorted((lab.get("task"), lab.get("task_id"), tuple(fr), tuple(v))
+                 for v, fr, lab in samples if "stall" not in lab)
+    ms = 1000000
+    want = sorted([  # task-a's and task-b's tables, main in the rest
+        ("task-a", "1", ("a_root",), (1, 10 * ms, 0, 0)),
+        ("task-a", "1", ("a_work", "a_root"), (1, 30 * ms, 0, 0)),
+        ("task-a", "1", ("a_yield", "a_root"), (1, 40 * ms, 0, 0)),
+        ("task-b", "2", ("b_root",), (1, 0, 0, 0)),
+        ("task-b", "2", ("b_work", "b_root"), (1, 20 * ms, 0, 0)),
+        ("[thread]", None, ("main",), (1, 40 * ms, 0, 0)),
+    ])
+    check(got == want, f"pieces {got}")
+    check(all(lab["thread"] == "4243" and lab["thread_name"] == "sched-main"
+              for _, _, lab in samples), "thread labels")
+    st = sorted((lab["task"], lab["task_id"], lab["stall_length"], lab.get("ready_behind"),
+                 tuple(fr), tuple(v))
+                for v, fr, lab in samples if lab.get("stall") == "true")
+    check(st == [("task-a", "1", f"{30 * ms} nanoseconds", None, ("a_work", "a_root"),
+                  (0, 0, 1, 30 * ms)),
+                 ("task-b", "2", f"{20 * ms} nanoseconds", "3", ("b_root",), (0, 0, 1, 20 * ms))],
+          f"stall samples {st}")
+    long = traces_of(pprof(["-traces", "-sample_index=stall_time", "-tagfocus=stall_length=25ms:"], pb))
+    check(long == [("task-a", ["a_work", "a_root"])], f"stalls of 25 ms or more: {long}")
+    tags = pprof(["-tags", "-sample_index=stalls", "-tagfocus=stall=true"], pb)
+    for t in ("task-a", "task-b"):
+        check(re.search(r"^\s+1\.0 \(50\.00%\): " + t + "$", tags, re.M), f"-tags:\n{tags}")
+    check("Type: wall" in pprof(["-top"], pb), "time is no longer the default type")
+    check(pprof(["-comments"], pb).count("stalls: 2 task steps of 20.000 ms") == 1, "comment")
+    spath = os.path.join(TMP, "mps.pstat")
+    subprocess.run([MAKE_PROFILE, spath, "--sample"], check=True, timeout=60)
+    spb, _ = export([spath], "mps.pb.gz")
+    check(raw(spb)[0] == [("samples", "count"), ("wall", "nanoseconds")],
+          f"a file without stalls got types {raw(spb)[0]}")
+
+
+def traces_of(out):
+    """[(task label, frames)] of -traces' samples."""
+    res = []
+    for b in out.split("-----------+-------------------------------------------------------")[1:]:
+        lab = re.search(r"^\s*task:  (.*)$", b, re.M)
+        fr = [l.split()[-1] for l in b.splitlines()
+              if l.strip() and not re.match(r"^\s*[A-Za-z_]+:  ", l)]
+        if lab:
+            res.append((lab.group(1).strip(), fr))
+    return res
 
 
 def case_cprofile():

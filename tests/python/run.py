@@ -156,6 +156,57 @@ def case_stalls(r, clock):
           "report --stalls %r" % listed)
 
 
+def case_ready(r, clock):
+    """Ready time (doc/design.md rule 12, progs/ready.py): blocker's 0.1 s step is a
+    stall with the nine requests, whose timers fell due during it, ready behind it;
+    each request's longest time ready is its timer's wait, never longer than it
+    measured itself (its timer's due time to its resume: coprof's instants fall inside
+    that span), and its total adds its first step's wait; blocker sat ready before its
+    first step and ran its 0.1 s of CPU. `coprof report --tasks` gives the file's
+    numbers. Returns each request's error against its own measure
+    (bench/python/ready.py holds it to 2 ms)."""
+    side = os.path.join(r.tmp, "truth.json")
+    out, p = r.run(os.path.join(PROGS, "ready.py"), [side], clock=clock)
+    check(p.stdout == "ready: done\n", "output %r" % p.stdout)
+    with open(side) as f:
+        truth = json.load(f)
+    prof = Profile(out)
+    mine = [s for s in prof.extras["stalls"] if s[2] == "blocker"]
+    check(len(mine) == 1 and mine[0][5] == 9,
+          "blocker's stall, with 9 requests behind it: %r" % (mine,))
+    fig = {}
+    for i in range(9):
+        name = "req-%d" % i
+        t = prof.task(name)
+        check(0 < t["ready_max"] < t["ready"] and t["ready_max"] <= truth[name] + 50e-6,
+              "%s: ready %r, longest %r; it measured %r" % (name, t.get("ready"),
+                                                            t.get("ready_max"), truth[name]))
+        fig["error " + name] = t["ready_max"] - truth[name]
+    b = prof.task("blocker")
+    check(b["ready"] > 0, "blocker's first step: ready %r" % b["ready"])
+    check(b["run_wall"] >= b["run_cpu"] * 0.99 and b["run_cpu"] >= 0.99 * truth["blocker cpu"],
+          "blocker ran %r cpu, %r wall; it measured %r cpu" % (b["run_cpu"], b["run_wall"],
+                                                               truth["blocker cpu"]))
+    rep = subprocess.run([os.environ["COPROF_BIN"], "report", "--tasks", "--format", "json", out],
+                         capture_output=True, text=True)
+    check(rep.returncode == 0, "coprof report --tasks: %s" % rep.stderr)
+    listed = {t["name"]: t for t in json.loads(rep.stdout)["tasks"]}
+    for name in ["blocker"] + ["req-%d" % i for i in range(9)]:
+        t = prof.task(name)
+        for k in ("run_cpu", "run_wall", "ready", "ready_max", "waiting"):
+            check(abs(listed[name][k] - t[k]) < 1e-9, "report --tasks %s %s: %r, file %r" % (
+                name, k, listed[name].get(k), t[k]))
+    return fig
+
+
+def case_ready_cpu(r):
+    return case_ready(r, "cpu")
+
+
+def case_ready_wall(r):
+    return case_ready(r, "wall")
+
+
 def case_stalls_cpu(r):
     case_stalls(r, "cpu")
 

@@ -118,10 +118,12 @@ int main(int argc, char **argv)
 	ex->ntasks = 2;
 	ex->tasks[0] =
 	    (struct cp_task){1, str(p, "task-a"),   str(p, "ucontext"), 4243, 0.080 * scale,
-			     2, str(p, "finished"), {NULL, 0}};
+			     2, str(p, "finished"), {NULL, 0}, !sample, 0.030 * scale, 0.050 * scale,
+			     0.012 * scale, 0.009 * scale, 0.018 * scale};
 	ex->tasks[1] =
 	    (struct cp_task){2, str(p, "task-b"),   str(p, "ucontext"), 4243, 0.020 * scale,
-			     1, str(p, "finished"), {NULL, 0}};
+			     1, str(p, "finished"), {NULL, 0}, !sample, 0.020 * scale, 0.020 * scale,
+			     0, 0, 0};
 	fill_stats(p, &ex->tasks[0].stats, ta, 3, scale);
 	fill_stats(p, &ex->tasks[1].stats, tb, 2, scale);
 
@@ -134,8 +136,8 @@ int main(int argc, char **argv)
 		ex->stall_threshold = 0.020;
 		ex->stalls = alloc(p, 2 * sizeof(*ex->stalls));
 		ex->nstalls = 2;
-		ex->stalls[0] = (struct cp_stall){4243, 2, str(p, "task-b"), 0.020 * scale, NULL, 1};
-		ex->stalls[1] = (struct cp_stall){4243, 1, str(p, "task-a"), 0.030 * scale, NULL, 2};
+		ex->stalls[0] = (struct cp_stall){4243, 2, str(p, "task-b"), 0.020 * scale, NULL, 1, 3};
+		ex->stalls[1] = (struct cp_stall){4243, 1, str(p, "task-a"), 0.030 * scale, NULL, 2, 0};
 		ex->stalls[0].frames = alloc(p, sizeof(struct cp_key));
 		ex->stalls[0].frames[0] = p->stats.funcs[st_b[0]].key;
 		ex->stalls[1].frames = alloc(p, 2 * sizeof(struct cp_key));

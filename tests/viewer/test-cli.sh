@@ -111,17 +111,23 @@ check "header shows clock, mode, pid, command" \
 check "header shows the command line" grep -q '^Command: ./sched --demo$' <<<"$out"
 out=$("$COPROF" report "$dir/co.pstat" --tasks --threads)
 check "--tasks lists both tasks" \
-	bash -c 'grep -Eq "^ +1  task-a +ucontext +4243  finished +2  +0.080000$" <<<"$1" && grep -q "task-b" <<<"$1"' _ "$out"
+	bash -c 'grep -Eq "^ +1  task-a +ucontext +4243  finished +2  +0.080000 " <<<"$1" && grep -q "task-b" <<<"$1"' _ "$out"
+check "--tasks: run cpu, run wall, waiting, ready, longest ready (rule 12)" \
+	grep -Eq "^ +1  task-a .* 0\.080000  +0\.030000  +0\.050000  +0\.018000  +0\.012000  +0\.009000$" <<<"$out"
+check "--tasks: a sampled file has no ready time" bash -c \
+	'! grep -q "run cpu" <<<"$("$1" report "$2" --tasks)"' _ "$COPROF" "$dir/cs.pstat"
 check "--threads lists the thread" grep -Eq '^ +4243  sched-main +4  +0.100000$' <<<"$out"
 out=$("$COPROF" report "$dir/co.pstat" --stalls)
 check "--stalls: the threshold and the count" \
 	grep -q '^Stalls: 2 task steps of 20.000 ms or more, longest first, each at its longest point: 2 shown$' <<<"$out"
 check "--stalls: task-a's first, with its stack" bash -c \
 	'grep -EA2 "^ +1\. +30\.000 ms  task 1 \(task-a\)  thread 4243$" <<<"$1" | grep -Eq "^        a_root +sched\.c:[0-9]+$"' _ "$out"
+check "--stalls: task-b's with the 3 tasks ready behind it" \
+	grep -Eq "^ +2\. +20\.000 ms  task 2 \(task-b\)  thread 4243  3 ready behind it$" <<<"$out"
 check "--stalls --limit 1 shows one" bash -c \
 	'[ "$(grep -c " ms  task " <<<"$("$1" report "$2" --stalls --limit 1)")" = 1 ]' _ "$COPROF" "$dir/co.pstat"
 check "--stalls --format csv" bash -c \
-	'grep -Eq "^0\.03,1,task-a,4243,a_work \(sched\.c:[0-9]+\);a_root \(sched\.c:[0-9]+\)," <<<"$("$1" report "$2" --stalls --format csv)"' _ "$COPROF" "$dir/co.pstat"
+	'grep -Eq "^0\.03,1,task-a,4243,0,a_work \(sched\.c:[0-9]+\);a_root \(sched\.c:[0-9]+\)," <<<"$("$1" report "$2" --stalls --format csv)"' _ "$COPROF" "$dir/co.pstat"
 check "--stalls on a sampled file: not measured" bash -c \
 	'grep -q "^Stalls: not measured" <<<"$("$1" report "$2" --stalls)"' _ "$COPROF" "$dir/cs.pstat"
 out=$("$COPROF" report "$dir/co.pstat" --awaits)
@@ -185,8 +191,86 @@ err=$("$COPROF" export "$dir/co.pstat" --format collapsed -o "$dir/co.folded" 2>
 check "collapsed from a traced file is refused with status 2" test $? -eq 2
 check "...saying it needs a sampled profile" grep -q 'need a sampled profile' <<<"$err"
 "$COPROF" export "$dir/co.pstat" --format collapsed --from-edges -o "$dir/co.folded" 2>/dev/null
-check "--from-edges writes caller;callee pairs in us" \
-	bash -c 'grep -qx "a_root;a_work 30000" "$1" && grep -qx "main 40000" "$1"' _ "$dir/co.folded"
+# each task's own table under its frame; main, in no task's table, is the thread's
+check "--from-edges writes caller;callee pairs in us under their task's frame" \
+	diff -u - "$dir/co.folded" <<'EOF'
+[task 1 task-a];a_root 10000
+[task 1 task-a];a_root;a_work 30000
+[task 1 task-a];a_root;a_yield 40000
+[task 2 task-b];b_root;b_work 20000
+[thread];main 40000
+EOF
+"$COPROF" export "$dir/co.pstat" --format collapsed --from-edges --no-tasks -o - 2>/dev/null |
+	sort >"$dir/co-nt.folded"
+check "--from-edges --no-tasks: the same lines without the task frames" \
+	diff -u - "$dir/co-nt.folded" <<'EOF'
+a_root 10000
+a_root;a_work 30000
+a_root;a_yield 40000
+b_root;b_work 20000
+main 40000
+EOF
+"$COPROF" export "$dir/co.pstat" "$dir/co2.pstat" --format collapsed --from-edges -o - 2>/dev/null |
+	$PY -c 'import sys; print(sum(int(l.rsplit(" ", 1)[1]) for l in sys.stdin))' >"$dir/sum"
+check "--from-edges over two files: every us of their tsub (0.14 s + 0.28 s)" \
+	test "$(cat "$dir/sum")" = 420000
+# the same file without its task table after it: all its time is the thread's, none
+# taken away for the first file's tasks
+$PY - "$dir/co.pstat" "$dir/co-untasked.pstat" <<'EOF'
+import marshal, sys
+with open(sys.argv[1], "rb") as f:
+    stats, extras = marshal.load(f), marshal.load(f)
+extras["tasks"] = []
+with open(sys.argv[2], "wb") as f:
+    marshal.dump(stats, f)
+    marshal.dump(extras, f)
+EOF
+"$COPROF" export "$dir/co.pstat" "$dir/co-untasked.pstat" --format collapsed --from-edges -o - \
+	2>/dev/null | sort >"$dir/two.folded"
+check "--from-edges: a file without tasks after one with tasks keeps all its time" \
+	diff -u - "$dir/two.folded" <<'EOF'
+[task 1 task-a];a_root 10000
+[task 1 task-a];a_root;a_work 30000
+[task 1 task-a];a_root;a_yield 40000
+[task 2 task-b];b_root;b_work 20000
+[thread];a_root 10000
+[thread];a_root;a_work 30000
+[thread];a_root;a_yield 40000
+[thread];b_root;b_work 20000
+[thread];main 40000
+[thread];main 40000
+EOF
+"$COPROF" export "$dir/cs.pstat" --format collapsed --no-tasks -o "$dir/cs-nt.folded"
+check "--no-tasks leaves out the thread and task frames of sampled stacks" \
+	diff -u - "$dir/cs-nt.folded" <<'EOF'
+main 40
+a_root;a_work 30
+a_root 10
+a_root;a_yield;[waiting] 40
+b_root;b_work 20
+EOF
+# make-profile's stalls: task-b's 20 ms step at b_root, task-a's 30 ms at a_work
+"$COPROF" export "$dir/co.pstat" "$dir/co2.pstat" --format collapsed --stalls -o "$dir/st.folded"
+check "--stalls: one line per stall, longest first, its length in us" \
+	diff -u - "$dir/st.folded" <<'EOF'
+[tid 4243];[task 1 task-a];a_root;a_work 60000
+[tid 4243];[task 2 task-b];b_root 40000
+[tid 4243];[task 1 task-a];a_root;a_work 30000
+[tid 4243];[task 2 task-b];b_root 20000
+EOF
+check "--stalls --no-tasks" diff -u - <("$COPROF" export "$dir/co.pstat" --format collapsed \
+	--stalls --no-tasks -o -) <<'EOF'
+a_root;a_work 30000
+b_root 20000
+EOF
+err=$("$COPROF" export "$dir/cs.pstat" --format collapsed --stalls -o "$dir/x" 2>&1)
+check "--stalls on a file that measured none: status 2, one line" \
+	test $? -eq 2 -a "$(wc -l <<<"$err")" -eq 1 -a -z "${err##*no stalls*}"
+for opts in "--format pprof --stalls" "--format callgrind --no-tasks" \
+	"--format pprof --from-edges" "--format collapsed --stalls --from-edges"; do
+	err=$("$COPROF" export "$dir/co.pstat" $opts -o "$dir/x" 2>&1)
+	check "export $opts: status 2, one line" test $? -eq 2 -a "$(wc -l <<<"$err")" -eq 1
+done
 
 # --- diff ---------------------------------------------------------------------------
 out=$("$COPROF" diff "$dir/co.pstat" "$dir/co2.pstat")
@@ -238,7 +322,7 @@ done
 # --- write errors: /dev/full as the output gives one line and status 2 -------------------
 for cmd in "report" "report --format csv" "report --format json" "report --tasks" \
 	"report --threads" "diff $dir/cp.pstat" "export --format callgrind -o -" \
-	"export --format collapsed --from-edges -o -"; do
+	"export --format collapsed --from-edges -o -" "export --format collapsed --stalls -o -"; do
 	err=$("$COPROF" $cmd "$dir/co.pstat" 2>&1 >/dev/full)
 	rc=$?
 	check "$cmd to /dev/full: status 2, one line" \

@@ -223,7 +223,7 @@ Test(fmt, json_and_csv_escape)
 /* A model over two hand-built profiles: the second has extras with a task. */
 static struct vw_model model;
 static struct cp_task tasks[] = {
-    {7, "worker", "asyncio", 99, 1.5, 3, "finished", {funcs1, 3}},
+    {7, "worker", "asyncio", 99, 1.5, 3, "finished", {funcs1, 3}, 0, 0, 0, 0, 0, 0},
 };
 static struct cp_thread threads[] = {{99, "MainThread", 2.0, 5, NULL, 0}};
 

@@ -46,7 +46,7 @@ static inline __attribute__((always_inline)) void mon_call(PyObject *code, int h
 	if (!pt)
 		return;
 	struct pl_py_func *fn = code_func(code);
-	int plain = fn && !fn->flags;
+	int plain = fn && !fn->flags && !fn->sched; /* ready.c reads a scheduling point's */
 	PL_PY_FRAME *fr = plain ? NULL : running(code);
 	if (plain || fr)
 		on_call_fn(pt, fr, (PyCodeObject *)code, fn, how == PL_PY_MON_THROW,

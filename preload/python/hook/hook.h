@@ -18,6 +18,7 @@
 #define PL_PY_HOOK_H
 
 #include <string.h>
+#include <time.h>
 
 #include "engine-inline.h"
 #include "python/py.h"
@@ -128,6 +129,9 @@ struct pl_py_thread {
 	 * (task-awaits.c): the running task waits on them if its root yields that future
 	 * next; any call or resume in between drops them. */
 	struct pl_py_wait *tg_wait;
+	/* Rule 12: how late the timer handle asyncio runs now fell due, ns (0: not a
+	 * timer's, or on time), set as each handle starts (ready.c). */
+	uint64_t late;
 };
 
 /* The hook's state for the asyncio chain running in one greenlet (greenlet/greenlet.c):
@@ -234,6 +238,21 @@ PL_PY_HIDDEN int pl_py_task_enter(struct pl_py_thread *pt, PyObject *root, struc
  * running context. -1: the state went stale; the event ends. */
 PL_PY_HIDDEN int pl_py_chain_resume(struct pl_py_thread *pt, PL_PY_FRAME *fr, PL_PY_FRAME *back,
 				    int is_coro, PL_PY_FRAME *hint);
+/* CLOCK_MONOTONIC in ns: the engine's wall clock, which rule 12's instants are on. */
+static inline uint64_t pl_py_monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Rule 12: the task whose root coroutine is `root` can run again, since wall clock
+ * `since` (CLOCK_MONOTONIC ns; 0: now). A task not run yet, or another thread's, is
+ * told at its next resume on its own thread. */
+PL_PY_HIDDEN void pl_py_task_ready(struct pl_py_thread *pt, PyObject *root, uint64_t since);
+/* One of asyncio's scheduling points (fn->sched, PL_PY_SCHED_*) has started in fr
+ * (ready.c). */
+PL_PY_HIDDEN void pl_py_sched_event(struct pl_py_thread *pt, PL_PY_FRAME *fr, unsigned kind);
 /* Before the hook goes off: every task gets its weak reference (install.c). */
 PL_PY_HIDDEN void pl_py_watch_all(void);
 /* task.get_coro() for an asyncio Task, when that is a C method: a new reference or
@@ -396,6 +415,8 @@ static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread
 {
 	if (fn && !fn->flags) { /* what the last event kept is for generators only */
 		forget_last(pt);
+		if (pl_py_unlikely(fn->sched) && fr)
+			pl_py_sched_event(pt, fr, fn->sched);
 		ev_enter(pt->t, (uintptr_t)fn);
 		return;
 	}

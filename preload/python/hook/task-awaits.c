@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hook.h"
 
@@ -40,13 +39,6 @@ struct awaited {
 
 /* task id -> struct awaited; GIL held */
 static struct pl_py_map awaited_map;
-
-static uint64_t wall_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* --- asyncio's types and the C getters read ----------------------------------------- */
 
@@ -266,7 +258,7 @@ static struct pl_py_wait *wait_new(const struct found *fd, int refs)
 				     fd->more);
 	if (!fd->n || !(w = malloc(sizeof(*w) + fd->n * sizeof(w->ids[0]))))
 		return NULL;
-	w->since = wall_now();
+	w->since = pl_py_monotonic_ns();
 	w->fut = NULL;
 	w->parent = 0;
 	w->n = fd->n;
@@ -295,7 +287,7 @@ struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id,
 {
 	if (tg) {
 		if (tg->fut == yielded && tg->parent == waiter_id) {
-			tg->since = wall_now();
+			tg->since = pl_py_monotonic_ns();
 			tg->fut = NULL;
 			return wait_hold(tg);
 		}
@@ -384,7 +376,7 @@ static void wait_release(struct pl_py_wait *w)
 
 void pl_py_wait_end(struct pl_py_thread *pt, struct coprof_ctx *waiter, struct pl_py_wait *w)
 {
-	uint64_t now = wall_now();
+	uint64_t now = pl_py_monotonic_ns();
 	for (uint32_t i = 0; i < w->n; i++) {
 		const struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)w->ids[i]);
 		uint64_t end = a && a->end && a->end < now ? a->end : now;
@@ -405,6 +397,6 @@ void pl_py_wait_ended(uint64_t id, const struct coprof_ctx *ctx)
 	struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)id);
 	if (pl_py_likely(!a) || a->end)
 		return;
-	a->end = wall_now();
+	a->end = pl_py_monotonic_ns();
 	copy_name(a->name, sizeof(a->name), ctx && ctx->name ? ctx->name : "");
 }

@@ -40,6 +40,15 @@ struct task {
 /* root coroutine (identity only) -> struct task; used with the GIL held */
 static struct pl_py_map task_map;
 
+/* Rule 12: roots made ready before their task's context could be told (a task not run
+ * yet, or another thread's) -> the wall clock since then. Each is taken at the task's
+ * next resume. A coroutine that never ran (cancelled first) leaves its entry, which a
+ * root later made at its address takes, unless its own scheduling replaced it first
+ * (asyncio schedules every task's first step); the table is emptied when it holds
+ * READY_KEPT of them. */
+static struct pl_py_map ready_map;
+#define READY_KEPT 65536
+
 static struct task *task_get(struct pl_py_thread *pt, PyObject *root)
 {
 	struct task *tk = pl_py_map_get(&task_map, (uintptr_t)root);
@@ -300,8 +309,30 @@ int pl_py_task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func 
 		pl_py_wait_end(pt, tk->ctx, tk->wait);
 		tk->wait = NULL;
 	}
+	if (pl_py_unlikely(ready_map.n)) {
+		uintptr_t since = (uintptr_t)pl_py_map_del(&ready_map, (uintptr_t)root);
+		if (since)
+			coprof_ctx_ready(pt->t, tk->ctx, since);
+	}
 	switch_in(pt, root, tk->ctx);
 	return 0;
+}
+
+void pl_py_task_ready(struct pl_py_thread *pt, PyObject *root, uint64_t since)
+{
+	struct task *tk = task_get(pt, root);
+	if (tk) {
+		coprof_ctx_ready(pt->t, tk->ctx, since);
+		return;
+	}
+	if (!since)
+		since = pl_py_monotonic_ns();
+	uintptr_t had = (uintptr_t)pl_py_map_get(&ready_map, (uintptr_t)root);
+	if (had && had <= since)
+		return; /* ready already: the earlier instant stands */
+	if (!had && ready_map.n >= READY_KEPT)
+		pl_py_map_free(&ready_map);
+	pl_py_map_put(&ready_map, (uintptr_t)root, (void *)(uintptr_t)since);
 }
 
 /* The root of the chain a coroutine frame belongs to: the outermost coroutine frame
