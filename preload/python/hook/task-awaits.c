@@ -40,6 +40,34 @@ struct awaited {
 /* task id -> struct awaited; GIL held */
 static struct pl_py_map awaited_map;
 
+/* Entries let go, for reuse (a fan-out makes and frees one per child): at most
+ * SPARE_MAX, linked through their first bytes. */
+#define SPARE_MAX 4096
+static void *spare;
+static unsigned nspare;
+
+static struct awaited *awaited_new(void)
+{
+	struct awaited *a = spare;
+	if (!a)
+		return calloc(1, sizeof(*a));
+	spare = *(void **)a;
+	nspare--;
+	memset(a, 0, sizeof(*a));
+	return a;
+}
+
+static void awaited_free(struct awaited *a)
+{
+	if (!a || nspare >= SPARE_MAX) {
+		free(a);
+		return;
+	}
+	*(void **)a = spare;
+	spare = a;
+	nspare++;
+}
+
 /* --- asyncio's types and the C getters read ----------------------------------------- */
 
 /* _asyncio.Task and _asyncio.Future, once that module is imported; asyncio's
@@ -210,10 +238,10 @@ static struct pl_py_wait *wait_hold(struct pl_py_wait *w)
 	for (uint32_t i = 0; i < w->n; i++) {
 		struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)w->ids[i]);
 		if (!a) {
-			if (!(a = calloc(1, sizeof(*a))))
+			if (!(a = awaited_new()))
 				continue;
 			if (pl_py_map_put(&awaited_map, (uintptr_t)w->ids[i], a) != 0) {
-				free(a);
+				awaited_free(a);
 				continue;
 			}
 		}
@@ -319,7 +347,9 @@ struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id,
 			add_task(fd, o);
 		Py_XDECREF(o);
 	}
-	if ((w = wait_new(fd, 1)))
+	/* A gather's children mostly start after it is awaited: they are named as they
+	 * end, and asking each for its coroutine now would cost a call apiece. */
+	if ((w = wait_new(fd, 1)) && fd->kind != COPROF_AWAIT_GATHER)
 		name_tasks(pt, fd);
 out:
 	pl_py_exc_restore(&e);
@@ -369,7 +399,7 @@ static void wait_release(struct pl_py_wait *w)
 	for (uint32_t i = 0; i < w->n; i++) {
 		struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)w->ids[i]);
 		if (a && --a->refs == 0)
-			free(pl_py_map_del(&awaited_map, (uintptr_t)w->ids[i]));
+			awaited_free(pl_py_map_del(&awaited_map, (uintptr_t)w->ids[i]));
 	}
 	free(w);
 }
