@@ -228,129 +228,153 @@ static uint64_t edges_dropped(const struct cp_extras *ex)
 	return n;
 }
 
+/* What the printers below share across files: the stream, the roots shown so far and
+ * their bound, the JSON items written so far. */
+struct out {
+	FILE *f;
+	const struct vw_model *m;
+	uint64_t limit, shown;
+	uint32_t items;
+};
+
+/* Calls fn with the graph of each file that has edges. 0 or -ENOMEM. */
+static int each_graph(struct out *o, void (*fn)(struct out *o, struct graph *g, uint32_t file))
+{
+	for (uint32_t i = 0; i < o->m->nprofiles; i++) {
+		const struct cp_extras *ex = &o->m->profiles[i]->ex;
+		struct graph g;
+		if (!ex->nawaits)
+			continue;
+		if (graph_build(&g, ex))
+			return -ENOMEM;
+		fn(o, &g, i);
+		graph_free(&g);
+	}
+	return 0;
+}
+
+/* Each root's tree and critical path, up to the limit of roots. */
+static void text_file(struct out *o, struct graph *g, uint32_t file)
+{
+	(void)file;
+	FILE *f = o->f;
+	for (uint32_t r = 0; r < g->nroots && !(o->limit && o->shown >= o->limit); r++) {
+		uint32_t k = g->roots[r], path[MAX_DEPTH];
+		uint32_t n = critical_path(g, k, path);
+		fprintf(f, "\n");
+		put_name(f, &g->nodes[k]);
+		fprintf(f, "\n");
+		put_tree(f, g, k, 0);
+		fprintf(f, "  critical path: ");
+		put_name(f, &g->nodes[k]);
+		for (uint32_t s = 0; s < n; s++) {
+			fprintf(f, " > ");
+			put_name(f, &g->nodes[g->edge_to[path[s]]]);
+			fprintf(f, " %.3f s", g->ex->awaits[path[s]].seconds);
+		}
+		fprintf(f, "\n");
+		o->shown++;
+	}
+}
+
+/* One edge a row. */
+static void csv_file(struct out *o, struct graph *g, uint32_t file)
+{
+	for (uint32_t e = 0; e < g->ex->nawaits; e++) {
+		const struct cp_await *aw = &g->ex->awaits[e];
+		const struct node *w = &g->nodes[g->edge_from[e]], *a = &g->nodes[g->edge_to[e]];
+		fprintf(o->f, "%" PRIu64 ",", w->id);
+		vw_put_csv(o->f, shown_name(w) ? shown_name(w) : "");
+		fprintf(o->f, ",%" PRIu64 ",", a->id);
+		vw_put_csv(o->f, shown_name(a) ? shown_name(a) : "");
+		fprintf(o->f, ",%s,%" PRIu64 ",%.9g,%" PRIu64 ",", aw->kind ? aw->kind : "",
+			aw->count, aw->seconds, aw->thread);
+		vw_put_csv(o->f, o->m->paths[file]);
+		fprintf(o->f, "\n");
+	}
+}
+
+static void json_edges(struct out *o, struct graph *g, uint32_t file)
+{
+	(void)file;
+	FILE *f = o->f;
+	for (uint32_t e = 0; e < g->ex->nawaits; e++) {
+		const struct cp_await *aw = &g->ex->awaits[e];
+		fprintf(f,
+			"%s\n    {\"waiter_id\": %" PRIu64 ", \"waiter\": ", o->items++ ? "," : "",
+			g->nodes[g->edge_from[e]].id);
+		put_json_name(f, &g->nodes[g->edge_from[e]]);
+		fprintf(f,
+			", \"awaited_id\": %" PRIu64 ", \"awaited\": ", g->nodes[g->edge_to[e]].id);
+		put_json_name(f, &g->nodes[g->edge_to[e]]);
+		fprintf(f, ", \"kind\": ");
+		vw_put_json(f, aw->kind ? aw->kind : "");
+		fprintf(f, ", \"count\": %" PRIu64 ", \"seconds\": %.9g, \"thread\": %" PRIu64 "}",
+			aw->count, aw->seconds, aw->thread);
+	}
+}
+
+static void json_paths(struct out *o, struct graph *g, uint32_t file)
+{
+	(void)file;
+	FILE *f = o->f;
+	for (uint32_t r = 0; r < g->nroots && !(o->limit && o->shown >= o->limit); r++) {
+		uint32_t k = g->roots[r], path[MAX_DEPTH];
+		uint32_t n = critical_path(g, k, path);
+		fprintf(f, "%s\n    {\"root_id\": %" PRIu64 ", \"root\": ", o->items++ ? "," : "",
+			g->nodes[k].id);
+		put_json_name(f, &g->nodes[k]);
+		fprintf(f, ", \"path\": [");
+		for (uint32_t s = 0; s < n; s++) {
+			const struct cp_await *aw = &g->ex->awaits[path[s]];
+			const struct node *to = &g->nodes[g->edge_to[path[s]]];
+			fprintf(f, "%s{\"id\": %" PRIu64 ", \"name\": ", s ? ", " : "", to->id);
+			put_json_name(f, to);
+			fprintf(f, ", \"kind\": ");
+			vw_put_json(f, aw->kind ? aw->kind : "");
+			fprintf(f, ", \"seconds\": %.9g}", aw->seconds);
+		}
+		fprintf(f, "]}");
+		o->shown++;
+	}
+}
+
 int vw_print_awaits(FILE *f, const struct vw_model *m, enum vw_awaits_format fmt, uint64_t limit)
 {
+	struct out o = {.f = f, .m = m, .limit = limit};
 	uint32_t nedges = 0;
 	uint64_t dropped = 0;
 	for (uint32_t i = 0; i < m->nprofiles; i++) {
 		nedges += m->profiles[i]->ex.nawaits;
 		dropped += edges_dropped(&m->profiles[i]->ex);
 	}
-	if (fmt == VW_AWAITS_TEXT) {
-		fprintf(f,
-			"Awaits: %" PRIu32 " edges (who awaited whom, wall time waited under "
-			"either clock)\n",
-			nedges);
-		if (dropped)
-			fprintf(f,
-				"  %" PRIu64 " waits on new edges dropped (the edge table was "
-				"full)\n",
-				dropped);
-		if (!nedges)
-			fprintf(f, "  none (asyncio tasks in trace mode, by coprof files written "
-				   "since they exist)\n");
-	} else if (fmt == VW_AWAITS_CSV) {
+	if (fmt == VW_AWAITS_CSV) {
 		fprintf(f, "waiter_id,waiter,awaited_id,awaited,kind,count,seconds,thread,file\n");
-	} else {
-		fprintf(f, "{\"dropped\": %" PRIu64 ", \"edges\": [", dropped);
-	}
-	uint32_t shown = 0, printed = 0;
-	for (uint32_t i = 0; i < m->nprofiles; i++) {
-		const struct cp_extras *ex = &m->profiles[i]->ex;
-		struct graph g;
-		if (!ex->nawaits)
-			continue;
-		if (graph_build(&g, ex))
-			return -ENOMEM;
-		if (fmt != VW_AWAITS_TEXT) {
-			for (uint32_t e = 0; e < ex->nawaits; e++) {
-				const struct cp_await *aw = &ex->awaits[e];
-				const struct node *w = &g.nodes[g.edge_from[e]],
-						  *a = &g.nodes[g.edge_to[e]];
-				if (fmt == VW_AWAITS_CSV) {
-					fprintf(f, "%" PRIu64 ",", w->id);
-					vw_put_csv(f, shown_name(w) ? shown_name(w) : "");
-					fprintf(f, ",%" PRIu64 ",", a->id);
-					vw_put_csv(f, shown_name(a) ? shown_name(a) : "");
-					fprintf(f, ",%s,%" PRIu64 ",%.9g,%" PRIu64 ",",
-						aw->kind ? aw->kind : "", aw->count, aw->seconds,
-						aw->thread);
-					vw_put_csv(f, m->paths[i]);
-					fprintf(f, "\n");
-					continue;
-				}
-				fprintf(f, "%s\n    {\"waiter_id\": %" PRIu64 ", \"waiter\": ",
-					printed++ ? "," : "", w->id);
-				put_json_name(f, w);
-				fprintf(f, ", \"awaited_id\": %" PRIu64 ", \"awaited\": ", a->id);
-				put_json_name(f, a);
-				fprintf(f, ", \"kind\": ");
-				vw_put_json(f, aw->kind ? aw->kind : "");
-				fprintf(f,
-					", \"count\": %" PRIu64
-					", \"seconds\": %.9g, \"thread\": %" PRIu64 "}",
-					aw->count, aw->seconds, aw->thread);
-			}
-		}
-		for (uint32_t r = 0; r < g.nroots && fmt == VW_AWAITS_TEXT; r++) {
-			if (limit && shown >= limit)
-				break;
-			uint32_t k = g.roots[r], path[MAX_DEPTH];
-			uint32_t n = critical_path(&g, k, path);
-			fprintf(f, "\n");
-			put_name(f, &g.nodes[k]);
-			fprintf(f, "\n");
-			put_tree(f, &g, k, 0);
-			fprintf(f, "  critical path: ");
-			put_name(f, &g.nodes[k]);
-			for (uint32_t s = 0; s < n; s++) {
-				fprintf(f, " > ");
-				put_name(f, &g.nodes[g.edge_to[path[s]]]);
-				fprintf(f, " %.3f s", ex->awaits[path[s]].seconds);
-			}
-			fprintf(f, "\n");
-			shown++;
-		}
-		graph_free(&g);
+		return each_graph(&o, csv_file);
 	}
 	if (fmt == VW_AWAITS_JSON) {
-		/* The critical paths, a second pass: JSON wants every edge first. */
-		fprintf(f, "%s], \"critical_paths\": [", printed ? "\n  " : "");
-		uint32_t np = 0;
-		shown = 0;
-		for (uint32_t i = 0; i < m->nprofiles; i++) {
-			const struct cp_extras *ex = &m->profiles[i]->ex;
-			struct graph g;
-			if (!ex->nawaits)
-				continue;
-			if (graph_build(&g, ex))
-				return -ENOMEM;
-			for (uint32_t r = 0; r < g.nroots && !(limit && shown >= limit);
-			     r++, shown++) {
-				uint32_t k = g.roots[r], path[MAX_DEPTH];
-				uint32_t n = critical_path(&g, k, path);
-				fprintf(f, "%s\n    {\"root_id\": %" PRIu64 ", \"root\": ",
-					np++ ? "," : "", g.nodes[k].id);
-				put_json_name(f, &g.nodes[k]);
-				fprintf(f, ", \"path\": [");
-				for (uint32_t s = 0; s < n; s++) {
-					const struct node *to = &g.nodes[g.edge_to[path[s]]];
-					fprintf(f,
-						"%s{\"id\": %" PRIu64 ", \"name\": ", s ? ", " : "",
-						to->id);
-					put_json_name(f, to);
-					fprintf(f, ", \"kind\": ");
-					vw_put_json(f, ex->awaits[path[s]].kind
-							   ? ex->awaits[path[s]].kind
-							   : "");
-					fprintf(f, ", \"seconds\": %.9g}",
-						ex->awaits[path[s]].seconds);
-				}
-				fprintf(f, "]}");
-			}
-			graph_free(&g);
-		}
-		fprintf(f, "%s]}", np ? "\n  " : "");
+		fprintf(f, "{\"dropped\": %" PRIu64 ", \"edges\": [", dropped);
+		if (each_graph(&o, json_edges))
+			return -ENOMEM;
+		fprintf(f, "%s], \"critical_paths\": [", o.items ? "\n  " : "");
+		o.items = 0;
+		if (each_graph(&o, json_paths))
+			return -ENOMEM;
+		fprintf(f, "%s]}", o.items ? "\n  " : "");
+		return 0;
 	}
-	return 0;
+	fprintf(f,
+		"Awaits: %" PRIu32 " edges (who awaited whom, wall time waited under either "
+		"clock)\n",
+		nedges);
+	if (dropped)
+		fprintf(f,
+			"  %" PRIu64 " waits let go (the edge table keeps the longer half when "
+			"full)\n",
+			dropped);
+	if (!nedges)
+		fprintf(f,
+			"  none (asyncio tasks in trace mode, by coprof files written since they "
+			"exist)\n");
+	return each_graph(&o, text_file);
 }
