@@ -264,6 +264,35 @@ def case_await_graph(r, clock):
           "report --awaits text: %s%s" % (text.stdout, text.stderr))
 
 
+def case_await_many(r):
+    """Bounded (progs/await_many.py): 100,020 await edges keep at most 8,192 in the
+    extras, the longest: Task-1's 20 gathers, each waited on once, are all there; a
+    wait follows 1,024 of a gather's 5,000 children; the waits let go and the children
+    past 1,024 are counted in 'dropped', so that kept and dropped add up to every wait;
+    the critical path still runs from Task-1 through a batch."""
+    out, p = r.run(os.path.join(PROGS, "await_many.py"), clock="cpu")
+    check(p.stdout == "await_many: done\n", "output %r" % p.stdout)
+    prof = Profile(out)
+    edges = prof.extras["awaits"]
+    lost = prof.extras["dropped"]
+    check(lost.get("python awaited tasks past a wait's 1024") == 20 * (5000 - 1024),
+          "dropped %r: a wait keeps 1024 tasks" % lost)
+    dropped = lost.get("await edges past each thread's table", 0) + \
+        lost["python awaited tasks past a wait's 1024"]
+    check(0 < len(edges) <= 8192, "%d edges kept" % len(edges))
+    check(sum(e[6] for e in edges) + dropped == 100020,
+          "%d waits kept and %d dropped, not 100,020" % (sum(e[6] for e in edges), dropped))
+    top = sorted(e[4] for e in edges if e[2] == "Task-1")
+    check(top == sorted("batch-%d" % i for i in range(20)), "Task-1's edges %r" % top)
+    rep = subprocess.run([os.environ["COPROF_BIN"], "report", "--awaits", "--format", "json", out],
+                         capture_output=True, text=True, timeout=60)
+    check(rep.returncode == 0, "coprof report --awaits: %s" % rep.stderr)
+    listed = json.loads(rep.stdout)["awaits"]
+    check(listed["dropped"] == dropped, "report's dropped %r" % listed["dropped"])
+    path = [c for c in listed["critical_paths"] if c["root"] == "Task-1"]
+    check(path and path[0]["path"][0]["name"].startswith("batch-"), "critical path %r" % path)
+
+
 def case_await_graph_cpu(r):
     case_await_graph(r, "cpu")
 
