@@ -39,7 +39,7 @@ ASAN_PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "threads", "forked", "forked_sample",
     "greenlet_gevent", "greenlet_gevent_sample", "dropped", "code_freed",
     "hook_rejected", "handover_profiler", "cprofiled", "tool_freed",
-    "split_cpu", "tasks_wall", "threads_cpu", "ready_wall",
+    "split_cpu", "tasks_wall", "threads_cpu", "ready_wall", "await_graph_cpu",
 }
 PYTHON = re.compile(r"^(python|pysample)-(system-)?(\d+\.\d+)\.\d+-(\w+?)(-profile)?$")
 PIP = re.compile(r"^pip-(system-)?(\d+\.\d+)\.\d+$")  # tests/pip: a wheel per Python
