@@ -21,8 +21,10 @@ struct node {
 	uint32_t *out;	      /* edge indexes, longest first */
 	uint32_t nout;
 	uint32_t nin;
-	uint8_t on_path; /* on the branch being printed (a cycle guard) */
-	double waited;	 /* s, its out edges' sum, to order roots */
+	uint8_t on_path;  /* on the branch being printed (a cycle guard) */
+	uint8_t expanded; /* its waits are printed already: shown once, so a graph of
+			   * shared tasks prints in lines as many as its edges */
+	double waited;	  /* s, its out edges' sum, to order roots */
 };
 
 struct graph {
@@ -171,10 +173,12 @@ static void put_name(FILE *f, const struct node *nd)
 		fprintf(f, "task %" PRIu64, nd->id);
 }
 
+/* The waits of node k, and of the tasks it awaited in turn, one line an edge. */
 static void put_tree(FILE *f, struct graph *g, uint32_t k, int depth)
 {
 	struct node *nd = &g->nodes[k];
 	nd->on_path = 1;
+	nd->expanded = 1;
 	for (uint32_t j = 0; j < nd->nout; j++) {
 		uint32_t e = nd->out[j];
 		const struct cp_await *aw = &g->ex->awaits[e];
@@ -186,10 +190,12 @@ static void put_tree(FILE *f, struct graph *g, uint32_t k, int depth)
 			snprintf(name, sizeof(name), "task %" PRIu64, to->id);
 		int indent = 2 * (depth + 1);
 		int width = 40 - indent > 8 ? 40 - indent : 8;
+		const char *note = to->on_path		      ? "  (a cycle)"
+				   : to->expanded && to->nout ? "  (its waits above)"
+							      : "";
 		fprintf(f, "%*s%-*s  %-9s %6" PRIu64 "x %10.3f s%s\n", indent, "", width, name,
-			vw_shown(aw->kind ? aw->kind : "?"), aw->count, aw->seconds,
-			to->on_path ? "  (a cycle)" : "");
-		if (!to->on_path && depth + 1 < MAX_DEPTH)
+			vw_shown(aw->kind ? aw->kind : "?"), aw->count, aw->seconds, note);
+		if (!to->on_path && !to->expanded && depth + 1 < MAX_DEPTH)
 			put_tree(f, g, g->edge_to[e], depth + 1);
 	}
 	nd->on_path = 0;
