@@ -36,10 +36,10 @@ static uint32_t await_hash(const struct await_key *key)
 
 /* The slot of edge `key` in t's index: its record's, or the empty one it would go in.
  * The index is never full (twice as many slots as records). */
-static uint32_t *await_slot(struct coprof_thread *t, const struct await_key *key)
+static uint32_t *await_slot(struct coprof_thread *t, const struct await_key *key, uint32_t hash)
 {
 	uint32_t mask = 2 * t->cawaits - 1;
-	for (uint32_t h = await_hash(key) & mask;; h = (h + 1) & mask) {
+	for (uint32_t h = hash & mask;; h = (h + 1) & mask) {
 		uint32_t *s = &t->await_slots[h];
 		if (!*s)
 			return s;
@@ -51,15 +51,18 @@ static uint32_t *await_slot(struct coprof_thread *t, const struct await_key *key
 	}
 }
 
-static void rec_key(const struct cp_await_rec *r, struct await_key *key)
+/* Indexes records [0, nawaits) again in an emptied index: their keys are distinct, so
+ * each takes the first free slot from its hash, with no comparison. */
+static void index_all(struct coprof_thread *t)
 {
-	key->w = r->waiter;
-	key->a = r->awaited;
-	key->k = r->kind;
-	memcpy(key->wname, r->wname, sizeof(key->wname));
-	memcpy(key->aname, r->aname, sizeof(key->aname));
+	uint32_t mask = 2 * t->cawaits - 1;
+	for (uint32_t i = 0; i < t->nawaits; i++) {
+		uint32_t h = t->awaits[i].hash & mask;
+		while (t->await_slots[h])
+			h = (h + 1) & mask;
+		t->await_slots[h] = i + 1;
+	}
 }
-
 /* The k-th largest of v[0..n) (k < n), v reordered: Hoare's selection, in place. */
 static uint64_t kth_largest(uint64_t *v, int64_t n, int64_t k)
 {
@@ -112,11 +115,7 @@ static void await_evict(struct coprof_thread *t)
 	}
 	t->nawaits = kept;
 	memset(t->await_slots, 0, 2 * (size_t)t->cawaits * sizeof(*t->await_slots));
-	for (uint32_t i = 0; i < kept; i++) {
-		struct await_key key;
-		rec_key(&t->awaits[i], &key);
-		*await_slot(t, &key) = i + 1;
-	}
+	index_all(t);
 }
 
 /* Room for one more record: the table doubles (from 64) up to CP_AWAITS_KEPT, where
@@ -146,11 +145,7 @@ static int await_grow(struct coprof_thread *t)
 	t->awaits = recs;
 	t->await_slots = slots;
 	t->cawaits = cap;
-	for (uint32_t i = 0; i < t->nawaits; i++) {
-		struct await_key key;
-		rec_key(&recs[i], &key);
-		*await_slot(t, &key) = i + 1;
-	}
+	index_all(t);
 	return 0;
 }
 
@@ -165,17 +160,19 @@ void coprof_await_add(struct coprof_thread *t, const struct coprof_ctx *waiter, 
 	struct await_key key = {.w = waiter->id, .a = awaited_id, .k = kind};
 	copy_name(key.wname, sizeof(key.wname), waiter->name);
 	copy_name(key.aname, sizeof(key.aname), awaited);
-	uint32_t *s = t->cawaits ? await_slot(t, &key) : NULL;
+	uint32_t hash = await_hash(&key);
+	uint32_t *s = t->cawaits ? await_slot(t, &key, hash) : NULL;
 	if (!s || !*s) {
 		if (await_grow(t) != 0) {
 			t->awaits_dropped++;
 			goto out;
 		}
-		s = await_slot(t, &key);
+		s = await_slot(t, &key, hash);
 		struct cp_await_rec *r = &t->awaits[t->nawaits++];
 		r->waiter = key.w;
 		r->awaited = key.a;
 		r->kind = key.k;
+		r->hash = hash;
 		r->count = r->ns = 0;
 		memcpy(r->wname, key.wname, sizeof(r->wname));
 		memcpy(r->aname, key.aname, sizeof(r->aname));

@@ -168,6 +168,7 @@ struct cp_await_rec {
 	uint64_t count;
 	uint64_t ns; /* wall, summed */
 	uint32_t kind; /* enum coprof_await_kind */
+	uint32_t hash; /* of its key, for the index (engine-await.c) */
 	char wname[40], aname[40];
 };
 

@@ -149,8 +149,15 @@ static int is_task(PyObject *o)
 /* Nonzero when future f (of _asyncio.Future's layout) is still pending. */
 static int pending(PyObject *f)
 {
+	static PyObject *pending_str; /* the getter's "PENDING", once seen (asyncio's own) */
 	PyObject *st = get_via(get_state, f);
-	int yes = st && PyUnicode_Check(st) && PyUnicode_CompareWithASCIIString(st, "PENDING") == 0;
+	int yes =
+	    st && (st == pending_str ||
+		   (PyUnicode_Check(st) && PyUnicode_CompareWithASCIIString(st, "PENDING") == 0));
+	if (yes && !pending_str) {
+		Py_INCREF(st);
+		pending_str = st;
+	}
 	Py_XDECREF(st);
 	return yes;
 }
