@@ -126,8 +126,8 @@ struct pl_py_thread {
 	int eval_depth;
 	uintptr_t eval_step;
 	/* The tasks of a TaskGroup whose __aexit__ just yielded its completion future
-	 * (task-awaits.c): the running task waits on them if its root yields that future
-	 * next; any call or resume in between drops them. */
+	 * (task-awaits.c): the running task waits on them if its root yields that very
+	 * future next; a generator-like frame's start or resume in between drops them. */
 	struct pl_py_wait *tg_wait;
 	/* Rule 12: how late the timer handle asyncio runs now fell due, ns (0: not a
 	 * timer's, or on time), set as each handle starts (ready.c). */
