@@ -24,6 +24,7 @@ struct pl_py_wait {
 	 * the awaited table yet. */
 	PyObject *fut;
 	uint64_t parent;
+	unsigned gen; /* the pl_py_gen (profiling window) it began in */
 	uint32_t n;
 	uint32_t kind;	/* enum coprof_await_kind */
 	uint64_t ids[]; /* the awaited tasks (their Task's address, their context's id) */
@@ -294,6 +295,7 @@ static struct pl_py_wait *wait_new(const struct found *fd, int refs)
 	if (!fd->n || !(w = malloc(sizeof(*w) + fd->n * sizeof(w->ids[0]))))
 		return NULL;
 	w->since = pl_py_monotonic_ns();
+	w->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED);
 	w->fut = NULL;
 	w->parent = 0;
 	w->n = fd->n;
@@ -323,6 +325,7 @@ struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id,
 	if (tg) {
 		if (tg->fut == yielded && tg->parent == waiter_id) {
 			tg->since = pl_py_monotonic_ns();
+			tg->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED);
 			tg->fut = NULL;
 			return wait_hold(tg);
 		}
@@ -414,7 +417,9 @@ static void wait_release(struct pl_py_wait *w)
 void pl_py_wait_end(struct pl_py_thread *pt, struct coprof_ctx *waiter, struct pl_py_wait *w)
 {
 	uint64_t now = pl_py_monotonic_ns();
-	for (uint32_t i = 0; i < w->n; i++) {
+	/* A wait under way when profiling was stopped and started again (pl_py_gen) is
+	 * not recorded: it began in a window written already (rule 13). */
+	for (uint32_t i = 0; i < w->n && w->gen == pt->gen; i++) {
 		const struct awaited *a = pl_py_map_get(&awaited_map, (uintptr_t)w->ids[i]);
 		uint64_t end = a && a->end && a->end < now ? a->end : now;
 		coprof_await_add(pt->t, waiter, w->ids[i], a && a->name[0] ? a->name : NULL,
