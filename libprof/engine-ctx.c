@@ -382,7 +382,16 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	for (const char *from = c->name; from && from[n] && n < sizeof(s->name) - 1; n++)
 		s->name[n] = from[n];
 	s->name[n] = 0;
-	if (t->step_depth && 2 * t->step_long >= ns) {
+	/* The innermost call that held half the step: the call kept, or the longest,
+	 * which encloses it, whose frames are the kept stack's from `skip` on. */
+	uint32_t skip = t->step_kdepth - t->step_long_depth;
+	if (t->step_depth && 2 * t->step_klen < ns && 2 * t->step_long >= ns &&
+	    t->step_kdepth >= t->step_long_depth && skip < t->step_depth) {
+		s->depth = t->step_depth - skip;
+		memcpy(s->keys, t->step_keys + skip, s->depth * sizeof(s->keys[0]));
+		return;
+	}
+	if (t->step_depth && 2 * t->step_klen >= ns) {
 		s->depth = t->step_depth;
 		memcpy(s->keys, t->step_keys, s->depth * sizeof(s->keys[0]));
 		return;

@@ -111,20 +111,30 @@ static inline __attribute__((always_inline)) uint64_t cp_pop(struct coprof_ctx *
 }
 
 /* A call of el ns just closed on c, longer than any closed in the running task's step
- * so far (rule 11): when it began in this step (under wall a call open across an await
- * ran on), its stack is the step's longest point, innermost first: the frame just
- * popped, then its callers. Cold and out of line: it runs for calls of half the
- * stall threshold or more. */
+ * so far (rule 11), when it began in this step (under wall a call open across an await
+ * ran on). The stack kept is the innermost such call's: one that encloses the call
+ * kept (deeper, begun no earlier) only says how long the enclosing one was, as its
+ * stack is part of the kept one's. Otherwise this call's stack is kept, innermost
+ * first: the frame just popped, then its callers. Cold and out of line: it runs for
+ * calls of half the stall threshold or more. */
 static __attribute__((noinline, cold, unused)) void
 cp_step_longest(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t el)
 {
-	if (c->frames[c->depth].start < t->step_vbegin)
+	const struct cp_frame *f = &c->frames[c->depth];
+	uint32_t d = c->depth + 1;
+	if (f->start < t->step_vbegin)
+		return;
+	t->step_long = el;
+	t->step_long_depth = d;
+	if (t->step_depth && d < t->step_kdepth && f->start <= t->step_kstart)
 		return;
 	uint32_t n = 0;
-	for (uint32_t i = c->depth + 1; i-- > 0 && n < CP_STALL_FRAMES;)
+	for (uint32_t i = d; i-- > 0 && n < CP_STALL_FRAMES;)
 		t->step_keys[n++] = c->frames[i].rec->key;
 	t->step_depth = n;
-	t->step_long = el;
+	t->step_klen = el;
+	t->step_kdepth = d;
+	t->step_kstart = f->start;
 }
 
 /* Pops the top frame of t's running context at virtual time v, looking at its length

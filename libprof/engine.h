@@ -184,14 +184,20 @@ struct coprof_thread {
 	uint64_t last; /* ns: the last clock reading on this thread */
 	struct cp_clock clock;
 	/* The running task's step (rule 11): it began at thread clock step_begin, virtual
-	 * step_vbegin; the longest call closed in it that began in it took step_long ns,
-	 * with the stack step_keys (step_depth frames). While no step is open (the
+	 * step_vbegin; the longest call closed in it that began in it took step_long ns;
+	 * step_keys (step_depth frames) holds the stack of the innermost long one (see
+	 * cp_step_longest). While no step is open (the
 	 * thread's own context runs) step_long is UINT64_MAX, so a leave never looks;
 	 * a step starts it at half the stall threshold, so only a call that could be a
 	 * stall's longest point is looked at (cp_step_longest, engine-inline.h). */
 	uint64_t step_long;
 	uint64_t step_begin, step_vbegin;
 	uint32_t step_depth;
+	/* The call whose stack step_keys holds: its length, stack depth and virtual start;
+	 * and the stack depth of the longest call (step_long), which encloses it when
+	 * longer (cp_step_longest). */
+	uint64_t step_klen, step_kstart;
+	uint32_t step_kdepth, step_long_depth;
 	uint8_t step_open;
 	uintptr_t step_keys[CP_STALL_FRAMES];
 	struct cp_stall_rec *stalls; /* CP_STALLS_KEPT of them, from the pool at the first */

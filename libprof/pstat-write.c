@@ -70,9 +70,20 @@
 #include "whole.h"
 
 /* What one marshal object has written so far, for back-references. */
+/* Shared strings by address, in front of `strs`: the extras' dict keys are a few
+ * literals written once per task or thread, and hashing their text each time cost
+ * more than the rest of a task's row. A string's text stays put while one object is
+ * written, so its address stands for it; another address with the same text still
+ * finds the same reference in `strs`. */
+#define SEEN_STRS 64
+
 struct refs {
 	struct cp_keymap keys; /* key tuple -> ref index */
 	struct cp_keymap strs; /* file names and extras' dict keys -> ref index */
+	struct {
+		const char *s;
+		uint32_t ref;
+	} seen[SEEN_STRS];
 };
 
 static const char *nz(const char *s)
@@ -84,6 +95,7 @@ static int refs_init(struct refs *r)
 {
 	cp_keymap_init(&r->keys);
 	cp_keymap_init(&r->strs);
+	memset(r->seen, 0, sizeof(r->seen));
 	return 0;
 }
 
@@ -116,11 +128,26 @@ static int put_ref_if_seen(struct cp_mw *w, struct cp_keymap *m, const char *a, 
 /* A string written once per object and referenced afterwards. */
 static void put_shared_str(struct cp_mw *w, struct refs *r, const char *s)
 {
-	uint32_t ref;
-
 	s = nz(s);
-	if (!put_ref_if_seen(w, &r->strs, s, 0, NULL))
-		cp_mw_str(w, s, strlen(s), &ref); /* flagged: later copies refer to it */
+	uint32_t h = (uint32_t)(((uintptr_t)s >> 3) * 0x9E3779B97F4A7C15ull >> 58);
+	if (r->seen[h].s == s) {
+		cp_mw_ref(w, r->seen[h].ref);
+		return;
+	}
+	size_t n = strlen(s);
+	uint32_t ref = w->nrefs;
+	int found;
+	if (cp_keymap_get_or_put(&r->strs, s, n, 0, NULL, 0, &ref, &found) < 0) {
+		if (!w->err)
+			w->err = -ENOMEM;
+		return;
+	}
+	if (found)
+		cp_mw_ref(w, ref);
+	else
+		cp_mw_str(w, s, n, &ref); /* flagged: later copies refer to it */
+	r->seen[h].s = s;
+	r->seen[h].ref = ref;
 }
 
 static void put_opt_str(struct cp_mw *w, const char *s)

@@ -82,6 +82,12 @@ def awaits_rows(clock):
     return rows
 
 
+def ready_rows(f):
+    # issue 37: each delayed task's ready time within 2 ms of what it measured itself
+    for k in sorted(f):
+        yield ("%s (ready - measured), ms" % k.split()[-1], f[k] * 1e3, -2, 2)
+
+
 def threads_rows(f):
     for fn in ("loop_one", "loop_two"):
         yield near("%s ct" % fn, f["ct " + fn], f["measured " + fn], 0.10)
@@ -232,6 +238,8 @@ def checks(a):
         ("python awaits_cpu", on(py, PY.case_awaits_cpu), awaits_rows("cpu")),
         ("python awaits_wall", on(py, PY.case_awaits_wall), awaits_rows("wall")),
         ("python threads", on(py, PY.case_threads), threads_rows),
+        ("python ready_cpu", on(py, PY.case_ready_cpu), ready_rows),
+        ("python ready_wall", on(py, PY.case_ready_wall), ready_rows),
         ("python busy_toggle", on(py, PY.case_busy_toggle, window=0.5, gap=0.2), busy_rows),
         ("python worker_cpu", on(py, PY.case_worker, "cpu", jobs=120), worker_rows("cpu")),
         ("python worker_wall", on(py, PY.case_worker, "wall", jobs=120), worker_rows("wall")),

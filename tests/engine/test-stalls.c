@@ -179,3 +179,49 @@ Test(stalls, threshold_option_and_the_file)
 	cr_expect_eq(r->ex.stalls[0].frames[0].line, K("inner"));
 	cp_profile_free(r);
 }
+
+/* A task whose one step is its whole life: its root's call is the step's longest,
+ * but the stack kept is the innermost call that held half the step, decode, with
+ * the root under it. A short first call (8 ms) is no candidate against it. */
+static void one_step_task(enum coprof_clock clock)
+{
+	fx_setup(&f, clock);
+	struct coprof_ctx *a = task(1, "handler");
+	at(0), coprof_ctx_switch(f.t, a), enter("handle");
+	at(1 * MS), enter("parse");
+	at(12 * MS), leave("parse");
+	at(13 * MS), enter("decode"), enter("inflate");
+	at(20 * MS), leave("inflate");
+	at(90 * MS), leave("decode");
+	at(95 * MS), leave("handle"), coprof_ctx_finish(f.t, a);
+	fx_snap(&f);
+	cr_assert_eq(f.prof->ex.nstalls, 1);
+	expect_frames(&f.prof->ex.stalls[0], (const char *const[]){"decode", "handle"}, 2);
+}
+
+Test(stalls, wall_one_step_innermost_half)
+{
+	one_step_task(COPROF_CLOCK_WALL);
+}
+
+Test(stalls, cpu_one_step_innermost_half)
+{
+	one_step_task(COPROF_CLOCK_CPU);
+}
+
+/* The innermost call that held half the step is the one kept when it is the first
+ * long one: inflate (60 ms of a 100 ms step) inside decode inside handle. */
+Test(stalls, innermost_of_nested_long_calls)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *a = task(1, "handler");
+	at(0), coprof_ctx_switch(f.t, a), enter("handle");
+	at(5 * MS), enter("decode"), enter("inflate");
+	at(65 * MS), leave("inflate");
+	at(80 * MS), leave("decode");
+	at(100 * MS), coprof_ctx_switch(f.t, NULL);
+	fx_snap(&f);
+	cr_assert_eq(f.prof->ex.nstalls, 1);
+	expect_frames(&f.prof->ex.stalls[0], (const char *const[]){"inflate", "decode", "handle"},
+		      3);
+}

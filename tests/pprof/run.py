@@ -313,9 +313,9 @@ def check_edges(paths, pb, err):
                   f"{f['name']}: flat {rows[f['name']][0]} vs tsub {f['tsub']}")
     got = collections.Counter()
     for labels, frames, value in traces(pb, "1"):
-        check(len(frames) <= 2, f"a traced export has a {len(frames)}-frame stack")
         if labels.get("stall") == "true":
-            continue
+            continue  # a stall's sample has the stall's whole stack
+        check(len(frames) <= 2, f"a traced export has a {len(frames)}-frame stack")
         key = [folded_name(x) for x in reversed(frames)]
         if "task" in labels:  # a coprof file: --from-edges starts with the task's frame
             task = labels["task"]
@@ -426,7 +426,8 @@ def case_traced_tasks():
         leaf[k[4][0]] += k[3] * n
     check({name: rows.get(name, [0])[0] for name in leaf} == leaf,
           f"-sample_index=stall_time flat {rows} vs the stalls' innermost frames {dict(leaf)}")
-    check(leaf["crunch_work"] > 0, f"no stall at crunch_work: {dict(leaf)}")
+    # rule 11: the innermost call that held half the step, burn_cpu under crunch_work
+    check(leaf["burn_cpu"] > 0, f"no stall at burn_cpu: {dict(leaf)}")
     folded = collections.Counter()
     for line in coprof("export", path, "--format", "collapsed", "--stalls", "-o", "-").stdout.splitlines():
         stack, _, us = line.rpartition(" ")

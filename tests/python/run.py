@@ -134,7 +134,7 @@ def case_stalls(r, clock):
     check(prof.extras["stall_threshold"] == 0.1, "threshold %r" % prof.extras["stall_threshold"])
     mine = [s for s in stalls if s[2] == "blocker"]
     check(len(mine) == 2, "blocker's stalls %r" % (stalls,))
-    for tid, tid_task, name, seconds, frames in mine:
+    for tid, tid_task, name, seconds, frames, _behind in mine:
         check(seconds >= 0.2, "a stall of %.3f s for 0.2 s of CPU" % seconds)
         check([k[2] for k in frames] == ["decode", "blocker"] and all(ours(k[0]) for k in frames),
               "blocker's stall stack %r" % (frames,))
