@@ -293,6 +293,42 @@ def case_await_many(r):
     check(path and path[0]["path"][0]["name"].startswith("batch-"), "critical path %r" % path)
 
 
+def case_await_toggled(r):
+    """Rule 13 (progs/await_toggled.py): a wait under way when profiling stops and
+    starts again is not recorded (Task-1 began to await "before" in the first window
+    and resumed in the second); one wholly in a window is ("inside", in the second).
+    The first window, where no wait ended, has no edge."""
+    tmpl = os.path.join(r.tmp, "win.%n.pstat")
+    env = r.env(COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
+    p = subprocess.Popen([r.python, os.path.join(PROGS, "await_toggled.py")], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+
+    def send(line):
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+    try:
+        check(p.stdout.readline().strip() == "ready", "the program did not start")
+        check(toggle_applied(p.pid) == "R", "window 1 did not start")
+        send("arm")
+        check(p.stdout.readline().strip() == "waiting", "the program did not arm")
+        check(toggle_applied(p.pid) == "S", "window 1 was not written")
+        check(toggle_applied(p.pid) == "R", "window 2 did not start")
+        send("go")
+        check(p.stdout.readline().strip() == "inside done", "the program did not go on")
+        check(toggle_applied(p.pid) == "S", "window 2 was not written")
+        rest, err = p.communicate("stop\n", timeout=60)
+    finally:
+        reap(p)
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
+    check(len(files) == 2, "expected 2 windows, got %s" % files)
+    first, second = (Profile(f).extras.get("awaits", []) for f in files)
+    check(first == [], "window 1's edges %r" % (first,))
+    check([(e[2], e[4], e[5], e[6]) for e in second] == [("Task-1", "inside", "task", 1)],
+          "window 2's edges %r" % (second,))
+
+
 def case_await_graph_cpu(r):
     case_await_graph(r, "cpu")
 
