@@ -291,6 +291,10 @@ static void clear_thread(struct coprof *p, struct coprof_thread *t, uint64_t now
 	t->stalls = NULL; /* its pool was released */
 	t->nstalls = 0;
 	t->stalls_dropped = 0;
+	t->awaits = NULL; /* as the stalls */
+	t->await_slots = NULL;
+	t->nawaits = t->cawaits = 0;
+	t->awaits_dropped = 0;
 	t->recorded = 0;
 	t->seen = CP_PAUSED; /* a running profiler restarts this thread's run lazily */
 }

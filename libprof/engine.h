@@ -28,6 +28,9 @@
 #define CP_DEFAULT_STALL_NS (20 * 1000000ull)
 #define CP_STALLS_KEPT 64
 #define CP_STALL_FRAMES 32
+/* Await edges (coprof_await_add) each thread keeps at most; the table starts small
+ * and doubles up to this. */
+#define CP_AWAITS_KEPT 8192
 
 /* The profiler state word: a generation (bumped by start and clear) above two bits. */
 #define CP_RECORDING 1u
@@ -158,6 +161,17 @@ struct cp_stall_rec {
 	uintptr_t keys[CP_STALL_FRAMES];
 };
 
+/* An await edge as the thread that saw it keeps it: who waited on whom, how, how often
+ * and how long (wall), with both tasks' names when the edge was first seen. */
+struct cp_await_rec {
+	uint64_t waiter, awaited; /* task ids */
+	uint64_t count;
+	uint64_t ns; /* wall, summed */
+	uint32_t kind; /* enum coprof_await_kind */
+	uint32_t hash; /* of its key, for the index (engine-await.c) */
+	char wname[40], aname[40];
+};
+
 struct coprof_thread {
 	_Atomic uint32_t seq; /* odd while the thread is inside an event section */
 	uint32_t seen;	      /* the state word this thread last began recording under */
@@ -189,6 +203,12 @@ struct coprof_thread {
 	struct cp_stall_rec *stalls; /* CP_STALLS_KEPT of them, from the pool at the first */
 	uint32_t nstalls;
 	uint64_t stalls_dropped; /* stalls seen past the kept ones */
+	/* Await edges (engine-await.c): records and an open-addressing index over them
+	 * (record index + 1; twice as many slots as records), both from the pool. */
+	struct cp_await_rec *awaits;
+	uint32_t *await_slots;
+	uint32_t nawaits, cawaits;
+	uint64_t awaits_dropped; /* waits of new edges past CP_AWAITS_KEPT (or memory) */
 	/* Rule 12: the clock of the other kind, set up at the first task switch that needs
 	 * it (never under a fake clock, which stands for both); both clocks' readings when
 	 * the running task was switched in; the wall clock when this recording run began;

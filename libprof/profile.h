@@ -104,6 +104,17 @@ struct cp_stall {
 	int64_t behind; /* tasks that were ready and waited behind it; -1: not known */
 };
 
+/* An await edge (doc/python.md, "Who awaits whom"): task `waiter` waited on task
+ * `awaited` `count` times, `seconds` of wall time in all, under either clock. */
+struct cp_await {
+	uint64_t thread; /* tid of the thread that saw it */
+	uint64_t waiter_id, awaited_id;
+	const char *waiter, *awaited; /* names; NULL: unknown */
+	const char *kind; /* "task", "gather", "taskgroup", "shield" */
+	uint64_t count;
+	double seconds; /* wall */
+};
+
 struct cp_counter {
 	const char *name;
 	uint64_t n;
@@ -135,6 +146,9 @@ struct cp_extras {
 	struct cp_stall *stalls;
 	uint32_t nstalls;
 	double stall_threshold;
+	/* Await edges, longest first (none in older files and sample mode). */
+	struct cp_await *awaits;
+	uint32_t nawaits;
 	/* Read from a file: how many synthetic functions (whole.h) the reader took out
 	 * of its pstats dict. */
 	uint32_t nsynthetic;

@@ -708,6 +708,26 @@ static int read_stall(struct reader *rd, const struct cp_mval *v, struct cp_stal
 	return 0;
 }
 
+static int read_await(struct reader *rd, const struct cp_mval *v, struct cp_await *aw)
+{
+	const struct cp_mval *it = v->v.items;
+	int r;
+
+	if (!is_seq(v) || v->n != 8)
+		return fail(rd, "extras await: expected (tid, waiter id, waiter, awaited id, "
+				"awaited, kind, count, seconds)");
+	if ((r = get_count(rd, &it[0], &aw->thread, "await tid")) < 0 ||
+	    (r = get_count(rd, &it[1], &aw->waiter_id, "await waiter id")) < 0 ||
+	    (r = get_opt_str(rd, &it[2], &aw->waiter, "await waiter")) < 0 ||
+	    (r = get_count(rd, &it[3], &aw->awaited_id, "await awaited id")) < 0 ||
+	    (r = get_opt_str(rd, &it[4], &aw->awaited, "await awaited")) < 0 ||
+	    (r = get_opt_str(rd, &it[5], &aw->kind, "await kind")) < 0 ||
+	    (r = get_count(rd, &it[6], &aw->count, "await count")) < 0 ||
+	    (r = get_time(rd, &it[7], &aw->seconds, "await seconds")) < 0)
+		return r;
+	return 0;
+}
+
 /* Allocates `n` zeroed elements of `size` for an extras table. */
 static void *table(struct reader *rd, uint32_t n, size_t size)
 {
@@ -824,6 +844,14 @@ static int read_extras(struct reader *rd, struct builder *top, const struct cp_m
 		return oom(rd);
 	for (x->nstalls = 0; x->nstalls < n; x->nstalls++)
 		if ((r = read_stall(rd, &items[x->nstalls], &x->stalls[x->nstalls])) < 0)
+			return r;
+	/* Optional (newer files): who awaited whom. */
+	if ((r = get_list(rd, d, "awaits", &items, &n)) < 0)
+		return r;
+	if (!(x->awaits = table(rd, n, sizeof(*x->awaits))))
+		return oom(rd);
+	for (x->nawaits = 0; x->nawaits < n; x->nawaits++)
+		if ((r = read_await(rd, &items[x->nawaits], &x->awaits[x->nawaits])) < 0)
 			return r;
 	return 0;
 }

@@ -45,6 +45,11 @@
  *                    (doc/design.md rule 11), each with its longest point's stack
  *                    and the tasks ready behind it (rule 12; -1: not known). Absent
  *                    in older files; `behind` absent in files written before it.
+ *      'awaits':   [(tid, waiter task id, waiter name, awaited task id, awaited name,
+ *                    kind, count, seconds)], longest first: who awaited whom (kind
+ *                    'task', 'gather', 'taskgroup' or 'shield'), how often, and for
+ *                    how long in all (wall seconds under either clock). Absent in
+ *                    older files.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they
  *    do not know, so later versions may add keys; references restart in this object.
  */
@@ -435,6 +440,19 @@ static int put_stall(struct cp_mw *w, struct refs *r, const struct cp_stall *st)
 	return 0;
 }
 
+static void put_await(struct cp_mw *w, const struct cp_await *aw)
+{
+	cp_mw_tuple(w, 8, NULL);
+	cp_mw_uint(w, aw->thread);
+	cp_mw_uint(w, aw->waiter_id);
+	put_opt_str(w, aw->waiter);
+	cp_mw_uint(w, aw->awaited_id);
+	put_opt_str(w, aw->awaited);
+	put_opt_str(w, aw->kind);
+	cp_mw_uint(w, aw->count);
+	cp_mw_float(w, aw->seconds);
+}
+
 static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *p,
 		      const struct cp_stats *whole, uint32_t nreal, struct cp_arena *scratch)
 {
@@ -502,6 +520,10 @@ static int put_extras(struct cp_mw *w, struct refs *r, const struct cp_profile *
 	for (uint32_t i = 0; x->stalls && i < x->nstalls; i++)
 		if ((err = put_stall(w, r, &x->stalls[i])) < 0)
 			return err;
+	put_shared_str(w, r, "awaits");
+	cp_mw_list(w, x->awaits ? x->nawaits : 0);
+	for (uint32_t i = 0; x->awaits && i < x->nawaits; i++)
+		put_await(w, &x->awaits[i]);
 	cp_mw_dict_end(w);
 	return w->err;
 }

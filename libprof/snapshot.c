@@ -65,6 +65,14 @@ struct snap {
 	uint64_t lost_depth, foreign, nfolded, stalls_dropped;
 	struct snap_stall *stalls; /* every thread's, copied while writers are paused */
 	uint32_t nstalls, cstalls;
+	struct snap_await *awaits; /* every thread's await edges, copied as the stalls */
+	uint32_t nawaits, cawaits;
+	uint64_t awaits_dropped;
+};
+
+struct snap_await {
+	uint64_t tid;
+	struct cp_await_rec r;
 };
 
 struct snap_stall {
@@ -282,6 +290,11 @@ static int copy_thread(struct snap *s, struct coprof_thread *t, uint64_t now, in
 		return -ENOMEM;
 	for (uint32_t i = 0; i < t->nstalls; i++)
 		s->stalls[s->nstalls++] = (struct snap_stall){t->tid, t->stalls[i]};
+	s->awaits_dropped += t->awaits_dropped;
+	if (t->nawaits && grow(&s->awaits, &s->cawaits, s->nawaits + t->nawaits, sizeof(*s->awaits)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->nawaits; i++)
+		s->awaits[s->nawaits++] = (struct snap_await){t->tid, t->awaits[i]};
 	return th->name ? 0 : -ENOMEM;
 }
 
@@ -627,6 +640,9 @@ static int fill_extras(struct snap *s)
 	if (!rc && s->stalls_dropped)
 		rc = add_counter(s, &ex->ndropped, "stalls past each thread's longest kept",
 				 s->stalls_dropped);
+	if (!rc && s->awaits_dropped)
+		rc = add_counter(s, &ex->ndropped, "await edges past each thread's table",
+				 s->awaits_dropped);
 	/* Steps are measured in trace mode only (rule 11): sample mode writes no threshold. */
 	if (p->opt.mode == COPROF_MODE_TRACE)
 		ex->stall_threshold = (double)p->opt.stall_ns / 1e9;
@@ -689,6 +705,47 @@ static int add_stalls(struct snap *s)
 				return rc;
 			st->frames[st->depth++] = s->gkeys[g];
 		}
+	}
+	return 0;
+}
+
+/* --- await edges ----------------------------------------------------------------- */
+
+static int by_wait(const void *x, const void *y)
+{
+	const struct snap_await *a = x, *b = y;
+	if (a->r.ns != b->r.ns)
+		return a->r.ns > b->r.ns ? -1 : 1;
+	if (a->r.waiter != b->r.waiter)
+		return a->r.waiter < b->r.waiter ? -1 : 1;
+	return a->r.awaited < b->r.awaited ? -1 : a->r.awaited > b->r.awaited;
+}
+
+/* The await edges copied from the threads, longest first. */
+static int add_awaits(struct snap *s)
+{
+	static const char *const kinds[COPROF_AWAIT_KINDS] = {"task", "gather", "taskgroup",
+							       "shield"};
+	struct cp_extras *ex = &s->prof->ex;
+	if (!s->nawaits)
+		return 0;
+	qsort(s->awaits, s->nawaits, sizeof(*s->awaits), by_wait);
+	ex->awaits = cp_arena_alloc(s->prof->arena, s->nawaits * sizeof(*ex->awaits));
+	if (!ex->awaits)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < s->nawaits; i++) {
+		const struct cp_await_rec *r = &s->awaits[i].r;
+		struct cp_await *aw = &ex->awaits[ex->nawaits++];
+		aw->thread = s->awaits[i].tid;
+		aw->waiter_id = r->waiter;
+		aw->awaited_id = r->awaited;
+		aw->waiter = r->wname[0] ? sdup(s, r->wname) : NULL;
+		aw->awaited = r->aname[0] ? sdup(s, r->aname) : NULL;
+		aw->kind = kinds[r->kind < COPROF_AWAIT_KINDS ? r->kind : 0];
+		aw->count = r->count;
+		aw->seconds = (double)r->ns / 1e9;
+		if ((r->wname[0] && !aw->waiter) || (r->aname[0] && !aw->awaited))
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -773,8 +830,11 @@ int cp_snapshot_take(struct coprof *p, int clear, struct cp_profile **out)
 		rc = add_samples(&s, taken);
 	if (!rc)
 		rc = add_stalls(&s);
+	if (!rc)
+		rc = add_awaits(&s);
 	cp_samples_free(taken);
 	free(s.stalls);
+	free(s.awaits);
 	free(s.rows);
 	free(s.erows);
 	free(s.groups);

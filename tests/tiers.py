@@ -31,6 +31,7 @@ PY_SUBSET = {
     # the frame-evaluation backend (3.10, 3.11) and sys.monitoring's (3.12+)
     "hook_rejected", "handover_profiler", "chained_slot", "deep_recursion",
     "cprofiled", "tool_freed",
+    "await_graph_cpu",  # who awaits whom: asyncio's objects, read per version
 }
 PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall"}
@@ -38,7 +39,7 @@ ASAN_PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "threads", "forked", "forked_sample",
     "greenlet_gevent", "greenlet_gevent_sample", "dropped", "code_freed",
     "hook_rejected", "handover_profiler", "cprofiled", "tool_freed",
-    "split_cpu", "tasks_wall", "threads_cpu", "ready_wall",
+    "split_cpu", "tasks_wall", "threads_cpu", "ready_wall", "await_graph_cpu",
 }
 PYTHON = re.compile(r"^(python|pysample)-(system-)?(\d+\.\d+)\.\d+-(\w+?)(-profile)?$")
 PIP = re.compile(r"^pip-(system-)?(\d+\.\d+)\.\d+$")  # tests/pip: a wheel per Python

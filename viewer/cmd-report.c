@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "awaits.h"
 #include "cli.h"
 #include "cmds.h"
 #include "fmt.h"
@@ -29,10 +30,10 @@ static void usage(FILE *f)
 	    f,
 	    "usage: coprof report FILE... [--sort tsub|ttot|ncall|tavg|name|file] [--reverse]\n"
 	    "                     [--limit N] [--filter TEXT] [--tasks] [--threads] [--task ID]\n"
-	    "                     [--callers NAME] [--callees NAME] [--stalls]\n"
+	    "                     [--callers NAME] [--callees NAME] [--stalls] [--awaits]\n"
 	    "                     [--format text|csv|json]\n"
 	    "Several files are merged as pstats.add does. Without --tasks, --threads, --task,\n"
-	    "--callers, --callees or --stalls, prints the function table.\n");
+	    "--callers, --callees, --stalls or --awaits, prints the function table.\n");
 }
 
 /* Starts a section: a blank line between text/CSV sections, a key in JSON. */
@@ -477,10 +478,11 @@ int vw_cmd_report(int argc, char **argv)
 	    {"task", required_argument, NULL, 't'},    {"callers", required_argument, NULL, 'c'},
 	    {"callees", required_argument, NULL, 'e'}, {"format", required_argument, NULL, 'F'},
 	    {"stalls", no_argument, NULL, 'S'},	       {"help", no_argument, NULL, 'h'},
+	    {"awaits", no_argument, NULL, 'A'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct report r = {.q = {VW_SORT_TTOT, 0, NULL}, .fmt = TEXT};
-	int tasks = 0, threads = 0, stalls = 0;
+	int tasks = 0, threads = 0, stalls = 0, awaits = 0;
 	const char *callers = NULL, *callees = NULL, *task = NULL;
 	int done = -1, c;
 	optind = 1;
@@ -513,6 +515,9 @@ int vw_cmd_report(int argc, char **argv)
 			break;
 		case 'S':
 			stalls = 1;
+			break;
+		case 'A':
+			awaits = 1;
 			break;
 		case 't':
 			task = optarg;
@@ -553,10 +558,14 @@ int vw_cmd_report(int argc, char **argv)
 	}
 	print_header(&r);
 	int rc = 0;
-	if (!tasks && !threads && !task && !callers && !callees && !stalls)
+	if (!tasks && !threads && !task && !callers && !callees && !stalls && !awaits)
 		rc = print_functions(&r, &r.m.funcs, "Functions", "functions");
 	if (!rc && stalls)
 		rc = print_stalls(&r);
+	if (!rc && awaits) {
+		section(&r, "awaits");
+		rc = vw_print_awaits(stdout, &r.m, (enum vw_awaits_format)r.fmt, r.limit);
+	}
 	if (!rc && tasks)
 		print_tasks(&r);
 	if (!rc && threads)

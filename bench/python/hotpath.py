@@ -18,7 +18,9 @@ usage: hotpath.py --python VENV_PYTHON --shim LABEL=PATH[,HOOK] [--shim ...] [--
   VENV_PYTHON: a venv made by pyperf-suite.py (it has pyperformance and the floor)
   WORKLOAD: calls (1M calls and fib(25)), coro (fib(25) awaited recursively, x3),
             await (500,000 awaits of a coroutine), task (20,000 awaits of
-            ensure_future), tree (pyperformance's async_tree 'none'), gens
+            ensure_future), tree (pyperformance's async_tree 'none'; tree_io,
+            tree_memo, tree_mixed: its io, memoization and cpu_io_mixed; tree_tg:
+            'none' with TaskGroups, 3.11+), gens
             (pyperformance's generators), agens (pyperformance's async_generators)
 """
 import argparse
@@ -52,10 +54,15 @@ def workload(which, scale=1):
     fib_n = 25 if scale == 1 else 20
     if which == "empty":
         t0 = time.process_time()
-    elif which == "tree":
+    elif which.startswith("tree"):
         m = bench_module("async_tree")
+        cls, groups = {"tree": ("NoneAsyncTree", False), "tree_io": ("IOAsyncTree", False),
+                       "tree_memo": ("MemoizationAsyncTree", False),
+                       "tree_mixed": ("CpuIoMixedAsyncTree", False),
+                       "tree_tg": ("NoneAsyncTree", True)}[which]
+        tree = getattr(m, cls)(use_task_groups=True) if groups else getattr(m, cls)()
         t0 = time.process_time()
-        asyncio.run(m.NoneAsyncTree().run())
+        asyncio.run(tree.run())
     elif which == "gens":
         m = bench_module("generators")
         t0 = time.process_time()

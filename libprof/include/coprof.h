@@ -199,6 +199,26 @@ COPROF_API int coprof_ctx_create_sampled(struct coprof_thread *t, uint64_t id, c
 					 const char *runtime, struct coprof_ctx **out);
 COPROF_API void coprof_ctx_finish_sampled(struct coprof_ctx *c);
 
+/* --- who awaits whom ----------------------------------------------------------------- */
+
+/* How a task came to wait on another (doc/python.md, "Who awaits whom"). */
+enum coprof_await_kind {
+	COPROF_AWAIT_TASK = 0,	    /* it awaited the task itself */
+	COPROF_AWAIT_GATHER = 1,    /* a gather() of which the task is a child */
+	COPROF_AWAIT_TASKGROUP = 2, /* the end of a TaskGroup the task belongs to */
+	COPROF_AWAIT_SHIELD = 3,    /* a shield() around the task */
+	COPROF_AWAIT_KINDS
+};
+
+/* Task `waiter` (a context of thread t) waited `ns` of wall time on the task whose id
+ * is `awaited_id` (named `awaited`, or NULL when unknown), one wait more of that kind.
+ * Each thread keeps its edges, one per (waiter, awaited, kind, names), in a bounded
+ * table; a full table lets its shorter half go, and counts their waits as dropped.
+ * Called by the thread itself, never in a signal handler. */
+COPROF_API void coprof_await_add(struct coprof_thread *t, const struct coprof_ctx *waiter,
+				 uint64_t awaited_id, const char *awaited,
+				 enum coprof_await_kind kind, uint64_t ns);
+
 /* --- sampling (COPROF_MODE_SAMPLE) -------------------------------------------------- */
 
 /* Adds one sampled stack, innermost frame first, to context `c` of thread `t` (NULL:

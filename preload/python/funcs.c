@@ -114,8 +114,16 @@ static int same_str(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* The function for `co`'s names, made on first sight of those names, then cached
- * in `co` (pl_py_func_of). */
+/* Nonzero for the code of asyncio's TaskGroup.__aexit__ (or a helper of it named
+ * _aexit), where a task waits for its group's tasks (task-awaits.c). */
+static int is_tg_exit(const char *file, const char *name)
+{
+	static const char tail[] = "asyncio/taskgroups.py";
+	size_t n = file ? strlen(file) : 0, t = sizeof(tail) - 1;
+	return name && n >= t && strcmp(file + n - t, tail) == 0 &&
+	       (strcmp(name, "TaskGroup.__aexit__") == 0 || strcmp(name, "TaskGroup._aexit") == 0);
+}
+
 /* Which of asyncio's scheduling points (PL_PY_SCHED_*) the function named `name` in
  * `file` is, by where asyncio writes it; 0: none. */
 static unsigned sched_point(const char *file, const char *name)
@@ -141,6 +149,8 @@ static unsigned sched_point(const char *file, const char *name)
 	return 0;
 }
 
+/* The function for `co`'s names, made on first sight of those names, then cached
+ * in `co` (pl_py_func_of). */
 struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 {
 	char *file = utf8_copy(co->co_filename);
@@ -179,6 +189,7 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 					 .line = line,
 					 .flags = flags,
 					 .sched = flags ? 0 : sched_point(file, name)};
+		f->tg_exit = flags == PL_PY_CORO && is_tg_exit(file, name);
 		/* Out of memory here only means a twin may be made later: the same
 		 * names under two keys, which pstats shows as one. */
 		f->same = head;

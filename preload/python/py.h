@@ -82,6 +82,7 @@ struct pl_py_func {
 	const char *name;
 	unsigned line;
 	unsigned flags;		 /* PL_PY_* */
+	unsigned tg_exit;	 /* asyncio's TaskGroup.__aexit__ (task-awaits.c) */
 	struct pl_py_func *same; /* the next function of the same hash (funcs.c) */
 	/* Builtins: what their PyMethodDef held when it was named (a freed def's
 	 * address is reused by another builtin). */

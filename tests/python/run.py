@@ -215,6 +215,128 @@ def case_stalls_wall(r):
     case_stalls(r, "wall")
 
 
+def case_await_graph(r, clock):
+    """Who awaits whom (doc/python.md, progs/await_graph.py): the exact edges, kinds and
+    counts of a known graph (a task awaited, a gather of 3, a TaskGroup of 2 on 3.11+,
+    a task with two awaiters, a shield waited on twice), each edge's ids those of the
+    task table, edges longest first in the extras; `coprof report --awaits` gives the
+    same edges as JSON, Task-1 as the one root, and its critical path main > g3 > deep
+    (deep's 0.4 s is ten times any other wait)."""
+    out, p = r.run(os.path.join(PROGS, "await_graph.py"), clock=clock)
+    check(p.stdout == "await_graph: done\n", "output %r" % p.stdout)
+    prof = Profile(out)
+    edges = prof.extras.get("awaits")
+    check(edges is not None, "no 'awaits' in the extras")
+    got = collections.Counter()
+    for tid, wid, waiter, aid, awaited, kind, count, seconds in edges:
+        got[(waiter, awaited, kind)] += count
+        check(seconds >= 0, "edge %s > %s: %r s" % (waiter, awaited, seconds))
+        for name, i in ((waiter, wid), (awaited, aid)):
+            ids = {t["id"] for t in prof.tasks() if t["name"] == name}
+            check(not ids or i in ids, "edge %s > %s: task %s has id %d, not %s"
+                  % (waiter, awaited, name, i, ids))
+    want = {("Task-1", "main", "task"): 1, ("main", "child", "task"): 1,
+            ("main", "g1", "gather"): 1, ("main", "g2", "gather"): 1,
+            ("main", "g3", "gather"): 1, ("g3", "deep", "task"): 1,
+            ("main", "a1", "gather"): 1, ("main", "a2", "gather"): 1,
+            ("a1", "shared", "task"): 1, ("a2", "shared", "task"): 1,
+            ("main", "patient", "task"): 1, ("patient", "long", "shield"): 2}
+    if py_version(r) >= (3, 11):
+        want.update({("main", "tg1", "taskgroup"): 1, ("main", "tg2", "taskgroup"): 1})
+    check(dict(got) == want, "edges %r, expected %r" % (sorted(got.items()), sorted(want.items())))
+    check([e[7] for e in edges] == sorted((e[7] for e in edges), reverse=True),
+          "edges not longest first")
+    deep = [e[7] for e in edges if e[2] == "g3" and e[4] == "deep"][0]
+    check(deep >= 0.35, "g3 waited %.3f s on deep, which sleeps 0.4 s" % deep)
+    rep = subprocess.run([os.environ["COPROF_BIN"], "report", "--awaits", "--format", "json", out],
+                         capture_output=True, text=True, timeout=60)
+    check(rep.returncode == 0, "coprof report --awaits: %s" % rep.stderr)
+    listed = json.loads(rep.stdout)["awaits"]
+    check(sorted((e["waiter"], e["awaited"], e["kind"], e["count"]) for e in listed["edges"]) ==
+          sorted((e[2], e[4], e[5], e[6]) for e in edges), "report --awaits edges %r" % listed)
+    paths = listed["critical_paths"]
+    check([c["root"] for c in paths] == ["Task-1"], "roots %r" % paths)
+    check([s["name"] for s in paths[0]["path"]] == ["main", "g3", "deep"],
+          "critical path %r" % paths[0])
+    text = subprocess.run([os.environ["COPROF_BIN"], "report", "--awaits", out],
+                          capture_output=True, text=True, timeout=60)
+    check(text.returncode == 0 and "critical path: Task-1 > main" in text.stdout,
+          "report --awaits text: %s%s" % (text.stdout, text.stderr))
+
+
+def case_await_many(r):
+    """Bounded (progs/await_many.py): 100,020 await edges keep at most 8,192 in the
+    extras, the longest: Task-1's 20 gathers, each waited on once, are all there; a
+    wait follows 1,024 of a gather's 5,000 children; the waits let go and the children
+    past 1,024 are counted in 'dropped', so that kept and dropped add up to every wait;
+    the critical path still runs from Task-1 through a batch."""
+    out, p = r.run(os.path.join(PROGS, "await_many.py"), clock="cpu")
+    check(p.stdout == "await_many: done\n", "output %r" % p.stdout)
+    prof = Profile(out)
+    edges = prof.extras["awaits"]
+    lost = prof.extras["dropped"]
+    check(lost.get("python awaited tasks past a wait's 1024") == 20 * (5000 - 1024),
+          "dropped %r: a wait keeps 1024 tasks" % lost)
+    dropped = lost.get("await edges past each thread's table", 0) + \
+        lost["python awaited tasks past a wait's 1024"]
+    check(0 < len(edges) <= 8192, "%d edges kept" % len(edges))
+    check(sum(e[6] for e in edges) + dropped == 100020,
+          "%d waits kept and %d dropped, not 100,020" % (sum(e[6] for e in edges), dropped))
+    top = sorted(e[4] for e in edges if e[2] == "Task-1")
+    check(top == sorted("batch-%d" % i for i in range(20)), "Task-1's edges %r" % top)
+    rep = subprocess.run([os.environ["COPROF_BIN"], "report", "--awaits", "--format", "json", out],
+                         capture_output=True, text=True, timeout=60)
+    check(rep.returncode == 0, "coprof report --awaits: %s" % rep.stderr)
+    listed = json.loads(rep.stdout)["awaits"]
+    check(listed["dropped"] == dropped, "report's dropped %r" % listed["dropped"])
+    path = [c for c in listed["critical_paths"] if c["root"] == "Task-1"]
+    check(path and path[0]["path"][0]["name"].startswith("batch-"), "critical path %r" % path)
+
+
+def case_await_toggled(r):
+    """Rule 13 (progs/await_toggled.py): a wait under way when profiling stops and
+    starts again is not recorded (Task-1 began to await "before" in the first window
+    and resumed in the second); one wholly in a window is ("inside", in the second).
+    The first window, where no wait ended, has no edge."""
+    tmpl = os.path.join(r.tmp, "win.%n.pstat")
+    env = r.env(COPROF_CLOCK="wall", COPROF_OUT=tmpl, COPROF_START=0)
+    p = subprocess.Popen([r.python, os.path.join(PROGS, "await_toggled.py")], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+
+    def send(line):
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+    try:
+        check(p.stdout.readline().strip() == "ready", "the program did not start")
+        check(toggle_applied(p.pid) == "R", "window 1 did not start")
+        send("arm")
+        check(p.stdout.readline().strip() == "waiting", "the program did not arm")
+        check(toggle_applied(p.pid) == "S", "window 1 was not written")
+        check(toggle_applied(p.pid) == "R", "window 2 did not start")
+        send("go")
+        check(p.stdout.readline().strip() == "inside done", "the program did not go on")
+        check(toggle_applied(p.pid) == "S", "window 2 was not written")
+        rest, err = p.communicate("stop\n", timeout=60)
+    finally:
+        reap(p)
+    check(p.returncode == 0, "exit %d: %s" % (p.returncode, err[-2000:]))
+    files = sorted(glob.glob(os.path.join(r.tmp, "win.*.pstat")))
+    check(len(files) == 2, "expected 2 windows, got %s" % files)
+    first, second = (Profile(f).extras.get("awaits", []) for f in files)
+    check(first == [], "window 1's edges %r" % (first,))
+    check([(e[2], e[4], e[5], e[6]) for e in second] == [("Task-1", "inside", "task", 1)],
+          "window 2's edges %r" % (second,))
+
+
+def case_await_graph_cpu(r):
+    case_await_graph(r, "cpu")
+
+
+def case_await_graph_wall(r):
+    case_await_graph(r, "wall")
+
+
 def case_tasks_wall(r, unit=10000):
     return case_tasks_cpu(r, "wall", unit)
 

@@ -144,6 +144,18 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 2; i++)
 			ex->stalls[1].frames[i] = p->stats.funcs[st_a[i]].key;
 	}
+	if (!sample) { /* task-a awaited task-b, a gather's child, twice */
+		ex->awaits = alloc(p, sizeof(*ex->awaits));
+		ex->nawaits = 1;
+		ex->awaits[0] = (struct cp_await){.thread = 4243,
+						  .waiter_id = 1,
+						  .waiter = str(p, "task-a"),
+						  .awaited_id = 2,
+						  .awaited = str(p, "task-b"),
+						  .kind = str(p, "gather"),
+						  .count = 2,
+						  .seconds = 0.050 * scale};
+	}
 	if (sample) {
 		static const int s_main[] = {MAIN}, s_awork[] = {A_WORK, A_ROOT},
 				 s_aroot[] = {A_ROOT}, s_ayield[] = {A_YIELD, A_ROOT},

@@ -130,6 +130,15 @@ check "--stalls --format csv" bash -c \
 	'grep -Eq "^0\.03,1,task-a,4243,0,a_work \(sched\.c:[0-9]+\);a_root \(sched\.c:[0-9]+\)," <<<"$("$1" report "$2" --stalls --format csv)"' _ "$COPROF" "$dir/co.pstat"
 check "--stalls on a sampled file: not measured" bash -c \
 	'grep -q "^Stalls: not measured" <<<"$("$1" report "$2" --stalls)"' _ "$COPROF" "$dir/cs.pstat"
+out=$("$COPROF" report "$dir/co.pstat" --awaits)
+check "--awaits: the edge under its root, and the critical path" bash -c \
+	'grep -Eq "^  task-b +gather +2x +0\.050 s$" <<<"$1" && grep -q "^  critical path: task-a > task-b 0.050 s$" <<<"$1"' _ "$out"
+check "--awaits --format csv" bash -c \
+	'grep -Eq "^1,task-a,2,task-b,gather,2,0\.05,4243," <<<"$("$1" report "$2" --awaits --format csv)"' _ "$COPROF" "$dir/co.pstat"
+check "--awaits --format json" bash -c \
+	'"$1" report "$2" --awaits --format json | python3 -c "import json, sys; a = json.load(sys.stdin)[\"awaits\"]; assert [e[\"awaited\"] for e in a[\"edges\"]] == [\"task-b\"] and [s[\"name\"] for s in a[\"critical_paths\"][0][\"path\"]] == [\"task-b\"]"' _ "$COPROF" "$dir/co.pstat"
+check "--awaits on a sampled file: none" bash -c \
+	'grep -q "^Awaits: 0 edges" <<<"$("$1" report "$2" --awaits)"' _ "$COPROF" "$dir/cs.pstat"
 out=$("$COPROF" report "$dir/co.pstat" --task task-b)
 check "--task shows only that task's functions" \
 	bash -c 'grep -q "^b_work " <<<"$1" && ! grep -q "^a_work " <<<"$1"' _ "$out"

@@ -125,6 +125,10 @@ struct pl_py_thread {
 	uintptr_t eval_sp;
 	int eval_depth;
 	uintptr_t eval_step;
+	/* The tasks of a TaskGroup whose __aexit__ just yielded its completion future
+	 * (task-awaits.c): the running task waits on them if its root yields that very
+	 * future next; a generator-like frame's start or resume in between drops them. */
+	struct pl_py_wait *tg_wait;
 	/* Rule 12: how late the timer handle asyncio runs now fell due, ns (0: not a
 	 * timer's, or on time), set as each handle starts (ready.c). */
 	uint64_t late;
@@ -222,9 +226,10 @@ static inline struct pl_py_thread *thread_current(void)
 PL_PY_HIDDEN void pl_py_sweep_ended(struct pl_py_thread *pt);
 /* The running task suspended (finished nonzero: or finished): its driver runs again. */
 PL_PY_HIDDEN void pl_py_switch_out(struct pl_py_thread *pt, int finished);
-/* The running task's root suspends: the first time, it gets its weak reference. -1:
- * the state went stale meanwhile (thread_stale); the event ends. */
-PL_PY_HIDDEN int pl_py_root_suspends(struct pl_py_thread *pt);
+/* The running task's root suspends, yielding `yielded` (NULL: unknown): what its task
+ * waits on is kept until it resumes (task-awaits.c); the first time, it gets its weak
+ * reference. -1: the state went stale meanwhile (thread_stale); the event ends. */
+PL_PY_HIDDEN int pl_py_root_suspends(struct pl_py_thread *pt, PyObject *yielded);
 /* Switches to the task whose root coroutine is `root`, making its context on first
  * sight (`fresh`: the root starts now). -1: the state went stale; the event ends. */
 PL_PY_HIDDEN int pl_py_task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func *fn,
@@ -250,11 +255,39 @@ PL_PY_HIDDEN void pl_py_task_ready(struct pl_py_thread *pt, PyObject *root, uint
 PL_PY_HIDDEN void pl_py_sched_event(struct pl_py_thread *pt, PL_PY_FRAME *fr, unsigned kind);
 /* Before the hook goes off: every task gets its weak reference (install.c). */
 PL_PY_HIDDEN void pl_py_watch_all(void);
+/* task.get_coro() for an asyncio Task, when that is a C method: a new reference or
+ * NULL (an error may be set). No Python code runs. */
+PL_PY_HIDDEN PyObject *pl_py_task_coro(PyObject *task);
+/* The name of the context of this thread's task whose Task is `task` (alive), or NULL
+ * when it has none yet. No Python code runs. */
+PL_PY_HIDDEN const char *pl_py_task_name(struct pl_py_thread *pt, PyObject *task);
 /* Names a new context after its asyncio task when `coro` is the root of the task
  * running now: the name into buf, the task's address into *id, "asyncio" into *rt;
  * *rt stays NULL when it is no asyncio task's (task-names.c). */
 PL_PY_HIDDEN void pl_py_name_task(PyObject *coro, char *buf, size_t len, uint64_t *id,
 				  const char **rt);
+
+/* --- who awaits whom (task-awaits.c) ------------------------------------------------ */
+
+/* What a suspended asyncio task waits on: the tasks, since when. */
+struct pl_py_wait;
+/* What the task whose Task is at waiter_id waits on as its root yields `yielded`: a
+ * Task, a gather's future, a shield's outer future, or (`tg`, taken over: see
+ * pl_py_wait_taskgroup) its TaskGroup's end. NULL: no task. No Python code runs. */
+PL_PY_HIDDEN struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id,
+						 PyObject *yielded, struct pl_py_wait *tg);
+/* The waiting task (context `waiter`) resumes: each task it waited on is an edge, timed
+ * from the suspension to the resume or that task's end. Frees w. */
+PL_PY_HIDDEN void pl_py_wait_end(struct pl_py_thread *pt, struct coprof_ctx *waiter,
+				 struct pl_py_wait *w);
+PL_PY_HIDDEN void pl_py_wait_free(struct pl_py_wait *w);
+/* The task whose Task is at `id` (context ctx) ended: a task waiting on it stops
+ * waiting on it now. */
+PL_PY_HIDDEN void pl_py_wait_ended(uint64_t id, const struct coprof_ctx *ctx);
+/* TaskGroup.__aexit__ (frame fr) yields `yielded`: when that is the group's completion
+ * future, its tasks go into pt->tg_wait. */
+PL_PY_HIDDEN void pl_py_wait_taskgroup(struct pl_py_thread *pt, PL_PY_FRAME *fr,
+				       PyObject *yielded);
 
 /* s into buf[len], cut to fit: what snprintf("%s") does, at a tenth of its cost (a
  * name or two is copied for every task made). */
@@ -389,6 +422,10 @@ static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread
 	}
 	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	int sent = pt->pushed_sent;
+	if (pl_py_unlikely(pt->tg_wait)) {
+		pl_py_wait_free(pt->tg_wait);
+		pt->tg_wait = NULL;
+	}
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
 	forget_last(pt);
 	if (!fn)
@@ -485,7 +522,7 @@ static inline __attribute__((always_inline)) void on_return_fn(struct pl_py_thre
 		 * ends (its entry must not outlive it unwatched). */
 		PyObject *gen = pl_py_frame_gen(fr);
 		int done = !(suspended < 0 ? pl_py_frame_suspended(fr) : suspended);
-		if (gen && gen == pt->root && (done || pl_py_root_suspends(pt) == 0))
+		if (gen && gen == pt->root && (done || pl_py_root_suspends(pt, NULL) == 0))
 			pl_py_switch_out(pt, done);
 		return;
 	}
@@ -522,14 +559,16 @@ static inline __attribute__((always_inline)) void on_return_fn(struct pl_py_thre
 			 * which this suspends. */
 			ev_leave(pt->t, key);
 			pl_py_map_put(&pt->agens, (uintptr_t)gen, gen);
-			if (gen == pt->root && pl_py_root_suspends(pt) == 0)
+			if (gen == pt->root && pl_py_root_suspends(pt, NULL) == 0)
 				pl_py_switch_out(pt, 0);
 			return;
 		}
 		/* Rule 3: suspended, not returned. The task's root suspending hands the
 		 * thread back to the driver (rule 4). */
-		if (gen && gen == pt->root && pl_py_root_suspends(pt) == 0)
+		if (gen && gen == pt->root && pl_py_root_suspends(pt, arg) == 0)
 			pl_py_switch_out(pt, 0);
+		else if (pl_py_unlikely(fn->tg_exit) && gen != pt->root)
+			pl_py_wait_taskgroup(pt, fr, arg);
 		return;
 	}
 	ev_leave(pt->t, key);

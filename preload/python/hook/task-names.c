@@ -107,6 +107,11 @@ static PyObject *current_task(void)
 	return task;
 }
 
+PyObject *pl_py_task_coro(PyObject *task)
+{
+	return call_task_method(task, S_GET_CORO);
+}
+
 /* Calls into Python once per task; the hook is off meanwhile (CPython does not trace
  * its own profile hook). */
 void pl_py_name_task(PyObject *coro, char *buf, size_t len, uint64_t *id, const char **rt)

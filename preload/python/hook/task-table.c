@@ -32,6 +32,9 @@ struct task {
 	unsigned forks;		 /* pl_py_forks when made: a parent's context is not ours */
 	unsigned gen;		 /* the pl_py_gen it last ran in: its stack was cleared since */
 	int rename;		 /* its name is to be read again */
+	int asyncio;		 /* an asyncio task's: id is its Task's address */
+	uint64_t id;		 /* its context's id */
+	struct pl_py_wait *wait; /* what it waits on while suspended (task-awaits.c) */
 };
 
 /* root coroutine (identity only) -> struct task; used with the GIL held */
@@ -54,6 +57,7 @@ static struct task *task_get(struct pl_py_thread *pt, PyObject *root)
 
 static void task_free(struct task *tk)
 {
+	pl_py_wait_free(tk->wait);
 	Py_XDECREF(tk->ref);
 	free(tk);
 }
@@ -184,6 +188,8 @@ void pl_py_switch_out(struct pl_py_thread *pt, int finished)
 		d = pt->drivers[--pt->ndrivers];
 	if (finished) {
 		struct task *tk = pl_py_map_del(&task_map, (uintptr_t)pt->root);
+		if (tk && tk->asyncio)
+			pl_py_wait_ended(tk->id, pt->ctx);
 		coprof_ctx_finish(pt->t, pt->ctx);
 		if (tk)
 			task_free(tk);
@@ -195,9 +201,25 @@ void pl_py_switch_out(struct pl_py_thread *pt, int finished)
 		coprof_ctx_switch(pt->t, d.ctx);
 }
 
-int pl_py_root_suspends(struct pl_py_thread *pt)
+const char *pl_py_task_name(struct pl_py_thread *pt, PyObject *task)
+{
+	PyObject *coro = pl_py_task_coro(task);
+	struct task *tk = coro ? task_get(pt, coro) : NULL;
+	Py_XDECREF(coro); /* the task holds it */
+	return tk && tk->ctx->name ? tk->ctx->name : NULL;
+}
+
+int pl_py_root_suspends(struct pl_py_thread *pt, PyObject *yielded)
 {
 	struct task *tk = task_get(pt, pt->root);
+	struct pl_py_wait *tg = pt->tg_wait;
+	pt->tg_wait = NULL;
+	if (tk && tk->asyncio && yielded && yielded != Py_None) {
+		pl_py_wait_free(tk->wait); /* (a resume not seen) */
+		tk->wait = pl_py_wait_begin(pt, tk->id, yielded, tg);
+	} else {
+		pl_py_wait_free(tg);
+	}
 	if (pl_py_likely(!tk || tk->watched))
 		return 0;
 	task_watch(tk, pt->root);
@@ -259,6 +281,8 @@ int pl_py_task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func 
 		}
 		tk->ctx = ctx;
 		tk->t = pt->t;
+		tk->id = id;
+		tk->asyncio = strcmp(rt, "asyncio") == 0;
 		tk->forks = pl_py_forks;
 		tk->gen = pt->gen - 1;
 		/* An asyncio task run eagerly, by the code that creates it (another
@@ -280,6 +304,10 @@ int pl_py_task_enter(struct pl_py_thread *pt, PyObject *root, struct pl_py_func 
 		tk->gen = pt->gen;
 		if (!fresh)
 			pt->adopting = root;
+	}
+	if (pl_py_unlikely(tk->wait)) {
+		pl_py_wait_end(pt, tk->ctx, tk->wait);
+		tk->wait = NULL;
 	}
 	if (pl_py_unlikely(ready_map.n)) {
 		uintptr_t since = (uintptr_t)pl_py_map_del(&ready_map, (uintptr_t)root);
