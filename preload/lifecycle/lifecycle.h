@@ -61,6 +61,11 @@ PL_EXPORT int coprof_api_dump(const char *path);
 PL_EXPORT int coprof_api_clear(void);
 PL_EXPORT const char *coprof_api_strerror(int rc);
 
+/* --- attach.c: `coprof attach`'s entry, called by its trampoline (viewer/inject*) -- */
+
+PL_EXPORT int coprof_attach_entry(const char *options);
+extern PL_EXPORT char coprof_attach_out[PATH_MAX];
+
 /* --- exec.c ------------------------------------------------------------------------ */
 
 #define PL_EXEC_ENV "COPROF_EXEC_STATE"

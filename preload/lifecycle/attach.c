@@ -1,0 +1,150 @@
+/* attach.c: the shim loaded into a running process by `coprof attach`
+ * (viewer/cmd-attach.c). coprof's trampoline dlopens the shim on one of the program's
+ * threads, every signal blocked, and calls coprof_attach_entry with the options as
+ * "NAME=VALUE" lines, read by the same parser as the environment (config.c). The
+ * constructor did nothing (no LD_PRELOAD names us): the entry sets up what it would
+ * have, as if COPROF_START=0, and opens a window at once. Sample mode sets up on the
+ * calling thread, the one it samples; a Python's trace mode on a new thread, which
+ * takes the GIL (the calling thread may hold it) as api.c's late setup has it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lifecycle.h"
+#include "runtime/runtime.h"
+
+#define ATTACH_OPTS_MAX 8192
+
+/* The output path template in use, for `coprof detach` and `coprof attach` to say
+ * which file was written: they read it through /proc/PID/mem. */
+PL_EXPORT char coprof_attach_out[PATH_MAX];
+
+/* The options, NUL-separated NAME=VALUE, an empty string after the last. */
+static char opts[ATTACH_OPTS_MAX];
+
+static const char *opt_get(const char *name)
+{
+	size_t n = strlen(name);
+	if (strcmp(name, "COPROF_START") == 0)
+		return "0"; /* the entry opens the window itself */
+	for (const char *p = opts; *p; p += strlen(p) + 1)
+		if (!strncmp(p, name, n) && p[n] == '=')
+			return p + n + 1;
+	return NULL;
+}
+
+static int copy_opts(const char *s)
+{
+	size_t n = strlen(s);
+	if (n + 2 > sizeof(opts))
+		return -E2BIG;
+	memcpy(opts, s, n + 1);
+	opts[n + 1] = 0;
+	for (size_t i = 0; i < n; i++)
+		if (opts[i] == '\n')
+			opts[i] = 0;
+	return 0;
+}
+
+/* What the constructor does in a preloaded process, with the options for an
+ * environment, less exec's hand-over and coprof-keeper (a process that changes its
+ * credentials later is not followed). `python`: the CPython adapter, GIL held; else
+ * the sampler, for the calling thread. 0, or -errno (said). */
+static int setup(int python)
+{
+	char err[256];
+	struct pl_tls *t = &pl_tls_data;
+	pl_resolve_reals();
+	pl_pid = getpid();
+	t->guard = 1;
+	int rc = pl_config_parse(&pl_cfg, opt_get, err, sizeof(err));
+	struct coprof_options opt = pl_config_options(&pl_cfg);
+	if (rc == 0 && (rc = coprof_create(&opt, &pl_prof)) != 0)
+		snprintf(err, sizeof(err), "cannot create the profiler: %s", coprof_strerror(rc));
+	if (rc != 0) {
+		pl_say("attach: %s; not profiling", err);
+		pl_prof = NULL;
+		t->guard = 0;
+		return rc < 0 ? rc : -EINVAL;
+	}
+	snprintf(coprof_attach_out, sizeof(coprof_attach_out), "%s", pl_cfg.out);
+	coprof_set_default(pl_prof);
+	if (pl_symbols_new(&pl_syms) == 0)
+		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
+	pl_threads_init();
+	pl_toggle_install(pl_cfg.signo);
+	pl_control_init();
+	pl_fork_init();
+	pl_active = 1;
+	static const struct pl_lend lend = {
+	    .threads_pause = pl_control_fork_pause,
+	    .threads_resume = pl_control_fork_resume,
+	    .late = 1,
+	};
+	if (python)
+		pl_python_init(&lend);
+	else
+		pl_sampler_init();
+	t->guard = 0;
+	return 0;
+}
+
+/* The Python setup thread: the GIL through the interpreter's own functions (the shim
+ * references no Python symbol), then the adapter; the window opens once the GIL is
+ * given back (the adapter takes it again to put its hook on, as a toggle does). */
+static void *python_setup(void *arg)
+{
+	(void)arg;
+	int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+	int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+	void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+	if (!initialized || !ensure || !release || !initialized()) {
+		pl_say("attach: the Python interpreter is not running; not profiling");
+		return NULL;
+	}
+	int g = ensure();
+	int rc = setup(1);
+	release(g);
+	if (rc != 0)
+		return NULL;
+	if (!pl_runtime_on("python")) {
+		pl_say("attach: the CPython adapter could not attach (said above); not profiling");
+		return NULL;
+	}
+	pl_control_start();
+	pl_control_republish(); /* the control thread's name says so */
+	return NULL;
+}
+
+/* Called once by coprof's trampoline, signals blocked, on a thread that holds no lock
+ * of the C library or the loader (but may hold Python's GIL). Returns quickly: 0, or
+ * 1 when the shim is set up already in this process (preloaded, or attached before),
+ * or -errno. */
+PL_EXPORT int coprof_attach_entry(const char *options)
+{
+	if (pl_active || pl_prof)
+		return 1;
+	if (copy_opts(options) != 0)
+		return -E2BIG;
+	const char *mode = opt_get("COPROF_MODE");
+	if (mode && strcmp(mode, "trace") == 0) {
+		pthread_t th;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pl_resolve_reals();
+		int rc = pl_real.pthread_create(&th, &attr, python_setup, NULL);
+		pthread_attr_destroy(&attr);
+		if (rc == 0)
+			pthread_setname_np(th, "coprof-attach");
+		return -rc;
+	}
+	if (setup(0) != 0)
+		return -EINVAL;
+	pl_control_start();
+	pl_control_republish(); /* the control thread's name says so */
+	return 0;
+}

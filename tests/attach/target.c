@@ -1,0 +1,91 @@
+/* target.c: a program started without coprof, for tests/attach/attach.py to attach to.
+ *   target busy     spins in two functions, prints "ready", and a checksum line each
+ *                   second (the test compares it with what it computes itself)
+ *   target sleep N  N times: one nanosleep of a second, then prints how long it took
+ *                   (ns, CLOCK_MONOTONIC), as measured by the program itself
+ *   target threads  busy, in the main thread and in two more threads */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile uint64_t sink;
+
+__attribute__((noinline)) static uint64_t spin_inner(uint64_t x)
+{
+	for (int i = 0; i < 1000; i++)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return x;
+}
+
+__attribute__((noinline)) static uint64_t spin_outer(uint64_t x)
+{
+	for (int i = 0; i < 100; i++)
+		x = spin_inner(x);
+	return x;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins for ever; each second prints the state after a known number of rounds, which
+ * a clobbered register or a lost write would change. */
+static void busy(void)
+{
+	uint64_t x = 1, rounds = 0, next = now_ns() + 1000000000u;
+	double f = 1.0; /* in an SSE register across the loop */
+	for (;;) {
+		x = spin_outer(x);
+		f = f * 1.0000001 + 0.5;
+		rounds++;
+		if (now_ns() >= next) {
+			printf("rounds %llu x %016llx f %.6f\n", (unsigned long long)rounds,
+			       (unsigned long long)x, f);
+			fflush(stdout);
+			next += 1000000000u;
+		}
+		sink = x;
+	}
+}
+
+static void *busy_thread(void *arg)
+{
+	(void)arg;
+	uint64_t x = 7;
+	for (;;)
+		sink = x = spin_outer(x);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "sleep")) {
+		int n = atoi(argv[2]);
+		printf("ready\n");
+		for (int i = 0; i < n; i++) {
+			struct timespec one = {1, 0};
+			uint64_t t0 = now_ns();
+			int rc = nanosleep(&one, NULL);
+			printf("slept %llu ns rc %d\n", (unsigned long long)(now_ns() - t0), rc);
+		}
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "threads")) {
+		pthread_t t[2];
+		for (int i = 0; i < 2; i++)
+			pthread_create(&t[i], NULL, busy_thread, NULL);
+	} else if (argc != 2 || strcmp(argv[1], "busy")) {
+		fprintf(stderr, "usage: target busy|threads|sleep N\n");
+		return 2;
+	}
+	printf("ready\n");
+	busy();
+	return 0;
+}
