@@ -74,7 +74,8 @@ static int setup(int python)
 	coprof_set_default(pl_prof);
 	if (pl_symbols_new(&pl_syms) == 0)
 		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
-	pl_threads_init();
+	/* Not pl_threads_init: its count of the program's threads is kept by the
+	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_toggle_install(pl_cfg.signo);
 	pl_control_init();
 	pl_fork_init();
@@ -87,9 +88,27 @@ static int setup(int python)
 	if (python)
 		pl_python_init(&lend);
 	else
-		pl_sampler_init();
+		pl_sampler_init_attached();
 	t->guard = 0;
 	return 0;
+}
+
+/* The sample-mode set-up thread: opens the window (the sampled thread, which waits
+ * for this one, arms its tick source at once when it registers). */
+static void *native_setup(void *arg)
+{
+	int *rc = arg;
+	*rc = setup(0);
+	/* The engine calibrates its clock at the first thread's registration, with
+	 * sleeps: here, not in the sampled thread (see coprof_attach_entry). */
+	struct coprof_thread *warm;
+	if (*rc == 0 && coprof_thread_register(pl_prof, "coprof-attach", &warm) == 0)
+		coprof_thread_exit(warm);
+	if (*rc == 0) {
+		pl_control_start();
+		pl_control_republish(); /* the control thread's name says so */
+	}
+	return NULL;
 }
 
 /* The Python setup thread: the GIL through the interpreter's own functions (the shim
@@ -142,9 +161,18 @@ PL_EXPORT int coprof_attach_entry(const char *options)
 			pthread_setname_np(th, "coprof-attach");
 		return -rc;
 	}
-	if (setup(0) != 0)
-		return -EINVAL;
-	pl_control_start();
-	pl_control_republish(); /* the control thread's name says so */
+	/* Sample mode: the set-up on a helper thread, this one waiting; then this thread
+	 * is sampled. Nothing that sleeps may run on this thread: a nanosleep resets the
+	 * kernel's restart of the one this thread was stopped in, which the trampoline
+	 * restarts afterwards (it would end early, with EINTR). The set-up sleeps (the
+	 * clock's calibration). */
+	int rc = 0;
+	pthread_t th;
+	pl_resolve_reals();
+	if (pl_real.pthread_create(&th, NULL, native_setup, &rc) != 0 || pthread_join(th, NULL))
+		return -EAGAIN;
+	if (rc != 0)
+		return rc;
+	pl_sampler_thread_here();
 	return 0;
 }
