@@ -332,6 +332,17 @@ static int window_then_stop(struct vw_target *t, const struct attach_opts *o)
 	return vw_send_and_wait(t, PL_REQ_STOP, 30);
 }
 
+/* The options whose value is the next argument. */
+static int takes_value(const char *opt)
+{
+	static const char *const with[] = {"--mode", "--clock", "-c", "--output", "-o",
+					   "--hz", "--duration"};
+	for (size_t i = 0; i < sizeof(with) / sizeof(with[0]); i++)
+		if (!strcmp(opt, with[i]))
+			return 1;
+	return 0;
+}
+
 static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 {
 	static const struct option opts[] = {
@@ -387,6 +398,7 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 				optopt && strchr("mcozd", optopt) ? "a value is missing after"
 								  : "unknown option",
 				argv[optind - 1]);
+			usage(stderr);
 			return 2;
 		}
 	}
@@ -404,8 +416,11 @@ static int reuse(struct vw_target *t)
 		return fail(t->pid, "it has the profiler loaded but no control thread (coprof's "
 				    "Python API, or COPROF_SIGNAL=none), so it cannot be driven "
 				    "from outside");
+	printf("%d: the profiler is loaded already; its options stay those it was loaded "
+	       "with\n",
+	       (int)t->pid);
 	if (t->st.run == PL_RUN_ON) {
-		printf("%d: the profiler is loaded already and profiling\n", (int)t->pid);
+		printf("%d: profiling already\n", (int)t->pid);
 		return 0;
 	}
 	return vw_send_and_wait(t, PL_REQ_START, 30);
@@ -417,9 +432,18 @@ int vw_cmd_attach(int argc, char **argv)
 	int help, rc, py_minor;
 	char shim[PATH_MAX], opts[PATH_MAX + 256], err[512];
 	vw_toggle_who = "coprof attach";
-	if ((rc = parse_opts(argc, argv, &o, &help)) != 0 || help) {
-		usage(help ? stdout : stderr);
-		return help ? 0 : rc;
+	/* "-1" is a bad pid, not an unknown option */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9' &&
+		    !takes_value(argv[i - 1])) {
+			fprintf(stderr, "coprof attach: '%s' is not a pid\n", argv[i]);
+			return 2;
+		}
+	if ((rc = parse_opts(argc, argv, &o, &help)) != 0)
+		return rc; /* said */
+	if (help) {
+		usage(stdout);
+		return 0;
 	}
 	if (optind != argc - 1) {
 		usage(stderr);

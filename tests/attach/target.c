@@ -1,6 +1,7 @@
 /* target.c: a program started without coprof, for tests/attach/attach.py to attach to.
- *   target busy     spins in two functions, prints "ready", and a checksum line each
- *                   second (the test compares it with what it computes itself)
+ *   target busy     spins in two functions, each round twice (a register a stop
+ *                   changed shows as MISMATCH, exit 3); prints "ready", then the
+ *                   rounds each second
  *   target sleep N  N times: one nanosleep of a second, then prints how long it took
  *                   (ns, CLOCK_MONOTONIC), as measured by the program itself
  *   target threads  busy, in the main thread and in two more threads */
@@ -13,11 +14,16 @@
 
 static volatile uint64_t sink;
 
+/* Integer and SSE registers live across the loop: a stop here that did not put them
+ * back exactly gives another result than the same call made again. */
 __attribute__((noinline)) static uint64_t spin_inner(uint64_t x)
 {
-	for (int i = 0; i < 1000; i++)
+	double f = (double)(x >> 12);
+	for (int i = 0; i < 1000; i++) {
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
-	return x;
+		f = f * 0.999 + (double)(x >> 40);
+	}
+	return x ^ (uint64_t)f;
 }
 
 __attribute__((noinline)) static uint64_t spin_outer(uint64_t x)
@@ -34,20 +40,21 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins for ever; each second prints the state after a known number of rounds, which
- * a clobbered register or a lost write would change. */
+/* Spins for ever, each round computed twice: a stop that changed a register gives two
+ * results, and the program says MISMATCH and exits 3. Prints the rounds each second. */
 static void busy(void)
 {
 	uint64_t x = 1, rounds = 0, next = now_ns() + 1000000000u;
-	double f = 1.0; /* in an SSE register across the loop */
 	for (;;) {
-		x = spin_outer(x);
-		f = f * 1.0000001 + 0.5;
+		uint64_t a = spin_outer(x), b = spin_outer(x);
+		if (a != b) {
+			printf("MISMATCH at round %llu\n", (unsigned long long)rounds);
+			exit(3);
+		}
+		x = a;
 		rounds++;
 		if (now_ns() >= next) {
-			printf("rounds %llu x %016llx f %.6f\n", (unsigned long long)rounds,
-			       (unsigned long long)x, f);
-			fflush(stdout);
+			printf("rounds %llu\n", (unsigned long long)rounds);
 			next += 1000000000u;
 		}
 		sink = x;
@@ -58,8 +65,14 @@ static void *busy_thread(void *arg)
 {
 	(void)arg;
 	uint64_t x = 7;
-	for (;;)
-		sink = x = spin_outer(x);
+	for (;;) {
+		uint64_t a = spin_outer(x), b = spin_outer(x);
+		if (a != b) {
+			printf("MISMATCH in a thread\n");
+			exit(3);
+		}
+		sink = x = a;
+	}
 	return NULL;
 }
 
