@@ -1,5 +1,6 @@
-/* attach-none.c: `coprof attach` and `detach` where the attach trampoline
- * (inject-x86_64.S) has no port: one line, and nothing done. */
+/* attach-none.c: `coprof attach` where the attach trampoline (inject-x86_64.S) has no
+ * port: one line, and nothing done. (`coprof detach` drives any process that has the
+ * shim, preloaded.) */
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
@@ -19,11 +20,6 @@ int vw_cmd_attach(int argc, char **argv)
 	return none("attach");
 }
 
-int vw_cmd_detach(int argc, char **argv)
-{
-	(void)argc, (void)argv;
-	return none("detach");
-}
 
 int vw_attached_out(pid_t pid, char *buf, size_t len)
 {

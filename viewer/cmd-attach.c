@@ -1,6 +1,5 @@
 /* cmd-attach.c: `coprof attach PID` loads the shim into a process started without
- * coprof (inject.c does the ptrace part) and opens a window; `coprof detach PID`
- * closes it. Every check that /proc can answer is made before the process is touched,
+ * coprof (inject.c does the ptrace part) and opens a window (cmd-detach.c closes it). Every check that /proc can answer is made before the process is touched,
  * each failing with one line and the process left as it was. Afterwards the process
  * is driven as a preloaded one is, through its control thread (cmd-toggle.c). */
 #define _GNU_SOURCE
@@ -40,10 +39,9 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: coprof attach [--mode trace|sample] [-c cpu|wall] [--hz N] [-o FILE]\n"
 		"                     [--duration SEC | --until-signal] PID\n"
-		"       coprof detach PID\n"
-		"attach loads the profiler into a running process (with ptrace) and starts\n"
-		"profiling it; `coprof toggle` and `coprof detach` then drive it as a process run\n"
-		"under coprof record --no-start.\n"
+		"Loads the profiler into a running process (with ptrace) and starts profiling\n"
+		"it; `coprof toggle` and `coprof detach` then drive it as a process run under\n"
+		"coprof record with profiling off at start. Attaching again reuses what is loaded.\n"
 		"  --mode MODE     trace (Python 3.10-3.13, the default there) or sample (native\n"
 		"                  stacks, the default otherwise)\n"
 		"  -c, --clock C   cpu (default) or wall\n"
@@ -52,8 +50,8 @@ static void usage(FILE *f)
 		"                  coprof-%%p.pstat in this directory)\n"
 		"  --duration SEC  stop and write after SEC seconds\n"
 		"  --until-signal  stop and write when coprof gets SIGINT or SIGTERM\n"
-		"detach stops profiling (writing the window) and leaves the process running at\n"
-		"full speed; the profiler stays loaded, idle.\n",
+		"Without either, coprof returns at once and the process profiles on until\n"
+		"`coprof detach`, `coprof toggle`, or its exit (which writes the window).\n",
 		PL_DEFAULT_HZ);
 }
 
@@ -501,38 +499,4 @@ int vw_cmd_attach(int argc, char **argv)
 	if (o.duration > 0 || o.until_signal)
 		return window_then_stop(&t, &o);
 	return 0;
-}
-
-int vw_cmd_detach(int argc, char **argv)
-{
-	vw_toggle_who = "coprof detach";
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage(stdout);
-		return 0;
-	}
-	if (argc != 2) {
-		usage(stderr);
-		return 2;
-	}
-	struct vw_target t = {.pid = vw_parse_pid(argv[1])};
-	if (t.pid <= 0) {
-		fprintf(stderr, "coprof detach: '%s' is not a pid\n", argv[1]);
-		return 2;
-	}
-	char state[8];
-	if (status_field(t.pid, "State", state, sizeof(state)) != 0)
-		return fail(t.pid, "no such process");
-	int mapped = vw_shim_mapped(t.pid);
-	if (mapped != 1 || vw_find_control(&t) != 0)
-		return fail(t.pid, "the profiler is not loaded in it (or it has no control "
-				   "thread); nothing to detach");
-	if (t.st.run != PL_RUN_ON) {
-		printf("%d: not profiling; the profiler stays loaded, idle\n", (int)t.pid);
-		return 0;
-	}
-	int rc = vw_send_and_wait(&t, PL_REQ_STOP, 30);
-	if (rc == 0)
-		printf("%d: detached; the profiler stays loaded, idle (no hook, no timer)\n",
-		       (int)t.pid);
-	return rc;
 }
