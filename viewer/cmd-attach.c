@@ -3,6 +3,7 @@
  * each failing with one line and the process left as it was. Afterwards the process
  * is driven as a preloaded one is, through its control thread (cmd-toggle.c). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +21,11 @@
 #include "target.h"
 
 #define ENTRY "coprof_attach_entry"
+#define THREAD_ENTRY "coprof_attach_thread"
+#define SAFE_WAIT_S 2.0	  /* to find the first thread at a safe point */
+#define THREAD_WAIT_S 0.5 /* each other thread, in sample mode */
+#define LEAVE_WAIT_S 5.0  /* for a thread to be out of the trampoline */
+#define MAX_THREADS 1024
 #define PF_KTHREAD 0x00200000 /* /proc/PID/stat's flags: a kernel thread */
 #define START_WAIT_S 10.0     /* for the shim's control thread to appear */
 #define PY_MIN 10	      /* the Python minors with an adapter: 3.10 .. 3.13 */
@@ -306,6 +312,80 @@ static int shim_options(const struct attach_opts *o, int python, char *buf, size
 	return 0;
 }
 
+/* The process's threads now: 0 and up to `max` tids, or -errno. */
+static int threads_of(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int n = 0;
+	struct dirent *e;
+	while (n < max && (e = readdir(d)) != NULL) {
+		pid_t tid = vw_parse_pid(e->d_name);
+		if (tid > 0)
+			tids[n++] = tid;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Loads the shim through one thread and waits for profiling to be on; in sample mode
+ * then makes each other thread the program had register with the sampler, one after
+ * the other (each leaves the trampoline before the next gets it). Last, the padding
+ * gets its zeros back once no thread can be in it. 0, or 1/2 after a line. */
+static int load(struct vw_target *t, const char *shim, const char *opts, int sample)
+{
+	static pid_t tids[MAX_THREADS];
+	char err[512];
+	struct vw_inject *j;
+	struct vw_inject_stats st, ts;
+	int n = threads_of(t->pid, tids, MAX_THREADS);
+	int rc = vw_inject_open(t->pid, &j, err, sizeof(err));
+	if (rc == 0 && (rc = vw_inject_run(j, 0, shim, ENTRY, opts, SAFE_WAIT_S, &st, err,
+					   sizeof(err))) != 0)
+		vw_inject_close(j, 0);
+	if (rc == -EPERM)
+		return not_allowed(t->pid, EPERM);
+	if (rc != 0)
+		return fail(t->pid, "%s; nothing was changed", err);
+	if (wait_started(t) != 0) {
+		vw_inject_close(j, 0);
+		return 1;
+	}
+	uint64_t calls_at = 0;
+	unsigned want = 1;
+	int clean = vw_remote_symbol(t->pid, "libcoprof-preload.so", "coprof_attach_calls",
+				     &calls_at) == 0 &&
+		    vw_inject_wait_left(j, st.tid, calls_at, want, LEAVE_WAIT_S) == 0;
+	int sampled = 1, others = 0;
+	double worst = st.stopped_ms;
+	for (int i = 0; sample && i < n; i++) {
+		if (tids[i] == st.tid)
+			continue;
+		others++;
+		if (!clean || vw_inject_run(j, tids[i], shim, THREAD_ENTRY, "", THREAD_WAIT_S, &ts,
+					    err, sizeof(err)) != 0)
+			continue;
+		clean = vw_inject_wait_left(j, tids[i], calls_at, ++want, LEAVE_WAIT_S) == 0;
+		sampled += clean;
+		worst = ts.stopped_ms > worst ? ts.stopped_ms : worst;
+	}
+	if (vw_inject_close(j, clean) != 0)
+		clean = 0;
+	printf("%d: profiling on (attached through thread %d, stopped %.2f ms%s)\n", (int)t->pid,
+	       (int)st.tid, worst, st.restarted ? ", its system call restarted" : "");
+	if (sample && others)
+		printf("%d: sampling %d of its %d threads%s\n", (int)t->pid, sampled, others + 1,
+		       sampled <= others ? " (the others were never at a safe point)" : "");
+	if (!clean)
+		printf("%d: the loader's trampoline stays at 0x%llx, in padding the program never "
+		       "runs\n",
+		       (int)t->pid, (unsigned long long)st.tramp_at);
+	return 0;
+}
+
 /* With --duration or --until-signal: waits, then stops (writing the window). */
 static int window_then_stop(struct vw_target *t, const struct attach_opts *o)
 {
@@ -428,7 +508,7 @@ int vw_cmd_attach(int argc, char **argv)
 {
 	struct attach_opts o = {0};
 	int help, rc, py_minor;
-	char shim[PATH_MAX], opts[PATH_MAX + 256], err[512];
+	char shim[PATH_MAX], opts[PATH_MAX + 256];
 	vw_toggle_who = "coprof attach";
 	/* "-1" is a bad pid, not an unknown option */
 	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
@@ -485,16 +565,8 @@ int vw_cmd_attach(int argc, char **argv)
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
 	}
-	struct vw_inject_stats st;
-	rc = vw_inject(t.pid, shim, ENTRY, opts, &st, err, sizeof(err));
-	if (rc == -EPERM)
-		return not_allowed(t.pid, EPERM);
-	if (rc != 0)
-		return fail(t.pid, "%s; nothing was changed", err);
-	if (wait_started(&t) != 0)
-		return 1;
-	printf("%d: profiling on (attached through thread %d, stopped %.2f ms%s)\n", (int)t.pid,
-	       (int)st.tid, st.stopped_ms, st.restarted ? ", its system call restarted" : "");
+	if ((rc = load(&t, shim, opts, !py_minor)) != 0)
+		return rc;
 	fflush(stdout);
 	if (o.duration > 0 || o.until_signal)
 		return window_then_stop(&t, &o);

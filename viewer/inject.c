@@ -451,11 +451,14 @@ static void fill_block(struct vw_tramp_block *b, const struct user_regs_struct *
 	b->rsp = r->rsp, b->rflags = r->eflags;
 }
 
-struct job {
+struct vw_inject {
 	pid_t pid;
 	int memfd;
 	struct maps maps;
-	uint64_t at;	 /* the trampoline's address in the target */
+	uint64_t dlopen_at, dlsym_at;
+	uint64_t at;	 /* the trampoline's address in the target; 0: no room chosen yet */
+	size_t room;	 /* bytes of padding it may use there (zero in the target) */
+	int dirty;	 /* bytes written there, to put back to zero */
 	char *image;	 /* code, block, strings, as written */
 	size_t code_len; /* the block starts here */
 	size_t len;
@@ -464,7 +467,7 @@ struct job {
 /* One try on thread `tid`: seize, stop, judge, and either put the trampoline in its
  * way and let go, or let go untouched. 0 done, 1 not at a safe point (try again), or
  * -errno. The thread is never left stopped. */
-static int try_thread(struct job *j, pid_t tid, struct vw_inject_stats *st)
+static int try_thread(struct vw_inject *j, pid_t tid, struct vw_inject_stats *st)
 {
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0)
 		return -errno;
@@ -497,6 +500,7 @@ static int try_thread(struct job *j, pid_t tid, struct vw_inject_stats *st)
 	fill_block(b, &r);
 	/* Memory first (padding nobody uses), then the registers in one call: from here
 	 * on the thread is right to resume at any instant, whoever lets it go. */
+	j->dirty = 1;
 	if (pwrite(j->memfd, j->image, j->len, (off_t)j->at) != (ssize_t)j->len) {
 		rc = -errno;
 		ptrace(PTRACE_DETACH, tid, 0, 0);
@@ -521,8 +525,9 @@ static int try_thread(struct job *j, pid_t tid, struct vw_inject_stats *st)
 }
 
 /* Lays out code, block and strings, with the target's addresses of the strings. */
-static int build_image(struct job *j, const char *shim, const char *entry, const char *opts)
+static int build_image(struct vw_inject *j, const char *shim, const char *entry, const char *opts)
 {
+	free(j->image);
 	j->code_len = (size_t)(vw_tramp_end - vw_tramp_start);
 	size_t lp = strlen(shim) + 1, le = strlen(entry) + 1, lo = strlen(opts) + 1;
 	j->len = j->code_len + sizeof(struct vw_tramp_block) + lp + le + lo;
@@ -537,12 +542,12 @@ static int build_image(struct job *j, const char *shim, const char *entry, const
 	return 0;
 }
 
-static void place_image(struct job *j, uint64_t dlopen_at, uint64_t dlsym_at)
+static void place_image(struct vw_inject *j)
 {
 	struct vw_tramp_block *b = (struct vw_tramp_block *)(j->image + j->code_len);
 	uint64_t s = j->at + j->code_len + sizeof(*b);
-	b->dlopen = dlopen_at;
-	b->dlsym = dlsym_at;
+	b->dlopen = j->dlopen_at;
+	b->dlsym = j->dlsym_at;
 	b->path = s;
 	b->entry = s + strlen((char *)j->image + (s - j->at)) + 1;
 	b->opts = b->entry + strlen((char *)j->image + (b->entry - j->at)) + 1;
@@ -567,80 +572,160 @@ static int find_loader(pid_t pid, const struct maps *m, uint64_t *dlopen_at, uin
 	return -ENOENT;
 }
 
-int vw_inject(pid_t pid, const char *shim, const char *entry, const char *opts,
-	      struct vw_inject_stats *st, char *err, size_t errlen)
+int vw_inject_open(pid_t pid, struct vw_inject **out, char *err, size_t errlen)
 {
-	struct job j = {.pid = pid, .memfd = -1};
-	uint64_t dlopen_at, dlsym_at;
 	char path[64];
-	int rc = -1;
-	memset(st, 0, sizeof(*st));
-	if (read_maps(pid, &j.maps) != 0) {
-		snprintf(err, errlen, "cannot read its memory map: %s", strerror(errno));
+	struct vw_inject *j = calloc(1, sizeof(*j));
+	if (!j) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (find_loader(pid, &j.maps, &dlopen_at, &dlsym_at) != 0) {
+	j->pid = pid;
+	j->memfd = -1;
+	if (read_maps(pid, &j->maps) != 0) {
+		snprintf(err, errlen, "cannot read its memory map: %s", strerror(errno));
+		vw_inject_close(j, 0);
+		return -1;
+	}
+	if (find_loader(pid, &j->maps, &j->dlopen_at, &j->dlsym_at) != 0) {
 		snprintf(err, errlen, "no dlopen in its C library (glibc 2.34 or later, or "
 				      "libdl, is needed)");
-		goto out;
-	}
-	if (build_image(&j, shim, entry, opts) != 0) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
+		vw_inject_close(j, 0);
+		return -1;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	if ((j.memfd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-		goto out;
+	if ((j->memfd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+		vw_inject_close(j, 0);
+		return e == EACCES || e == EPERM ? -EPERM : -1;
 	}
-	if (find_room(pid, j.memfd, &j.maps, j.len, &j.at) != 0) {
+	*out = j;
+	return 0;
+}
+
+int vw_inject_run(struct vw_inject *j, pid_t tid, const char *shim, const char *entry,
+		  const char *opts, double wait_s, struct vw_inject_stats *st, char *err,
+		  size_t errlen)
+{
+	memset(st, 0, sizeof(*st));
+	if (build_image(j, shim, entry, opts) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (!j->at && find_room(j->pid, j->memfd, &j->maps, j->len, &j->at) == 0)
+		j->room = j->len;
+	if (!j->at || j->len > j->room) {
 		snprintf(err, errlen,
 			 "no room for the loader's trampoline (%zu bytes of padding after "
 			 "an executable segment)",
-			 j.len);
-		goto out;
+			 j->len);
+		return -1;
 	}
-	place_image(&j, dlopen_at, dlsym_at);
-	/* Thread after thread, best first, until one is at a safe point. */
-	double end = now_ms() + SAFE_WAIT_S * 1e3;
+	place_image(j);
+	/* Thread after thread, best first (or the one asked), until one is at a safe
+	 * point. */
+	double end = now_ms() + wait_s * 1e3;
 	int last = 0;
-	while (rc != 0 && now_ms() < end) {
+	do {
 		pid_t tids[256];
-		int n = list_threads(pid, tids, 256);
+		int n = tid ? 1 : list_threads(j->pid, tids, 256);
+		if (tid)
+			tids[0] = tid;
 		if (n <= 0) {
 			snprintf(err, errlen, "no thread left");
-			goto out;
+			return -1;
 		}
-		for (int i = 0; i < n && rc != 0; i++) {
+		for (int i = 0; i < n; i++) {
 			st->tries++;
-			last = try_thread(&j, tids[i], st);
+			last = try_thread(j, tids[i], st);
 			if (last == 0)
-				rc = 0;
-			else if (last == -EPERM) {
+				return 0;
+			if (last == -EPERM) {
 				snprintf(err, errlen, "PTRACE_SEIZE: %s", strerror(EPERM));
-				rc = -2;
-				goto out;
-			} else if (last == -EAGAIN) {
+				return -EPERM;
+			}
+			if (last == -EAGAIN) {
 				snprintf(err, errlen, "it is being stopped (job control); continue "
 						      "it first");
-				rc = -2;
-				goto out;
+				return -1;
+			}
+			if (last == -ESRCH && tid) {
+				snprintf(err, errlen, "the thread exited");
+				return -1;
 			}
 		}
-		if (rc != 0) {
-			struct timespec pause = {0, 2 * 1000 * 1000};
-			nanosleep(&pause, NULL);
-		}
+		struct timespec pause = {0, 2 * 1000 * 1000};
+		nanosleep(&pause, NULL);
+	} while (now_ms() < end);
+	snprintf(err, errlen,
+		 "no thread stopped at a safe point within %g s (each was in the C library or "
+		 "the loader, which may hold their locks)%s%s",
+		 wait_s, last < 0 ? ": " : "", last < 0 ? strerror(-last) : "");
+	return -1;
+}
+
+/* 1 when thread `tid` is out of the trampoline (its pc elsewhere, or gone), 0 when it
+ * may be in it. A thread blocked in a system call is read from /proc; a running one is
+ * stopped a moment (PTRACE_INTERRUPT) to read its rip. */
+static int left(struct vw_inject *j, pid_t tid)
+{
+	char path[96], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)j->pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 1;
+	char *got = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!got)
+		return 1;
+	uint64_t pc = 0;
+	if (strncmp(buf, "running", 7) != 0) {
+		char *last = strrchr(buf, ' ');
+		pc = last ? strtoull(last + 1, NULL, 16) : 0;
+	} else {
+		struct user_regs_struct r;
+		if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0)
+			return errno == ESRCH;
+		int ok = ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0 && wait_stop(tid) == 0 &&
+			 ptrace(PTRACE_GETREGS, tid, 0, &r) == 0;
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		if (!ok)
+			return 0;
+		pc = r.rip;
 	}
-	if (rc != 0)
-		snprintf(err, errlen,
-			 "no thread stopped at a safe point within %g s (each was in the C "
-			 "library or the loader, which may hold their locks)%s%s",
-			 SAFE_WAIT_S, last < 0 ? ": " : "", last < 0 ? strerror(-last) : "");
-out:
-	if (j.memfd >= 0)
-		close(j.memfd);
-	free(j.image);
-	free(j.maps.v);
-	return rc == 0 ? 0 : rc == -EPERM ? -EPERM : -1;
+	return pc && (pc < j->at || pc >= j->at + j->room);
+}
+
+int vw_inject_wait_left(struct vw_inject *j, pid_t tid, uint64_t calls_at, unsigned want,
+			double timeout_s)
+{
+	double end = now_ms() + timeout_s * 1e3;
+	struct timespec pause = {0, 1000 * 1000};
+	for (;;) {
+		unsigned calls = 0;
+		if (vw_remote_read(j->pid, calls_at, &calls, sizeof(calls)) == 0 && calls >= want &&
+		    left(j, tid))
+			return 0;
+		if (now_ms() > end)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+	}
+}
+
+int vw_inject_close(struct vw_inject *j, int restore)
+{
+	int rc = 0;
+	if (j->dirty && restore && j->memfd >= 0) {
+		char *zero = calloc(1, j->room);
+		rc = zero && pwrite(j->memfd, zero, j->room, (off_t)j->at) == (ssize_t)j->room
+			 ? 0 : -EIO;
+		free(zero);
+	}
+	if (j->memfd >= 0)
+		close(j->memfd);
+	free(j->image);
+	free(j->maps.v);
+	free(j);
+	return rc;
 }

@@ -54,13 +54,28 @@ struct vw_inject_stats {
 	uint64_t tramp_at;	/* where the trampoline went */
 };
 
-/* Loads `shim` into process `pid` and calls its function `entry` with the string
- * `opts`, on one of its threads, through the trampoline; returns as soon as the thread
- * runs it (it has not run yet). The process is checked already (cmd-attach.c). 0, -EPERM
- * (ptrace refused), or -1
- * with one line in `err` (no prefix); the process is then left as it was. */
-int vw_inject(pid_t pid, const char *shim, const char *entry, const char *opts,
-	      struct vw_inject_stats *st, char *err, size_t errlen);
+/* One process being attached: its maps, its loader, the room for the trampoline. */
+struct vw_inject;
+
+/* Opens process `pid` for injection (checked already: cmd-attach.c). 0, -EPERM (its
+ * memory may not be written), or -1 with one line in `err` (no prefix). */
+int vw_inject_open(pid_t pid, struct vw_inject **out, char *err, size_t errlen);
+/* Makes thread `tid` (0: the best thread, vw_inject picks) dlopen `shim` and call its
+ * function `entry` with the string `opts`, through the trampoline; tries for `wait_s`
+ * seconds to find the thread at a safe point. Returns as soon as the thread runs the
+ * trampoline (it has not run it yet): 0, -EPERM (ptrace refused), or -1 with one line
+ * in `err`; the process is then as it was. One thread at a time: the next run rewrites
+ * the trampoline, so first wait until this thread has left it. */
+int vw_inject_run(struct vw_inject *j, pid_t tid, const char *shim, const char *entry,
+		  const char *opts, double wait_s, struct vw_inject_stats *st, char *err,
+		  size_t errlen);
+/* Waits until the shim's count of entry calls, an unsigned at `calls_at` in the
+ * target, reaches `want` and thread `tid` has left the trampoline: 0, or -ETIMEDOUT. */
+int vw_inject_wait_left(struct vw_inject *j, pid_t tid, uint64_t calls_at, unsigned want,
+			double timeout_s);
+/* Closes; with `restore` (every thread has left), writes the padding back to zeros,
+ * so the target's memory is as it was. 0, or -EIO when it could not. */
+int vw_inject_close(struct vw_inject *j, int restore);
 
 /* The address of the dynamic symbol `name` in the file mapped in `pid` whose path ends
  * with `suffix` (the first such mapping): 0 and *addr set, or -errno. For reading the

@@ -22,6 +22,10 @@
  * which file was written: they read it through /proc/PID/mem. */
 PL_EXPORT char coprof_attach_out[PATH_MAX];
 
+/* Calls of the entries that returned: `coprof attach` waits for the count before it
+ * takes the trampoline out of the process (it reads it through /proc/PID/mem). */
+PL_EXPORT unsigned coprof_attach_calls;
+
 /* The options, NUL-separated NAME=VALUE, an empty string after the last. */
 static char opts[ATTACH_OPTS_MAX];
 
@@ -138,6 +142,12 @@ static void *python_setup(void *arg)
 	return NULL;
 }
 
+static int returned(int rc)
+{
+	__atomic_add_fetch(&coprof_attach_calls, 1, __ATOMIC_RELEASE);
+	return rc;
+}
+
 /* Called once by coprof's trampoline, signals blocked, on a thread that holds no lock
  * of the C library or the loader (but may hold Python's GIL). Returns quickly: 0, or
  * 1 when the shim is set up already in this process (preloaded, or attached before),
@@ -145,9 +155,9 @@ static void *python_setup(void *arg)
 PL_EXPORT int coprof_attach_entry(const char *options)
 {
 	if (pl_active || pl_prof)
-		return 1;
+		return returned(1);
 	if (copy_opts(options) != 0)
-		return -E2BIG;
+		return returned(-E2BIG);
 	const char *mode = opt_get("COPROF_MODE");
 	if (mode && strcmp(mode, "trace") == 0) {
 		pthread_t th;
@@ -159,7 +169,7 @@ PL_EXPORT int coprof_attach_entry(const char *options)
 		pthread_attr_destroy(&attr);
 		if (rc == 0)
 			pthread_setname_np(th, "coprof-attach");
-		return -rc;
+		return returned(-rc);
 	}
 	/* Sample mode: the set-up on a helper thread, this one waiting; then this thread
 	 * is sampled. Nothing that sleeps may run on this thread: a nanosleep resets the
@@ -170,9 +180,20 @@ PL_EXPORT int coprof_attach_entry(const char *options)
 	pthread_t th;
 	pl_resolve_reals();
 	if (pl_real.pthread_create(&th, NULL, native_setup, &rc) != 0 || pthread_join(th, NULL))
-		return -EAGAIN;
-	if (rc != 0)
-		return rc;
+		return returned(-EAGAIN);
+	if (rc == 0)
+		pl_sampler_thread_here();
+	return returned(rc);
+}
+
+/* Called by the trampoline on each of the program's other threads, once the first
+ * entry set up sample mode: the thread registers with the sampler (nothing sleeps on
+ * the way, as above). 0, or 1 when there is nothing to do. */
+PL_EXPORT int coprof_attach_thread(const char *unused)
+{
+	(void)unused;
+	if (!pl_active || pl_cfg.mode != COPROF_MODE_SAMPLE)
+		return returned(1);
 	pl_sampler_thread_here();
-	return 0;
+	return returned(0);
 }

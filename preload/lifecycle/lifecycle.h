@@ -64,7 +64,9 @@ PL_EXPORT const char *coprof_api_strerror(int rc);
 /* --- attach.c: `coprof attach`'s entry, called by its trampoline (viewer/inject*) -- */
 
 PL_EXPORT int coprof_attach_entry(const char *options);
+PL_EXPORT int coprof_attach_thread(const char *unused);
 extern PL_EXPORT char coprof_attach_out[PATH_MAX];
+extern PL_EXPORT unsigned coprof_attach_calls;
 
 /* --- exec.c ------------------------------------------------------------------------ */
 

@@ -118,6 +118,11 @@ def wrote(stdout):
     return m.group(1)
 
 
+def clean(stdout):
+    """attach put the padding back to zeros (the trampoline gone from memory)."""
+    check("trampoline stays" not in stdout, stdout)
+
+
 def native_profile(path):
     """The profile of the busy target: its two spinning functions, each sampled."""
     prof = Profile(path)
@@ -136,6 +141,7 @@ def case_sample_native():
     check(re.search(r"^%d: profiling on \(attached through thread %d" % (t.pid, t.pid),
                     r.stdout, re.M), r.stdout)
     path = wrote(r.stdout)
+    clean(r.stdout)
     check(path == os.path.join(TMP, "s-%d.pstat" % t.pid), path)
     native_profile(path)
     runs_on(t, shim=True)
@@ -207,12 +213,21 @@ def case_killed():
 
 
 def case_threads():
-    """A program with three busy threads: attach works, every thread's rounds stay
-    equal, and the attached thread is sampled."""
+    """A program with three busy threads: each gets the trampoline in turn and is
+    sampled (the thread table has each, with samples), every round stays equal, and
+    the padding is zero again at the end."""
     t = Target([TARGET, "threads"])
     r = coprof("attach", "--duration", "1", "-o", "t-%p.pstat", str(t.pid))
     check(r.returncode == 0, "attach: %r" % r.stderr)
-    native_profile(wrote(r.stdout))
+    check("sampling 3 of its 3 threads\n" in r.stdout, r.stdout)
+    clean(r.stdout)
+    prof = native_profile(wrote(r.stdout))
+    tids = {int(x) for x in os.listdir("/proc/%d/task" % t.pid)}
+    rows = [th for th in prof.extras["threads"] if th.get("tid") in tids
+            and th.get("name") == "attach-target"]
+    check(len(rows) == 3, "threads in the file: %r" % prof.extras["threads"])
+    for th in rows:
+        check(th.get("ttot", 1) > 0, "thread %r has no time" % th)
     runs_on(t, shim=True)
 
 
@@ -375,6 +390,7 @@ def case_python_asyncio(python):
     t = Target([python, os.path.join(HERE, "aio.py")])
     r = coprof("attach", "--duration", "1", "-o", "py-%p.pstat", str(t.pid))
     check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    clean(r.stdout)
     prof = Profile(wrote(r.stdout))
     for name, mine, other in (("alpha", "crunch_alpha", "crunch_beta"),
                               ("beta", "crunch_beta", "crunch_alpha")):
