@@ -32,7 +32,7 @@ PY_SUBSET = {
     "hook_rejected", "handover_profiler", "chained_slot", "deep_recursion",
     "cprofiled", "tool_freed",
     # coprof attach: the adapter's late set-up in a live interpreter, per version
-    "attach_asyncio",
+    "attach_asyncio", "attach_sleep",
 }
 PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall"}
@@ -74,7 +74,7 @@ def in_asan(name, suites):
         return False
     # coprof attach dlopens the shim into a program started without the sanitizer's
     # runtime, which an instrumented shim needs loaded first
-    if name.startswith("attach-") or name.endswith("-attach_asyncio"):
+    if name.startswith("attach-") or re.search(r"-attach_\w+$", name):
         return False
     m = PYTHON.match(name)
     if m is None:

@@ -193,6 +193,22 @@ def case_sleep_kept():
         check(rc == "0" and int(ns) >= 10**9, "a sleep ended early: %s ns, rc %s" % (ns, rc))
 
 
+def case_until_signal():
+    """attach --until-signal: profiles until coprof gets SIGINT, then writes."""
+    t = Target([TARGET, "busy"])
+    out = os.path.join(TMP, "u.out")
+    with open(out, "w") as f:
+        c = subprocess.Popen([BIN, "attach", "--until-signal", "-o", "u-%p.pstat", str(t.pid)],
+                             stdout=f, stderr=subprocess.STDOUT, cwd=TMP, env=base_env())
+    started.append(c)
+    wait_for(lambda: "profiling on" in open(out).read(), 10, "profiling on")
+    time.sleep(0.5)
+    os.kill(c.pid, signal.SIGINT)
+    check(c.wait(30) == 0, "attach exited %d: %r" % (c.returncode, open(out).read()))
+    native_profile(wrote(open(out).read()))
+    runs_on(t, shim=True)
+
+
 def case_killed():
     """coprof attach SIGKILLed at each step (COPROF_ATTACH_TEST_DIE): 1 seized, 2 the
     thread stopped, 3 the trampoline written, 4 the registers set. The target runs on,
@@ -401,6 +417,22 @@ def case_python_asyncio(python):
     wait_for(lambda: t.text().count("\n") > before, 10, "the program's output to go on")
     check(t.p.poll() is None and "Traceback" not in t.text(), t.text()[-400:])
     check(control_state(t.pid) == "S", "control thread %s" % control_state(t.pid))
+
+
+def case_python_sleep(python):
+    """A Python asleep in time.sleep(1) when attached (its main thread is the one
+    stopped: a thread spins in calls) sleeps its whole second; the spinning thread's
+    calls are in the profile (the adapter hooks every thread)."""
+    t = Target([python, os.path.join(HERE, "sleeper.py")])
+    time.sleep(1.3)
+    r = coprof("attach", "-o", "ps-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    check("attached through thread %d" % t.pid in r.stdout
+          and "its system call restarted" in r.stdout, r.stdout)
+    check(t.p.wait(20) == 0, "exit %s: %r" % (t.p.returncode, t.text()))
+    slept = [float(x) for x in re.findall(r"^slept ([0-9.]+)$", t.text(), re.M)]
+    check(len(slept) == 3 and min(slept) >= 1.0, "sleeps %r" % slept)
+    check(Profile(os.path.join(TMP, "ps-%d.pstat" % t.pid)).nc("step") > 0, "step not seen")
 
 
 def main():
