@@ -53,11 +53,18 @@ static int copy_opts(const char *s)
 	return 0;
 }
 
+static const struct pl_lend lend = {
+    .threads_pause = pl_control_fork_pause,
+    .threads_resume = pl_control_fork_resume,
+    .late = 1,
+};
+
 /* What the constructor does in a preloaded process, with the options for an
  * environment, less exec's hand-over and coprof-keeper (a process that changes its
- * credentials later is not followed). `python`: the CPython adapter, GIL held; else
- * the sampler, for the calling thread. 0, or -errno (said). */
-static int setup(int python)
+ * credentials later is not followed), and less the runtimes, which the caller adds.
+ * Runs on a thread of the shim's own, without the GIL: nothing here needs it. 0, or
+ * -errno (said). */
+static int setup(void)
 {
 	char err[256];
 	struct pl_tls *t = &pl_tls_data;
@@ -78,21 +85,17 @@ static int setup(int python)
 	coprof_set_default(pl_prof);
 	if (pl_symbols_new(&pl_syms) == 0)
 		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
+	/* The engine calibrates its clock at the first thread's registration, with
+	 * sleeps: here, not in a thread of the program's (see coprof_attach_entry). */
+	struct coprof_thread *warm;
+	if (coprof_thread_register(pl_prof, "coprof-attach", &warm) == 0)
+		coprof_thread_exit(warm);
 	/* Not pl_threads_init: its count of the program's threads is kept by the
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_toggle_install(pl_cfg.signo);
 	pl_control_init();
 	pl_fork_init();
 	pl_active = 1;
-	static const struct pl_lend lend = {
-	    .threads_pause = pl_control_fork_pause,
-	    .threads_resume = pl_control_fork_resume,
-	    .late = 1,
-	};
-	if (python)
-		pl_python_init(&lend);
-	else
-		pl_sampler_init_attached();
 	t->guard = 0;
 	return 0;
 }
@@ -102,22 +105,20 @@ static int setup(int python)
 static void *native_setup(void *arg)
 {
 	int *rc = arg;
-	*rc = setup(0);
-	/* The engine calibrates its clock at the first thread's registration, with
-	 * sleeps: here, not in the sampled thread (see coprof_attach_entry). */
-	struct coprof_thread *warm;
-	if (*rc == 0 && coprof_thread_register(pl_prof, "coprof-attach", &warm) == 0)
-		coprof_thread_exit(warm);
+	*rc = setup();
 	if (*rc == 0) {
+		pl_tls_data.guard = 1;
+		pl_sampler_init_attached();
+		pl_tls_data.guard = 0;
 		pl_control_start();
 		pl_control_republish(); /* the control thread's name says so */
 	}
 	return NULL;
 }
 
-/* The Python setup thread: the GIL through the interpreter's own functions (the shim
- * references no Python symbol), then the adapter; the window opens once the GIL is
- * given back (the adapter takes it again to put its hook on, as a toggle does). */
+/* The Python setup thread: the set-up, then the GIL through the interpreter's own
+ * functions (the shim references no Python symbol) for the adapter; the window opens
+ * once the GIL is given back (the adapter takes it again to put its hook on, as a toggle does). */
 static void *python_setup(void *arg)
 {
 	(void)arg;
@@ -128,11 +129,14 @@ static void *python_setup(void *arg)
 		pl_say("attach: the Python interpreter is not running; not profiling");
 		return NULL;
 	}
-	int g = ensure();
-	int rc = setup(1);
-	release(g);
-	if (rc != 0)
+	if (setup() != 0)
 		return NULL;
+	/* The GIL only for the adapter: the program's Python code waits meanwhile. */
+	int g = ensure();
+	pl_tls_data.guard = 1;
+	pl_python_init(&lend);
+	pl_tls_data.guard = 0;
+	release(g);
 	if (!pl_runtime_on("python")) {
 		pl_say("attach: the CPython adapter could not attach (said above); not profiling");
 		return NULL;
