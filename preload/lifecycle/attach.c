@@ -85,11 +85,17 @@ static int setup(void)
 	coprof_set_default(pl_prof);
 	if (pl_symbols_new(&pl_syms) == 0)
 		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
-	/* The engine calibrates its clock at the first thread's registration, with
-	 * sleeps: here, not in a thread of the program's (see coprof_attach_entry). */
+	/* The engine calibrates its clock, once per process, at the first thread's
+	 * registration, with sleeps: here, not in a thread of the program's (see
+	 * coprof_attach_entry), and in a profiler of its own, so that this thread is
+	 * not in the files. */
+	struct coprof *scratch;
 	struct coprof_thread *warm;
-	if (coprof_thread_register(pl_prof, "coprof-attach", &warm) == 0)
-		coprof_thread_exit(warm);
+	if (coprof_create(&opt, &scratch) == 0) {
+		if (coprof_thread_register(scratch, "coprof-attach", &warm) == 0)
+			coprof_thread_exit(warm);
+		coprof_destroy(scratch);
+	}
 	/* Not pl_threads_init: its count of the program's threads is kept by the
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_toggle_install(pl_cfg.signo);

@@ -252,9 +252,9 @@ def case_threads():
     clean(r.stdout)
     prof = native_profile(wrote(r.stdout))
     tids = {int(x) for x in os.listdir("/proc/%d/task" % t.pid)}
-    rows = [th for th in prof.extras["threads"] if th.get("tid") in tids
-            and th.get("name") == "attach-target"]
-    check(len(rows) == 3, "threads in the file: %r" % prof.extras["threads"])
+    rows = prof.extras["threads"]
+    check(len(rows) == 3 and all(th.get("tid") in tids and th.get("name") == "attach-target"
+                                 for th in rows), "threads in the file: %r" % rows)
     for th in rows:
         check(th.get("ttot", 1) > 0, "thread %r has no time" % th)
     runs_on(t, shim=True)
