@@ -32,7 +32,7 @@ PY_SUBSET = {
     "hook_rejected", "handover_profiler", "chained_slot", "deep_recursion",
     "cprofiled", "tool_freed",
     # coprof attach: the adapter's late set-up in a live interpreter, per version
-    "attach_asyncio", "attach_sleep",
+    "attach_asyncio", "attach_sample", "attach_sleep",
 }
 PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall"}

@@ -335,7 +335,8 @@ static int threads_of(pid_t pid, pid_t *tids, int max)
  * then makes each other thread the program had register with the sampler, one after
  * the other (each leaves the trampoline before the next gets it). Last, the padding
  * gets its zeros back once no thread can be in it. 0, or 1/2 after a line. */
-static int load(struct vw_target *t, const char *shim, const char *opts, int sample)
+static int load(struct vw_target *t, const char *shim, const char *opts, int sample,
+		int python)
 {
 	static pid_t tids[MAX_THREADS];
 	char err[512];
@@ -362,9 +363,11 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 	int sampled = 1, others = 0;
 	double worst = st.stopped_ms;
 	for (int i = 0; sample && i < n; i++) {
-		if (tids[i] == st.tid)
+		/* a Python's first thread is not registered by the entry (it may hold
+		 * the GIL the set-up waits for): it gets the trampoline again */
+		if (tids[i] == st.tid && !python)
 			continue;
-		others++;
+		others += tids[i] != st.tid;
 		if (!clean || vw_inject_run(j, tids[i], shim, THREAD_ENTRY, "", THREAD_WAIT_S, &ts,
 					    err, sizeof(err)) != 0)
 			continue;
@@ -376,7 +379,8 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 		clean = 0;
 	printf("%d: profiling on (attached through thread %d, stopped %.2f ms%s)\n", (int)t->pid,
 	       (int)st.tid, worst, st.restarted ? ", its system call restarted" : "");
-	if (sample && others)
+	sampled -= python; /* the first run registered no thread there */
+	if (sample && (others || python))
 		printf("%d: sampling %d of its %d threads%s\n", (int)t->pid, sampled, others + 1,
 		       sampled <= others ? " (the others were never at a safe point)" : "");
 	if (!clean)
@@ -550,9 +554,6 @@ int vw_cmd_attach(int argc, char **argv)
 				   "program's functions are not hooked once it runs); use --mode "
 				   "sample",
 			    PY_MIN, PY_MAX);
-	if (py_minor && o.mode && !strcmp(o.mode, "sample"))
-		return fail(t.pid, "sample mode on an attached Python is not supported yet; use "
-				   "--mode trace");
 	if (py_minor && !adapter_there(t.pid, shim, py_minor))
 		return fail(t.pid, "no coprof adapter for Python 3.%d was built next to %s",
 			    py_minor, shim);
@@ -565,7 +566,8 @@ int vw_cmd_attach(int argc, char **argv)
 		sigaddset(&set, SIGTERM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
 	}
-	if ((rc = load(&t, shim, opts, !py_minor)) != 0)
+	int sample = o.mode ? !strcmp(o.mode, "sample") : !py_minor;
+	if ((rc = load(&t, shim, opts, sample, py_minor != 0)) != 0)
 		return rc;
 	fflush(stdout);
 	if (o.duration > 0 || o.until_signal)

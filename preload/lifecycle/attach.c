@@ -3,9 +3,10 @@
  * threads, every signal blocked, and calls coprof_attach_entry with the options as
  * "NAME=VALUE" lines, read by the same parser as the environment (config.c). The
  * constructor did nothing (no LD_PRELOAD names us): the entry sets up what it would
- * have, as if COPROF_START=0, and opens a window at once. Sample mode sets up on the
- * calling thread, the one it samples; a Python's trace mode on a new thread, which
- * takes the GIL (the calling thread may hold it) as api.c's late setup has it. */
+ * have, as if COPROF_START=0, and opens a window at once. Native sample mode sets up
+ * from the calling thread, the first it samples; a Python on a new thread, which takes
+ * the GIL (the calling thread may hold it) for the adapter, as api.c's late setup has
+ * it. In sample mode each other thread is registered by coprof_attach_thread. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -143,6 +144,14 @@ static void *python_setup(void *arg)
 	pl_python_init(&lend);
 	pl_tls_data.guard = 0;
 	release(g);
+	/* Sample mode: the tick handler reads the frames through the adapter; each thread
+	 * registers with the sampler when coprof's trampoline calls coprof_attach_thread
+	 * on it (this thread cannot wait for the first: it may hold the GIL). */
+	if (pl_cfg.mode == COPROF_MODE_SAMPLE) {
+		pl_tls_data.guard = 1;
+		pl_sampler_init_attached();
+		pl_tls_data.guard = 0;
+	}
 	if (!pl_runtime_on("python")) {
 		pl_say("attach: the CPython adapter could not attach (said above); not profiling");
 		return NULL;
@@ -169,7 +178,7 @@ PL_EXPORT int coprof_attach_entry(const char *options)
 	if (copy_opts(options) != 0)
 		return returned(-E2BIG);
 	const char *mode = opt_get("COPROF_MODE");
-	if (mode && strcmp(mode, "trace") == 0) {
+	if ((mode && strcmp(mode, "trace") == 0) || dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
 		pthread_t th;
 		pthread_attr_t attr;
 		pthread_attr_init(&attr);

@@ -413,11 +413,12 @@ def case_mount_ns():
     runs_on(t, shim=False)
 
 
-def case_python_asyncio(python):
-    """A running asyncio program (aio.py), attached in trace mode: each task holds its
-    own function and not the other's; the program runs on; detach is clean."""
+def case_python_asyncio(python, mode="trace"):
+    """A running asyncio program (aio.py), attached in trace mode (or sample mode): each
+    task holds its own function and not the other's; the program runs on; the padding
+    is zero again."""
     t = Target([python, os.path.join(HERE, "aio.py")])
-    r = coprof("attach", "--duration", "1", "-o", "py-%p.pstat", str(t.pid))
+    r = coprof("attach", "--mode", mode, "--duration", "1", "-o", "py-%p.pstat", str(t.pid))
     check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
     clean(r.stdout)
     prof = Profile(wrote(r.stdout))
@@ -426,10 +427,17 @@ def case_python_asyncio(python):
         keys = {k[2] for k in prof.task(name)["stats"]}
         check(mine in keys and other not in keys, "task %s holds %s" % (name, sorted(keys)))
     check(prof.nc("crunch_alpha") > 0 and prof.nc("crunch_beta") > 0, "calls")
+    check(prof.extras["mode"] == mode, "mode %s" % prof.extras["mode"])
     before = t.text().count("\n")
     wait_for(lambda: t.text().count("\n") > before, 10, "the program's output to go on")
     check(t.p.poll() is None and "Traceback" not in t.text(), t.text()[-400:])
     check(control_state(t.pid) == "S", "control thread %s" % control_state(t.pid))
+
+
+def case_python_sample(python):
+    """The same in sample mode: the tick handler reads the frames through the adapter,
+    and the program's thread registers through the trampoline's second call."""
+    case_python_asyncio(python, "sample")
 
 
 def case_python_sleep(python):
