@@ -20,7 +20,6 @@ int vw_cmd_attach(int argc, char **argv)
 	return none("attach");
 }
 
-
 int vw_attached_out(pid_t pid, char *buf, size_t len)
 {
 	(void)pid, (void)buf, (void)len;

@@ -1,7 +1,8 @@
 /* cmd-attach.c: `coprof attach PID` loads the shim into a process started without
- * coprof (inject.c does the ptrace part) and opens a window (cmd-detach.c closes it). Every check that /proc can answer is made before the process is touched,
- * each failing with one line and the process left as it was. Afterwards the process
- * is driven as a preloaded one is, through its control thread (cmd-toggle.c). */
+ * coprof (inject.c does the ptrace part) and opens a window (cmd-detach.c closes it). Every check
+ * that /proc can answer is made before the process is touched, each failing with one line and the
+ * process left as it was. Afterwards the process is driven as a preloaded one is, through its
+ * control thread (cmd-toggle.c). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <elf.h>
@@ -42,23 +43,24 @@ struct attach_opts {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: coprof attach [--mode trace|sample] [-c cpu|wall] [--hz N] [-o FILE]\n"
-		"                     [--duration SEC | --until-signal] PID\n"
-		"Loads the profiler into a running process (with ptrace) and starts profiling\n"
-		"it; `coprof toggle` and `coprof detach` then drive it as a process run under\n"
-		"coprof record with profiling off at start. Attaching again reuses what is loaded.\n"
-		"  --mode MODE     trace (Python 3.10-3.13, the default there) or sample (native\n"
-		"                  stacks, the default otherwise)\n"
-		"  -c, --clock C   cpu (default) or wall\n"
-		"  --hz N          sample mode's rate (default %d)\n"
-		"  -o, --output F  the profile's path (%%p: pid, %%n: number; default\n"
-		"                  coprof-%%p.pstat in this directory)\n"
-		"  --duration SEC  stop and write after SEC seconds\n"
-		"  --until-signal  stop and write when coprof gets SIGINT or SIGTERM\n"
-		"Without either, coprof returns at once and the process profiles on until\n"
-		"`coprof detach`, `coprof toggle`, or its exit (which writes the window).\n",
-		PL_DEFAULT_HZ);
+	fprintf(
+	    f,
+	    "usage: coprof attach [--mode trace|sample] [-c cpu|wall] [--hz N] [-o FILE]\n"
+	    "                     [--duration SEC | --until-signal] PID\n"
+	    "Loads the profiler into a running process (with ptrace) and starts profiling\n"
+	    "it; `coprof toggle` and `coprof detach` then drive it as a process run under\n"
+	    "coprof record with profiling off at start. Attaching again reuses what is loaded.\n"
+	    "  --mode MODE     trace (Python 3.10-3.13, the default there) or sample (native\n"
+	    "                  stacks, the default otherwise)\n"
+	    "  -c, --clock C   cpu (default) or wall\n"
+	    "  --hz N          sample mode's rate (default %d)\n"
+	    "  -o, --output F  the profile's path (%%p: pid, %%n: number; default\n"
+	    "                  coprof-%%p.pstat in this directory)\n"
+	    "  --duration SEC  stop and write after SEC seconds\n"
+	    "  --until-signal  stop and write when coprof gets SIGINT or SIGTERM\n"
+	    "Without either, coprof returns at once and the process profiles on until\n"
+	    "`coprof detach`, `coprof toggle`, or its exit (which writes the window).\n",
+	    PL_DEFAULT_HZ);
 }
 
 static int fail(pid_t pid, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -201,9 +203,8 @@ static int check_process(pid_t pid, const char *shim, int *py_minor)
 	if (!got || memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_machine != EM_X86_64)
 		return fail(pid, "%s is not an x86-64 ELF program; coprof attach needs one", exe);
 	if (!has_libc(pid))
-		return fail(pid,
-			    "it is statically linked (no libc.so.6 in it), so it cannot load "
-			    "the profiler");
+		return fail(pid, "it is statically linked (no libc.so.6 in it), so it cannot load "
+				 "the profiler");
 	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, shim);
 	if (access(path, R_OK) != 0)
 		return fail(pid,
@@ -335,8 +336,7 @@ static int threads_of(pid_t pid, pid_t *tids, int max)
  * then makes each other thread the program had register with the sampler, one after
  * the other (each leaves the trampoline before the next gets it). Last, the padding
  * gets its zeros back once no thread can be in it. 0, or 1/2 after a line. */
-static int load(struct vw_target *t, const char *shim, const char *opts, int sample,
-		int python)
+static int load(struct vw_target *t, const char *shim, const char *opts, int sample, int python)
 {
 	static pid_t tids[MAX_THREADS];
 	char err[512];
@@ -344,8 +344,8 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 	struct vw_inject_stats st, ts;
 	int n = threads_of(t->pid, tids, MAX_THREADS);
 	int rc = vw_inject_open(t->pid, &j, err, sizeof(err));
-	if (rc == 0 && (rc = vw_inject_run(j, 0, shim, ENTRY, opts, SAFE_WAIT_S, &st, err,
-					   sizeof(err))) != 0)
+	if (rc == 0 &&
+	    (rc = vw_inject_run(j, 0, shim, ENTRY, opts, SAFE_WAIT_S, &st, err, sizeof(err))) != 0)
 		vw_inject_close(j, 0);
 	if (rc == -EPERM)
 		return not_allowed(t->pid, EPERM);
@@ -417,8 +417,8 @@ static int window_then_stop(struct vw_target *t, const struct attach_opts *o)
 /* The options whose value is the next argument. */
 static int takes_value(const char *opt)
 {
-	static const char *const with[] = {"--mode", "--clock", "-c", "--output", "-o",
-					   "--hz", "--duration"};
+	static const char *const with[] = {"--mode", "--clock", "-c",	     "--output",
+					   "-o",     "--hz",	"--duration"};
 	for (size_t i = 0; i < sizeof(with) / sizeof(with[0]); i++)
 		if (!strcmp(opt, with[i]))
 			return 1;
@@ -443,14 +443,20 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 		switch (c) {
 		case 'm':
 			if (strcmp(optarg, "trace") && strcmp(optarg, "sample"))
-				return fprintf(stderr, "coprof attach: --mode is trace or sample, "
-						       "not '%s'\n", optarg), 2;
+				return fprintf(stderr,
+					       "coprof attach: --mode is trace or sample, "
+					       "not '%s'\n",
+					       optarg),
+				       2;
 			o->mode = optarg;
 			break;
 		case 'c':
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "wall"))
-				return fprintf(stderr, "coprof attach: --clock is cpu or wall, not "
-						       "'%s'\n", optarg), 2;
+				return fprintf(stderr,
+					       "coprof attach: --clock is cpu or wall, not "
+					       "'%s'\n",
+					       optarg),
+				       2;
 			o->clock = optarg;
 			break;
 		case 'o':
@@ -458,16 +464,23 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 			break;
 		case 'z':
 			if (pl_parse_hz(optarg, &hz) != 0)
-				return fprintf(stderr, "coprof attach: --hz is a rate from %d to %d, "
-						       "not '%s'\n", PL_HZ_MIN, PL_HZ_MAX, optarg), 2;
+				return fprintf(stderr,
+					       "coprof attach: --hz is a rate from %d to %d, "
+					       "not '%s'\n",
+					       PL_HZ_MIN, PL_HZ_MAX, optarg),
+				       2;
 			o->hz = optarg;
 			break;
 		case 'd':
 			errno = 0;
 			o->duration = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(o->duration > 0 && o->duration <= 86400))
-				return fprintf(stderr, "coprof attach: --duration '%s' is not a number "
-						       "of seconds (0 to 86400)\n", optarg), 2;
+			if (errno || *end || end == optarg ||
+			    !(o->duration > 0 && o->duration <= 86400))
+				return fprintf(stderr,
+					       "coprof attach: --duration '%s' is not a number "
+					       "of seconds (0 to 86400)\n",
+					       optarg),
+				       2;
 			break;
 		case 'u':
 			o->until_signal = 1;
@@ -486,7 +499,8 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 	}
 	if (o->duration > 0 && o->until_signal)
 		return fprintf(stderr, "coprof attach: --duration and --until-signal exclude each "
-				       "other\n"), 2;
+				       "other\n"),
+		       2;
 	return 0;
 }
 
@@ -547,12 +561,15 @@ int vw_cmd_attach(int argc, char **argv)
 		return rc;
 	if (vw_shim_mapped(t.pid) == 1) {
 		rc = reuse(&t);
-		return rc != 0 ? rc : o.duration > 0 || o.until_signal ? window_then_stop(&t, &o) : 0;
+		return rc != 0				  ? rc
+		       : o.duration > 0 || o.until_signal ? window_then_stop(&t, &o)
+							  : 0;
 	}
 	if (o.mode && !strcmp(o.mode, "trace") && !py_minor)
-		return fail(t.pid, "trace mode needs Python 3.%d to 3.%d in the process (a native "
-				   "program's functions are not hooked once it runs); use --mode "
-				   "sample",
+		return fail(t.pid,
+			    "trace mode needs Python 3.%d to 3.%d in the process (a native "
+			    "program's functions are not hooked once it runs); use --mode "
+			    "sample",
 			    PY_MIN, PY_MAX);
 	if (py_minor && !adapter_there(t.pid, shim, py_minor))
 		return fail(t.pid, "no coprof adapter for Python 3.%d was built next to %s",

@@ -19,8 +19,8 @@
 
 #include "cmds.h"
 #include "inject.h"
-#include "target.h"
 #include "state/state.h"
+#include "target.h"
 
 #define PRELOAD_NAME "libcoprof-preload.so"
 #define MAX_TARGETS 256
@@ -245,11 +245,10 @@ int vw_send_and_wait(struct target *t, int req, double timeout)
 			return 1;
 		}
 		if (now() > end) {
-			fprintf(
-			    stderr,
-			    "%s: %d did not answer within %g s; the request may still "
-			    "be applied later\n",
-			    vw_toggle_who, pid, timeout);
+			fprintf(stderr,
+				"%s: %d did not answer within %g s; the request may still "
+				"be applied later\n",
+				vw_toggle_who, pid, timeout);
 			return 1;
 		}
 		nanosleep(&pause, NULL);

@@ -85,8 +85,8 @@ static int read_maps(pid_t pid, struct maps *m)
 	while (fgets(line, sizeof(line), f)) {
 		struct map e = {0};
 		int at = 0;
-		if (sscanf(line, "%lx-%lx %4s %lx %*s %*s %n", &e.lo, &e.hi, e.perms, &e.off,
-			   &at) < 4)
+		if (sscanf(line, "%lx-%lx %4s %lx %*s %*s %n", &e.lo, &e.hi, e.perms, &e.off, &at) <
+		    4)
 			continue;
 		if (at > 0) {
 			snprintf(e.path, sizeof(e.path), "%s", line + at);
@@ -153,13 +153,15 @@ static int elf_open(pid_t pid, const struct maps *all, const struct map *m, stru
 	if (e->fd < 0)
 		return -errno;
 	int rc = read_at(e->fd, &e->eh, sizeof(e->eh), 0);
-	if (rc == 0 && (memcmp(e->eh.e_ident, ELFMAG, SELFMAG) ||
-			e->eh.e_ident[EI_CLASS] != ELFCLASS64 || e->eh.e_phentsize != sizeof(Elf64_Phdr)))
+	if (rc == 0 &&
+	    (memcmp(e->eh.e_ident, ELFMAG, SELFMAG) || e->eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	     e->eh.e_phentsize != sizeof(Elf64_Phdr)))
 		rc = -ENOEXEC;
 	if (rc == 0 && !(e->ph = calloc(e->eh.e_phnum, sizeof(Elf64_Phdr))))
 		rc = -ENOMEM;
 	if (rc == 0)
-		rc = read_at(e->fd, e->ph, e->eh.e_phnum * sizeof(Elf64_Phdr), (off_t)e->eh.e_phoff);
+		rc =
+		    read_at(e->fd, e->ph, e->eh.e_phnum * sizeof(Elf64_Phdr), (off_t)e->eh.e_phoff);
 	uint64_t first = UINT64_MAX, lo = 0;
 	for (int i = 0; rc == 0 && i < e->eh.e_phnum; i++)
 		if (e->ph[i].p_type == PT_LOAD && e->ph[i].p_vaddr < first)
@@ -307,11 +309,26 @@ static int find_room(pid_t pid, int memfd, const struct maps *m, size_t need, ui
 static int idle_syscall(long nr)
 {
 	switch (nr) {
-	case SYS_read: case SYS_readv: case SYS_pread64: case SYS_poll: case SYS_ppoll:
-	case SYS_select: case SYS_pselect6: case SYS_pause: case SYS_nanosleep:
-	case SYS_clock_nanosleep: case SYS_accept: case SYS_accept4: case SYS_recvfrom:
-	case SYS_recvmsg: case SYS_wait4: case SYS_waitid: case SYS_rt_sigsuspend:
-	case SYS_rt_sigtimedwait: case SYS_epoll_wait: case SYS_epoll_pwait:
+	case SYS_read:
+	case SYS_readv:
+	case SYS_pread64:
+	case SYS_poll:
+	case SYS_ppoll:
+	case SYS_select:
+	case SYS_pselect6:
+	case SYS_pause:
+	case SYS_nanosleep:
+	case SYS_clock_nanosleep:
+	case SYS_accept:
+	case SYS_accept4:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_wait4:
+	case SYS_waitid:
+	case SYS_rt_sigsuspend:
+	case SYS_rt_sigtimedwait:
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
 #endif
@@ -438,7 +455,8 @@ static int judge(int memfd, const struct maps *m, const struct user_regs_struct 
 			    insn[1] != 0x05)
 				return -1;
 			back->rip = r->rip - 2;
-			back->rax = ret == -ERESTART_RESTARTBLOCK ? SYS_restart_syscall : (uint64_t)orig;
+			back->rax =
+			    ret == -ERESTART_RESTARTBLOCK ? SYS_restart_syscall : (uint64_t)orig;
 			*restarted = 1;
 		}
 		return 0;
@@ -591,8 +609,9 @@ int vw_inject_open(pid_t pid, struct vw_inject **out, char *err, size_t errlen)
 		return -1;
 	}
 	if (find_loader(pid, &j->maps, &j->dlopen_at, &j->dlsym_at) != 0) {
-		snprintf(err, errlen, "no dlopen in its C library (glibc 2.34 or later, or "
-				      "libdl, is needed)");
+		snprintf(err, errlen,
+			 "no dlopen in its C library (glibc 2.34 or later, or "
+			 "libdl, is needed)");
 		vw_inject_close(j, 0);
 		return -1;
 	}
@@ -649,8 +668,9 @@ int vw_inject_run(struct vw_inject *j, pid_t tid, const char *shim, const char *
 				return -EPERM;
 			}
 			if (last == -EAGAIN) {
-				snprintf(err, errlen, "it is being stopped (job control); continue "
-						      "it first");
+				snprintf(err, errlen,
+					 "it is being stopped (job control); continue "
+					 "it first");
 				return -1;
 			}
 			if (last == -ESRCH && tid) {
@@ -722,7 +742,8 @@ int vw_inject_close(struct vw_inject *j, int restore)
 	if (j->dirty && restore && j->memfd >= 0) {
 		char *zero = calloc(1, j->room);
 		rc = zero && pwrite(j->memfd, zero, j->room, (off_t)j->at) == (ssize_t)j->room
-			 ? 0 : -EIO;
+			 ? 0
+			 : -EIO;
 		free(zero);
 	}
 	if (j->memfd >= 0)

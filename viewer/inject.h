@@ -41,17 +41,17 @@
 struct vw_tramp_block {
 	uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15;
 	uint64_t rsp, rip, rflags;
-	uint64_t dlopen, dlsym; /* the target's libc's */
+	uint64_t dlopen, dlsym;	    /* the target's libc's */
 	uint64_t path, entry, opts; /* the three strings after the block */
 };
 
 /* What inject measured, for the user and for bench/attach. */
 struct vw_inject_stats {
-	pid_t tid;		/* the thread that ran the trampoline */
-	double stopped_ms;	/* from PTRACE_INTERRUPT to PTRACE_DETACH, the last try */
-	int tries;		/* stops made until the thread was at a safe point */
-	int restarted;		/* the thread was in a system call, restarted after */
-	uint64_t tramp_at;	/* where the trampoline went */
+	pid_t tid;	   /* the thread that ran the trampoline */
+	double stopped_ms; /* from PTRACE_INTERRUPT to PTRACE_DETACH, the last try */
+	int tries;	   /* stops made until the thread was at a safe point */
+	int restarted;	   /* the thread was in a system call, restarted after */
+	uint64_t tramp_at; /* where the trampoline went */
 };
 
 /* One process being attached: its maps, its loader, the room for the trampoline. */
