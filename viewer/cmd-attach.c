@@ -186,6 +186,9 @@ static int check_process(pid_t pid, const char *shim, int *py_minor)
 			    "it is traced already, by process %s (a debugger or strace): a "
 			    "process has one tracer at a time",
 			    buf);
+	if (status_field(pid, "Seccomp", buf, sizeof(buf)) == 0 && atoi(buf) != 0)
+		return fail(pid, "it runs under a seccomp filter, which may kill it for the system "
+				 "calls that loading the profiler makes");
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
 	if (n < 0 && (errno == EACCES || errno == EPERM))

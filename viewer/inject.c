@@ -393,8 +393,9 @@ static int list_threads(pid_t pid, pid_t *tids, int max)
 	return n;
 }
 
-/* The ranges of the C library and the loader: a thread stopped there (not in an idle
- * system call) may hold one of their locks. */
+/* The ranges of the C library, the loader and the allocators that replace malloc: a
+ * thread stopped there (not in an idle system call) may hold one of their locks, which
+ * dlopen takes again. */
 static int in_libc(const struct maps *m, uint64_t pc)
 {
 	for (size_t i = 0; i < m->n; i++) {
@@ -403,9 +404,15 @@ static int in_libc(const struct maps *m, uint64_t pc)
 			continue;
 		const char *base = strrchr(x->path, '/');
 		base = base ? base + 1 : x->path;
-		return !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5) ||
-		       !strncmp(base, "ld-linux", 8) || !strncmp(base, "libpthread", 10) ||
-		       !strncmp(base, "libdl", 5);
+		static const char *const locking[] = {
+		    "libc.so", "libc-", "ld-linux", "libpthread", "libdl",
+		    /* allocators the program may put in malloc's place */
+		    "libjemalloc", "libtcmalloc", "libmimalloc",
+		};
+		for (size_t k = 0; k < sizeof(locking) / sizeof(locking[0]); k++)
+			if (!strncmp(base, locking[k], strlen(locking[k])))
+				return 1;
+		return 0;
 	}
 	return 0;
 }

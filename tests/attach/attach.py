@@ -358,6 +358,15 @@ def case_stopped():
     runs_on(t, shim=False)
 
 
+def case_seccomp():
+    """A process under a seccomp filter: refused (a filter may kill it for dlopen's
+    system calls), as sample mode refuses it under the preload."""
+    t = Target([TARGET, "seccomp"])
+    check(status(t.pid, "Seccomp") == "2", "not filtered")
+    refused(coprof("attach", str(t.pid)), "it runs under a seccomp filter")
+    runs_on(t, shim=False)
+
+
 def case_32bit():
     cc = os.environ.get("CC", "cc")
     exe = os.path.join(TMP, "target32")

@@ -4,12 +4,16 @@
  *                   rounds each second
  *   target sleep N  N times: one nanosleep of a second, then prints how long it took
  *                   (ns, CLOCK_MONOTONIC), as measured by the program itself
- *   target threads  busy, in the main thread and in two more threads */
+ *   target threads  busy, in the main thread and in two more threads
+ *   target seccomp  busy, under a seccomp filter (one that allows everything) */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static volatile uint64_t sink;
@@ -90,12 +94,21 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (argc == 2 && !strcmp(argv[1], "threads")) {
+	if (argc == 2 && !strcmp(argv[1], "seccomp")) {
+		/* a filter that allows everything: the process is filtered all the same */
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = {.len = 1, .filter = &allow};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+			perror("seccomp");
+			return 1;
+		}
+	} else if (argc == 2 && !strcmp(argv[1], "threads")) {
 		pthread_t t[2];
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|seccomp|sleep N\n");
 		return 2;
 	}
 	printf("ready\n");
