@@ -20,6 +20,12 @@ int vw_cmd_attach(int argc, char **argv)
 	return none("attach");
 }
 
+int vw_attached_request(pid_t pid, int req)
+{
+	(void)pid, (void)req;
+	return -1;
+}
+
 int vw_attached_out(pid_t pid, char *buf, size_t len)
 {
 	(void)pid, (void)buf, (void)len;

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -261,6 +263,32 @@ int vw_attached_out(pid_t pid, char *buf, size_t len)
 		return -ENOENT;
 	snprintf(buf, len, "%s", tmpl);
 	return 0;
+}
+
+int vw_attached_request(pid_t pid, int req)
+{
+	uint64_t fd_at, ino_at;
+	int fd = -1;
+	unsigned long long ino = 0;
+	char path[64];
+	if (vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_attach_pipe_fd", &fd_at) != 0 ||
+	    vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_attach_pipe_ino", &ino_at) != 0 ||
+	    vw_remote_read(pid, fd_at, &fd, sizeof(fd)) != 0 ||
+	    vw_remote_read(pid, ino_at, &ino, sizeof(ino)) != 0 || fd < 0)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+	int w = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (w < 0)
+		return -errno;
+	struct stat sb;
+	char byte = req == PL_REQ_START ? 's' : req == PL_REQ_STOP ? 'p' : 't';
+	int rc = fstat(w, &sb) == 0 && S_ISFIFO(sb.st_mode) && (unsigned long long)sb.st_ino == ino
+		     ? 0
+		     : -ESTALE;
+	if (rc == 0 && write(w, &byte, 1) != 1)
+		rc = -errno;
+	close(w);
+	return rc;
 }
 
 static double now(void)

@@ -221,7 +221,8 @@ int vw_send_and_wait(struct target *t, int req, double timeout)
 	int pid = (int)t->pid;
 	struct pl_toggle_state before = t->st;
 	union sigval v = {.sival_int = req};
-	if (sigqueue(t->pid, before.signo, v) != 0) {
+	int by_pipe = vw_attached_request(t->pid, req);
+	if (by_pipe < 0 && sigqueue(t->pid, before.signo, v) != 0) {
 		fprintf(stderr, "%s: %d: %s\n", vw_toggle_who, pid, strerror(errno));
 		return 1;
 	}

@@ -23,6 +23,12 @@
  * which file was written: they read it through /proc/PID/mem. */
 PL_EXPORT char coprof_attach_out[PATH_MAX];
 
+/* The control pipe's write end, its number and inode (0 until set up): `coprof attach`
+ * and `coprof detach` write their requests there, through /proc/PID/fd, rather than
+ * send the toggle signal, whose handler would cut a sleep of the program's short. */
+PL_EXPORT int coprof_attach_pipe_fd = -1;
+PL_EXPORT unsigned long long coprof_attach_pipe_ino;
+
 /* Calls of the entries that returned: `coprof attach` waits for the count before it
  * takes the trampoline out of the process (it reads it through /proc/PID/mem). */
 PL_EXPORT unsigned coprof_attach_calls;
@@ -101,6 +107,8 @@ static int setup(void)
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_toggle_install(pl_cfg.signo);
 	pl_control_init();
+	coprof_attach_pipe_ino = (unsigned long long)pl_toggle_fd.ino;
+	__atomic_store_n(&coprof_attach_pipe_fd, pl_toggle_fd.fd, __ATOMIC_RELEASE);
 	pl_fork_init();
 	pl_active = 1;
 	t->guard = 0;
