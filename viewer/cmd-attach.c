@@ -90,8 +90,8 @@ static int not_allowed(pid_t pid, int err)
 	}
 	return fail(pid,
 		    "not allowed to trace it: %s (it needs the same user and "
-		    "/proc/sys/kernel/yama/ptrace_scope at 0 or 1%s%s%s, or CAP_SYS_PTRACE)",
-		    strerror(err), scope[0] ? ": it is " : "", scope, "");
+		    "/proc/sys/kernel/yama/ptrace_scope at 0 or 1%s%s, or CAP_SYS_PTRACE)",
+		    strerror(err), scope[0] ? ": it is " : "", scope);
 }
 
 /* The value of field `key` in /proc/PID/status into buf; 0 or -errno. */

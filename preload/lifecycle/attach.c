@@ -12,12 +12,14 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lifecycle.h"
 #include "runtime/runtime.h"
 
 #define ATTACH_OPTS_MAX 8192
+#define ENTRY_WAIT_S 5 /* for the sample-mode set-up, on the stopped thread */
 
 /* The output path template in use, for `coprof detach` and `coprof attach` to say
  * which file was written: they read it through /proc/PID/mem. */
@@ -120,8 +122,9 @@ static int setup(void)
 static void *native_setup(void *arg)
 {
 	int *rc = arg;
-	*rc = setup();
-	if (*rc == 0) {
+	int got = setup();
+	__atomic_store_n(rc, got, __ATOMIC_RELEASE);
+	if (got == 0) {
 		pl_tls_data.guard = 1;
 		pl_sampler_init_attached();
 		pl_tls_data.guard = 0;
@@ -203,14 +206,25 @@ PL_EXPORT int coprof_attach_entry(const char *options)
 	 * kernel's restart of the one this thread was stopped in, which the trampoline
 	 * restarts afterwards (it would end early, with EINTR). The set-up sleeps (the
 	 * clock's calibration). */
-	int rc = 0;
+	static int rc = 1; /* the helper's answer; static, as the wait may give up */
 	pthread_t th;
+	struct timespec until;
 	pl_resolve_reals();
-	if (pl_real.pthread_create(&th, NULL, native_setup, &rc) != 0 || pthread_join(th, NULL))
+	if (pl_real.pthread_create(&th, NULL, native_setup, &rc) != 0)
 		return returned(-EAGAIN);
-	if (rc == 0)
+	/* At most ENTRY_WAIT_S: were this thread stopped while holding a lock the set-up
+	 * needs (the loader's, blocked in futex in a constructor), waiting longer would
+	 * hang the program. Then the set-up goes on alone, and this thread is not
+	 * sampled. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ENTRY_WAIT_S;
+	if (pthread_timedjoin_np(th, NULL, &until) != 0) {
+		pthread_detach(th);
+		return returned(-ETIMEDOUT);
+	}
+	if (__atomic_load_n(&rc, __ATOMIC_ACQUIRE) == 0)
 		pl_sampler_thread_here();
-	return returned(rc);
+	return returned(__atomic_load_n(&rc, __ATOMIC_ACQUIRE));
 }
 
 /* Called by the trampoline on each of the program's other threads, once the first
