@@ -177,6 +177,13 @@ static int check_process(pid_t pid, const char *shim, int *py_minor)
 	*py_minor = 0;
 	if (status_field(pid, "State", buf, sizeof(buf)) != 0)
 		return fail(pid, "no such process");
+	char threads[32];
+	/* A main thread that left by pthread_exit shows as a zombie while the others run,
+	 * and /proc/PID then has no memory map or executable to read. */
+	if ((buf[0] == 'Z' || buf[0] == 'X') &&
+	    status_field(pid, "Threads", threads, sizeof(threads)) == 0 && atoi(threads) > 1)
+		return fail(pid, "its main thread has exited (pthread_exit) while others run: "
+				 "attaching needs the main thread");
 	if (buf[0] == 'Z' || buf[0] == 'X')
 		return fail(pid, "it is a zombie: it has exited (its parent has not reaped it)");
 	if (is_kernel_thread(pid))
