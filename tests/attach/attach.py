@@ -352,6 +352,15 @@ def case_kernel_thread():
     sys.exit(SKIP)
 
 
+def case_main_exited():
+    """A process whose main thread left by pthread_exit (a zombie leader, others
+    running): its own line, not the zombie's."""
+    t = Target([TARGET, "main-exits"])
+    wait_for(lambda: status(t.pid, "State")[0] == "Z", 5, "the main thread's exit")
+    refused(coprof("attach", str(t.pid)), "its main thread has exited")
+    check(t.p.poll() is None and status(t.pid, "TracerPid") == "0", "the process changed")
+
+
 def case_stopped():
     """A target stopped by SIGSTOP: refused (it would not run the trampoline)."""
     t = Target([TARGET, "busy"])

@@ -5,7 +5,8 @@
  *   target sleep N  N times: one nanosleep of a second, then prints how long it took
  *                   (ns, CLOCK_MONOTONIC), as measured by the program itself
  *   target threads  busy, in the main thread and in two more threads
- *   target seccomp  busy, under a seccomp filter (one that allows everything) */
+ *   target seccomp  busy, under a seccomp filter (one that allows everything)
+ *   target main-exits  a busy thread runs on after main's pthread_exit */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -103,12 +104,17 @@ int main(int argc, char **argv)
 			perror("seccomp");
 			return 1;
 		}
+	} else if (argc == 2 && !strcmp(argv[1], "main-exits")) {
+		pthread_t t;
+		pthread_create(&t, NULL, busy_thread, NULL);
+		printf("ready\n");
+		pthread_exit(NULL);
 	} else if (argc == 2 && !strcmp(argv[1], "threads")) {
 		pthread_t t[2];
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|seccomp|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|sleep N\n");
 		return 2;
 	}
 	printf("ready\n");
