@@ -68,6 +68,15 @@ static const struct pl_lend lend = {
     .late = 1,
 };
 
+/* The control pipe's write end, for coprof (coprof_attach_pipe_fd): at set-up, and in
+ * a forked child, whose pipe is its own (the parent's is closed there), so that a
+ * request for the child never reaches the parent. */
+static void publish_pipe(void)
+{
+	coprof_attach_pipe_ino = (unsigned long long)pl_toggle_fd.ino;
+	__atomic_store_n(&coprof_attach_pipe_fd, pl_toggle_fd.fd, __ATOMIC_RELEASE);
+}
+
 /* What the constructor does in a preloaded process, with the options for an
  * environment, less exec's hand-over and coprof-keeper (a process that changes its
  * credentials later is not followed), and less the runtimes, which the caller adds.
@@ -109,9 +118,10 @@ static int setup(void)
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_toggle_install(pl_cfg.signo);
 	pl_control_init();
-	coprof_attach_pipe_ino = (unsigned long long)pl_toggle_fd.ino;
-	__atomic_store_n(&coprof_attach_pipe_fd, pl_toggle_fd.fd, __ATOMIC_RELEASE);
+	publish_pipe();
 	pl_fork_init();
+	/* after the shim's own handlers, which give a forked child its own pipe */
+	pthread_atfork(NULL, NULL, publish_pipe);
 	pl_active = 1;
 	t->guard = 0;
 	return 0;

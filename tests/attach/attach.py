@@ -197,6 +197,27 @@ def case_sleep_kept():
         check(rc == "0" and int(ns) >= 10**9, "a sleep ended early: %s ns, rc %s" % (ns, rc))
 
 
+def case_fork_child():
+    """A program that forks after the attach: the child has its own control pipe, so
+    `coprof toggle CHILD` stops the child (writing the child's file) and leaves the
+    parent profiling; detach then writes the parent's."""
+    t = Target([TARGET, "forks"])
+    r = coprof("attach", "-o", "f-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %r" % r.stderr)
+    wait_for(lambda: re.search(r"^child \d+$", t.text(), re.M), 10, "the child")
+    child = int(re.search(r"^child (\d+)$", t.text(), re.M).group(1))
+    started.append(child)
+    wait_for(lambda: control_state(child) == "r", 10, "the child's control thread")
+    time.sleep(0.3)
+    r = coprof("toggle", str(child))
+    check(r.returncode == 0, "toggle child: %r" % r.stderr)
+    check(wrote(r.stdout) == os.path.join(TMP, "f-%d.pstat" % child), r.stdout)
+    check(control_state(t.pid) == "R", "the parent was stopped too")
+    r = coprof("detach", str(t.pid))
+    check(wrote(r.stdout) == os.path.join(TMP, "f-%d.pstat" % t.pid), r.stdout)
+    native_profile(os.path.join(TMP, "f-%d.pstat" % child))
+
+
 def case_until_signal():
     """attach --until-signal: profiles until coprof gets SIGINT, then writes."""
     t = Target([TARGET, "busy"])
@@ -491,7 +512,12 @@ def main():
         sys.exit(1)
     finally:
         for p in started:
-            if p.poll() is None:
+            if isinstance(p, int):  # a child of a process started here, by its pid
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            elif p.poll() is None:
                 p.kill()
                 p.wait()
         shutil.rmtree(TMP, ignore_errors=True)

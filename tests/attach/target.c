@@ -6,7 +6,8 @@
  *                   (ns, CLOCK_MONOTONIC), as measured by the program itself
  *   target threads  busy, in the main thread and in two more threads
  *   target seccomp  busy, under a seccomp filter (one that allows everything)
- *   target main-exits  a busy thread runs on after main's pthread_exit */
+ *   target main-exits  a busy thread runs on after main's pthread_exit
+ *   target forks    sleeps a second, forks, and both are busy */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile uint64_t sink;
 
@@ -104,6 +106,16 @@ int main(int argc, char **argv)
 			perror("seccomp");
 			return 1;
 		}
+	} else if (argc == 2 && !strcmp(argv[1], "forks")) {
+		/* busy; after a second, a child, busy too */
+		printf("ready\n");
+		struct timespec one = {1, 0};
+		while (nanosleep(&one, &one) != 0)
+			;
+		pid_t child = fork();
+		if (child == 0)
+			printf("child %d\n", (int)getpid());
+		busy();
 	} else if (argc == 2 && !strcmp(argv[1], "main-exits")) {
 		pthread_t t;
 		pthread_create(&t, NULL, busy_thread, NULL);
@@ -114,7 +126,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|forks|sleep N\n");
 		return 2;
 	}
 	printf("ready\n");
