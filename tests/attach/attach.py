@@ -323,6 +323,32 @@ def case_not_allowed():
     runs_on(t, shim=False)
 
 
+def case_same_user():
+    """A user without any capability attaches to a process of its own (no Yama here,
+    or ptrace_scope 0): the profile is written, as that user. As root, the test runs
+    both as nobody; as another user, the other cases run that way already."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("SKIP: needs root and setpriv to become nobody")
+        sys.exit(SKIP)
+    scope = "/proc/sys/kernel/yama/ptrace_scope"
+    if os.path.exists(scope) and open(scope).read().strip() != "0":
+        print("SKIP: ptrace_scope is not 0: a user may trace only its descendants")
+        sys.exit(SKIP)
+    nobody = 65534
+    shared = tempfile.mkdtemp(prefix="coprof-attach-nobody-")
+    os.chmod(shared, 0o777)
+    t = Target(["setpriv", "--reuid=%d" % nobody, "--regid=%d" % nobody, "--clear-groups",
+                TARGET, "busy"])
+    r = coprof("attach", "--duration", "1", "-o", os.path.join(shared, "n-%p.pstat"),
+               str(t.pid), user=nobody)
+    check(r.returncode == 0, "attach as nobody: %d %r" % (r.returncode, r.stderr))
+    path = wrote(r.stdout)
+    check(os.stat(path).st_uid == nobody, "the file is not nobody's")
+    native_profile(path)
+    runs_on(t, shim=True)
+    shutil.rmtree(shared, ignore_errors=True)
+
+
 def case_traced():
     """A target under strace: refused, strace's trace going on."""
     if not shutil.which("strace"):
