@@ -658,6 +658,8 @@ void pl_control_fork_child(void)
 		pthread_mutex_lock(&lock);
 		start_locked();
 		pthread_mutex_unlock(&lock);
+		/* the new control thread may have named its state before this start */
+		pl_control_republish();
 	}
 }
 
