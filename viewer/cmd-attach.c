@@ -188,13 +188,15 @@ static int check_process(pid_t pid, const char *shim, int *py_minor)
 		return fail(pid, "it is a zombie: it has exited (its parent has not reaped it)");
 	if (is_kernel_thread(pid))
 		return fail(pid, "it is a kernel thread; only user processes can be attached");
-	if (buf[0] == 'T' || buf[0] == 't')
-		return fail(pid, "it is stopped (job control or a debugger); continue it first");
-	if (status_field(pid, "TracerPid", buf, sizeof(buf)) == 0 && atoi(buf) != 0)
+	/* before the stopped state: a tracer's process is in tracing stops now and then */
+	char tracer[32];
+	if (status_field(pid, "TracerPid", tracer, sizeof(tracer)) == 0 && atoi(tracer) != 0)
 		return fail(pid,
 			    "it is traced already, by process %s (a debugger or strace): a "
 			    "process has one tracer at a time",
-			    buf);
+			    tracer);
+	if (buf[0] == 'T' || buf[0] == 't')
+		return fail(pid, "it is stopped (job control or a debugger); continue it first");
 	if (status_field(pid, "Seccomp", buf, sizeof(buf)) == 0 && atoi(buf) != 0)
 		return fail(pid, "it runs under a seccomp filter, which may kill it for the system "
 				 "calls that loading the profiler makes");
