@@ -17,7 +17,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: coprof detach PID\n"
 		   "Stops profiling PID (writing the window, as a toggle that stops does) and\n"
 		   "leaves it running at full speed: the profiler stays loaded, idle (no hook, no\n"
-		   "timer), and `coprof attach` or `coprof toggle` starts it again.\n");
+		   "tick), and `coprof attach` or `coprof toggle` starts it again.\n");
 }
 
 int vw_cmd_detach(int argc, char **argv)
@@ -71,7 +71,7 @@ int vw_cmd_detach(int argc, char **argv)
 	}
 	int rc = vw_send_and_wait(&t, PL_REQ_STOP, 30);
 	if (rc == 0)
-		printf("%d: detached; the profiler stays loaded, idle (no hook, no timer)\n",
+		printf("%d: detached; the profiler stays loaded, idle (no hook, no tick)\n",
 		       (int)t.pid);
 	return rc;
 }
