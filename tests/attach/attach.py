@@ -361,12 +361,17 @@ def case_traced():
     kids = []
 
     def child():
+        """strace's child that runs the target (strace forks short-lived children of
+        its own first, to test what ptrace can do)."""
         try:
             with open("/proc/%d/task/%d/children" % (tracer.pid, tracer.pid)) as f:
-                kids[:] = [int(x) for x in f.read().split()]
+                pids = [int(x) for x in f.read().split()]
+            kids[:] = [p for p in pids if "ready" in open(log).read() and
+                       open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")[:2]
+                       == [TARGET.encode(), b"sleep"]]
+            return kids and status(kids[0], "TracerPid") == str(tracer.pid)
         except OSError:
-            pass
-        return kids and status(kids[0], "TracerPid") == str(tracer.pid)
+            return False
     wait_for(child, 10, "strace's child")
     pid = kids[0]
     refused(coprof("attach", str(pid)), "traced already, by process %d" % tracer.pid)
