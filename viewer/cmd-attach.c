@@ -373,10 +373,10 @@ static int threads_of(pid_t pid, pid_t *tids, int max)
 }
 
 /* Loads the shim through one thread and waits for profiling to be on; in sample mode
- * then makes each other thread the program had register with the sampler, one after
- * the other (each leaves the trampoline before the next gets it). Last, the padding
+ * then makes each thread the program had register with the sampler, one after the
+ * other (each leaves the trampoline before the next gets it). Last, the padding
  * gets its zeros back once no thread can be in it. 0, or 1/2 after a line. */
-static int load(struct vw_target *t, const char *shim, const char *opts, int sample, int python)
+static int load(struct vw_target *t, const char *shim, const char *opts, int sample)
 {
 	static pid_t tids[MAX_THREADS];
 	char err[512];
@@ -400,13 +400,10 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 	int clean = vw_remote_symbol(t->pid, "libcoprof-preload.so", "coprof_attach_calls",
 				     &calls_at) == 0 &&
 		    vw_inject_wait_left(j, st.tid, calls_at, want, LEAVE_WAIT_S) == 0;
-	int sampled = 1, others = 0;
+	int sampled = 0, others = 0;
 	double worst = st.stopped_ms;
 	for (int i = 0; sample && i < n; i++) {
-		/* a Python's first thread is not registered by the entry (it may hold
-		 * the GIL the set-up waits for): it gets the trampoline again */
-		if (tids[i] == st.tid && !python)
-			continue;
+		/* the first thread too: the entry only starts the set-up */
 		others += tids[i] != st.tid;
 		if (!clean || vw_inject_run(j, tids[i], shim, THREAD_ENTRY, "", THREAD_WAIT_S, &ts,
 					    err, sizeof(err)) != 0)
@@ -419,8 +416,7 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 		clean = 0;
 	printf("%d: profiling on (attached through thread %d, stopped %.2f ms%s)\n", (int)t->pid,
 	       (int)st.tid, worst, st.restarted ? ", its system call restarted" : "");
-	sampled -= python; /* the first run registered no thread there */
-	if (sample && (others || python))
+	if (sample)
 		printf("%d: sampling %d of its %d threads%s\n", (int)t->pid, sampled, others + 1,
 		       sampled <= others ? " (the others were never at a safe point)" : "");
 	if (!clean)
@@ -624,7 +620,7 @@ int vw_cmd_attach(int argc, char **argv)
 		sigprocmask(SIG_BLOCK, &set, NULL);
 	}
 	int sample = o.mode ? !strcmp(o.mode, "sample") : !py_minor;
-	if ((rc = load(&t, shim, opts, sample, py_minor != 0)) != 0)
+	if ((rc = load(&t, shim, opts, sample)) != 0)
 		return rc;
 	fflush(stdout);
 	if (o.duration > 0 || o.until_signal)

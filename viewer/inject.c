@@ -329,6 +329,7 @@ static int idle_syscall(long nr)
 	case SYS_rt_sigtimedwait:
 	case SYS_epoll_wait:
 	case SYS_epoll_pwait:
+	case SYS_restart_syscall: /* a sleep of those above, restarted after a stop */
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
 #endif
@@ -500,7 +501,6 @@ static int try_thread(struct vw_inject *j, pid_t tid, struct vw_inject_stats *st
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0)
 		return -errno;
 	test_die(1);
-	double t0 = now_ms();
 	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
 		int e = -errno;
 		ptrace(PTRACE_DETACH, tid, 0, 0);
@@ -511,6 +511,9 @@ static int try_thread(struct vw_inject *j, pid_t tid, struct vw_inject_stats *st
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return rc;
 	}
+	/* From the stop coprof saw: a running thread runs on until its next entry into
+	 * the kernel (a timer tick at worst) before it stops. */
+	double t0 = now_ms();
 	test_die(2);
 	struct user_regs_struct r;
 	struct vw_tramp_block *b = (struct vw_tramp_block *)(j->image + j->code_len);

@@ -48,7 +48,7 @@ struct vw_tramp_block {
 /* What inject measured, for the user and for bench/attach. */
 struct vw_inject_stats {
 	pid_t tid;	   /* the thread that ran the trampoline */
-	double stopped_ms; /* from PTRACE_INTERRUPT to PTRACE_DETACH, the last try */
+	double stopped_ms; /* from the stop (as waitpid saw it) to PTRACE_DETACH */
 	int tries;	   /* stops made until the thread was at a safe point */
 	int restarted;	   /* the thread was in a system call, restarted after */
 	uint64_t tramp_at; /* where the trampoline went */

@@ -12,7 +12,10 @@ coprof attaches in trace mode (its default for Python) and detaches at once; py-
 dumps the stacks once (it stops the process while it reads them, unless
 --nonblocking).
 
-usage: stop.py --coprof BIN --python PY --py-spy PYSPY [--runs N]"""
+The same for a native program in sample mode (--native: tests/attach/target.c's
+`gaps` mode, the same report from a C loop), coprof alone.
+
+usage: stop.py --coprof BIN --python PY --py-spy PYSPY [--native TARGET] [--runs N]"""
 import argparse
 import os
 import re
@@ -28,10 +31,9 @@ def gaps(text):
     return [float(x) for x in re.findall(r"^gap ([0-9.]+)$", text, re.M)]
 
 
-def one(tool_cmd, python, out):
+def one(tool_cmd, target, out):
     with open(out, "w") as f:
-        p = subprocess.Popen([python, os.path.join(HERE, "gap.py")], stdout=f,
-                             stderr=subprocess.STDOUT)
+        p = subprocess.Popen(target, stdout=f, stderr=subprocess.STDOUT)
     try:
         while "ready" not in open(out).read():
             time.sleep(0.01)
@@ -57,6 +59,7 @@ def main():
     ap.add_argument("--coprof", required=True)
     ap.add_argument("--python", required=True)
     ap.add_argument("--py-spy", required=True)
+    ap.add_argument("--native", help="tests/attach's target, built (build/tests/attach/attach-target)")
     ap.add_argument("--runs", type=int, default=7)
     a = ap.parse_args()
     out = "/tmp/coprof-bench-gap.%d.out" % os.getpid()
@@ -66,10 +69,14 @@ def main():
         "py-spy dump": [a.py_spy, "dump", "--pid", "PID"],
         "py-spy dump --nonblocking": [a.py_spy, "dump", "--nonblocking", "--pid", "PID"],
     }
+    targets = {name: [a.python, os.path.join(HERE, "gap.py")] for name in tools}
+    if a.native:
+        tools["coprof attach + detach, native (sample)"] = tools["coprof attach + detach"]
+        targets["coprof attach + detach, native (sample)"] = [a.native, "gaps"]
     print("| tool | longest pause, ms (baseline) | tool's wall ms | coprof's ptrace stop, ms |")
     print("|---|---|---|---|")
     for name, cmd in tools.items():
-        rows = [one(cmd, a.python, out) for _ in range(a.runs)]
+        rows = [one(cmd, targets[name], out) for _ in range(a.runs)]
         stops = [float(m) for r in rows for m in
                  re.findall(r"stopped ([0-9.]+) ms", r["stdout"])]
         print("| %s | %.2f (%.2f) | %.1f | %s |" % (

@@ -3,10 +3,10 @@
  * threads, every signal blocked, and calls coprof_attach_entry with the options as
  * "NAME=VALUE" lines, read by the same parser as the environment (config.c). The
  * constructor did nothing (no LD_PRELOAD names us): the entry sets up what it would
- * have, as if COPROF_START=0, and opens a window at once. Native sample mode sets up
- * from the calling thread, the first it samples; a Python on a new thread, which takes
- * the GIL (the calling thread may hold it) for the adapter, as api.c's late setup has
- * it. In sample mode each other thread is registered by coprof_attach_thread. */
+ * have, as if COPROF_START=0, and opens a window at once, from a thread of its own (a
+ * Python's takes the GIL for the adapter, as api.c's late setup has it; the calling
+ * thread may hold it). In sample mode each of the program's threads then registers
+ * with the sampler in coprof_attach_thread. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -19,7 +19,6 @@
 #include "runtime/runtime.h"
 
 #define ATTACH_OPTS_MAX 8192
-#define ENTRY_WAIT_S 5 /* for the sample-mode set-up, on the stopped thread */
 
 /* The output path template in use, for `coprof detach` and `coprof attach` to say
  * which file was written: they read it through /proc/PID/mem. */
@@ -127,14 +126,12 @@ static int setup(void)
 	return 0;
 }
 
-/* The sample-mode set-up thread: opens the window (the sampled thread, which waits
- * for this one, arms its tick source at once when it registers). */
+/* The set-up thread of a native program (sample mode): opens the window; each thread
+ * arms its tick source at once when it registers (coprof_attach_thread). */
 static void *native_setup(void *arg)
 {
-	int *rc = arg;
-	int got = setup();
-	__atomic_store_n(rc, got, __ATOMIC_RELEASE);
-	if (got == 0) {
+	(void)arg;
+	if (setup() == 0) {
 		pl_tls_data.guard = 1;
 		pl_sampler_init_attached();
 		pl_tls_data.guard = 0;
@@ -189,57 +186,37 @@ static int returned(int rc)
 }
 
 /* Called once by coprof's trampoline, signals blocked, on a thread that holds no lock
- * of the C library or the loader (but may hold Python's GIL). Returns quickly: 0, or
- * 1 when the shim is set up already in this process (preloaded, or attached before),
- * or -errno. */
+ * of the C library or the loader (but may hold Python's GIL). Returns at once, the
+ * set-up going on in a thread of the shim's own: nothing that sleeps may run on this
+ * thread (a nanosleep resets the kernel's restart of the one it was stopped in, which
+ * the trampoline restarts afterwards: it would end early, with EINTR; the set-up
+ * sleeps, in the clock's calibration), and the program's thread is held the shortest
+ * time (the set-up took 55 ms here). In sample mode coprof then calls
+ * coprof_attach_thread on every thread of the program's, this one too. 0, 1 when the
+ * shim is set up already in this process (preloaded, or attached before), or -errno. */
 PL_EXPORT int coprof_attach_entry(const char *options)
 {
 	if (pl_active || pl_prof)
 		return returned(1);
 	if (copy_opts(options) != 0)
 		return returned(-E2BIG);
-	const char *mode = opt_get("COPROF_MODE");
-	if ((mode && strcmp(mode, "trace") == 0) || dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
-		pthread_t th;
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pl_resolve_reals();
-		int rc = pl_real.pthread_create(&th, &attr, python_setup, NULL);
-		pthread_attr_destroy(&attr);
-		if (rc == 0)
-			pthread_setname_np(th, "coprof-attach");
-		return returned(-rc);
-	}
-	/* Sample mode: the set-up on a helper thread, this one waiting; then this thread
-	 * is sampled. Nothing that sleeps may run on this thread: a nanosleep resets the
-	 * kernel's restart of the one this thread was stopped in, which the trampoline
-	 * restarts afterwards (it would end early, with EINTR). The set-up sleeps (the
-	 * clock's calibration). */
-	static int rc = 1; /* the helper's answer; static, as the wait may give up */
+	int python = dlsym(RTLD_DEFAULT, "Py_IsInitialized") != NULL;
 	pthread_t th;
-	struct timespec until;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pl_resolve_reals();
-	if (pl_real.pthread_create(&th, NULL, native_setup, &rc) != 0)
-		return returned(-EAGAIN);
-	/* At most ENTRY_WAIT_S: were this thread stopped while holding a lock the set-up
-	 * needs (the loader's, blocked in futex in a constructor), waiting longer would
-	 * hang the program. Then the set-up goes on alone, and this thread is not
-	 * sampled. */
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += ENTRY_WAIT_S;
-	if (pthread_timedjoin_np(th, NULL, &until) != 0) {
-		pthread_detach(th);
-		return returned(-ETIMEDOUT);
-	}
-	if (__atomic_load_n(&rc, __ATOMIC_ACQUIRE) == 0)
-		pl_sampler_thread_here();
-	return returned(__atomic_load_n(&rc, __ATOMIC_ACQUIRE));
+	int rc = pl_real.pthread_create(&th, &attr, python ? python_setup : native_setup, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		pthread_setname_np(th, "coprof-attach");
+	return returned(-rc);
 }
 
-/* Called by the trampoline on each of the program's other threads, once the first
- * entry set up sample mode: the thread registers with the sampler (nothing sleeps on
- * the way, as above). 0, or 1 when there is nothing to do. */
+/* Called by the trampoline on each of the program's threads, once the entry's set-up
+ * opened a window in sample mode: the thread registers with the sampler (nothing
+ * sleeps on the way: the clock is calibrated already). 0, or 1 when there is nothing
+ * to do. */
 PL_EXPORT int coprof_attach_thread(const char *unused)
 {
 	(void)unused;

@@ -7,7 +7,9 @@
  *   target threads  busy, in the main thread and in two more threads
  *   target seccomp  busy, under a seccomp filter (one that allows everything)
  *   target main-exits  a busy thread runs on after main's pthread_exit
- *   target forks    sleeps a second, forks, and both are busy */
+ *   target forks    sleeps a second, forks, and both are busy
+ *   target gaps     busy, printing the longest pause between two rounds every 250 ms
+ *                   (bench/attach/stop.py) */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -116,6 +118,23 @@ int main(int argc, char **argv)
 		if (child == 0)
 			printf("child %d\n", (int)getpid());
 		busy();
+	} else if (argc == 2 && !strcmp(argv[1], "gaps")) {
+		/* for bench/attach: the longest time between two rounds, each 250 ms */
+		printf("ready\n");
+		uint64_t x = 1, last = now_ns(), worst = 0, next = last + 250000000u;
+		for (;;) {
+			x = spin_inner(x);
+			uint64_t t = now_ns();
+			worst = t - last > worst ? t - last : worst;
+			last = t;
+			if (t >= next) {
+				printf("gap %.3f\n", (double)worst / 1e6);
+				worst = 0;
+				next = t + 250000000u;
+				last = now_ns();
+			}
+			sink = x;
+		}
 	} else if (argc == 2 && !strcmp(argv[1], "main-exits")) {
 		pthread_t t;
 		pthread_create(&t, NULL, busy_thread, NULL);
@@ -126,7 +145,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|forks|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|forks|gaps|sleep N\n");
 		return 2;
 	}
 	printf("ready\n");
