@@ -162,6 +162,10 @@ static int check_target(struct target *t, int want)
 			(int)t->pid);
 		return -1;
 	}
+	char attached[PATH_MAX];
+	if (t->st.signo == 0 && want <= 0 &&
+	    vw_attached_out(t->pid, attached, sizeof(attached)) == 0)
+		return 0; /* attached: requests go through its control pipe */
 	if (t->st.signo == 0) {
 		fprintf(stderr,
 			"coprof toggle: %d handles its toggle signal itself, so toggling is off in "
@@ -222,6 +226,11 @@ int vw_send_and_wait(struct target *t, int req, double timeout)
 	struct pl_toggle_state before = t->st;
 	union sigval v = {.sival_int = req};
 	int by_pipe = vw_attached_request(t->pid, req);
+	if (by_pipe < 0 && before.signo <= 0) { /* attached, and its pipe is gone */
+		fprintf(stderr, "%s: %d: cannot reach its control pipe: %s\n", vw_toggle_who, pid,
+			strerror(-by_pipe));
+		return 1;
+	}
 	if (by_pipe < 0 && sigqueue(t->pid, before.signo, v) != 0) {
 		fprintf(stderr, "%s: %d: %s\n", vw_toggle_who, pid, strerror(errno));
 		return 1;

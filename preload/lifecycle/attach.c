@@ -3,7 +3,7 @@
  * threads, every signal blocked, and calls coprof_attach_entry with the options as
  * "NAME=VALUE" lines, read by the same parser as the environment (config.c). The
  * constructor did nothing (no LD_PRELOAD names us): the entry sets up what it would
- * have, as if COPROF_START=0, and opens a window at once, from a thread of its own (a
+ * have, with no toggle signal, and opens a window at once, from a thread of its own (a
  * Python's takes the GIL for the adapter, as api.c's late setup has it; the calling
  * thread may hold it). In sample mode each of the program's threads then registers
  * with the sampler in coprof_attach_thread. */
@@ -24,7 +24,7 @@
  * which file was written: they read it through /proc/PID/mem. */
 PL_EXPORT char coprof_attach_out[PATH_MAX];
 
-/* The control pipe's write end, its number and inode (0 until set up): `coprof attach`
+/* The control pipe's write end, its number and inode (-1 until set up): `coprof attach`
  * and `coprof detach` write their requests there, through /proc/PID/fd, rather than
  * send the toggle signal, whose handler would cut a sleep of the program's short. */
 PL_EXPORT int coprof_attach_pipe_fd = -1;
@@ -40,8 +40,14 @@ static char opts[ATTACH_OPTS_MAX];
 static const char *opt_get(const char *name)
 {
 	size_t n = strlen(name);
+	/* No toggle signal: requests come through the control pipe (/proc/PID/fd), and
+	 * the program's signal dispositions stay as they were (nor does the shim say on
+	 * its stderr that the program handles SIGUSR2 itself). The entry opens the
+	 * window; COPROF_START's 0 is for a preloaded process waiting for a signal. */
+	if (strcmp(name, "COPROF_SIGNAL") == 0)
+		return "none";
 	if (strcmp(name, "COPROF_START") == 0)
-		return "0"; /* the entry opens the window itself */
+		return "1";
 	for (const char *p = opts; *p; p += strlen(p) + 1)
 		if (!strncmp(p, name, n) && p[n] == '=')
 			return p + n + 1;
@@ -115,8 +121,7 @@ static int setup(void)
 	}
 	/* Not pl_threads_init: its count of the program's threads is kept by the
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
-	pl_toggle_install(pl_cfg.signo);
-	pl_control_init();
+	pl_control_init_attached();
 	publish_pipe();
 	pl_fork_init();
 	/* after the shim's own handlers, which give a forked child its own pipe */

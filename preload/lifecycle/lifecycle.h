@@ -17,6 +17,9 @@
 /* --- control.c: starting, stopping and dumping, serialised by one mutex ------------- */
 
 PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
+/* The same for `coprof attach` (attach.c), whose requests come through the pipe alone:
+ * no toggle signal, and the control thread all the same. */
+PL_HIDDEN int pl_control_init_attached(void);
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
 PL_HIDDEN void pl_control_exit(void);  /* at exit: stop, dump, say what is missing */
 /* exec.c's around exec: stop and dump (1: was on, 0: off, -1: gave up), puts in
