@@ -1,6 +1,8 @@
 """aio.py: an asyncio program for tests/attach/attach.py to attach to while it runs:
-two named tasks, each with a CPU function of its own, forever; a line per second."""
+two named tasks, each with a CPU function of its own, forever; a line every 0.2 s; a
+SIGUSR2 handler of its own (coprof's default toggle signal), which prints "usr2"."""
 import asyncio
+import signal
 import time
 
 
@@ -31,6 +33,8 @@ async def ticker():
 
 
 async def main():
+    asyncio.get_running_loop().add_signal_handler(
+        signal.SIGUSR2, lambda: print("usr2", flush=True))
     print("ready", flush=True)
     await asyncio.gather(asyncio.create_task(worker(crunch_alpha, 20000), name="alpha"),
                          asyncio.create_task(worker(crunch_beta, 10000), name="beta"),

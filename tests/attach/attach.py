@@ -509,6 +509,10 @@ def case_python_asyncio(python, mode="trace"):
     wait_for(lambda: t.text().count("\n") > before, 10, "the program's output to go on")
     check(t.p.poll() is None and "Traceback" not in t.text(), t.text()[-400:])
     check(control_state(t.pid) == "S", "control thread %s" % control_state(t.pid))
+    # the program's own SIGUSR2 handler is its own still, and the shim said nothing
+    os.kill(t.pid, signal.SIGUSR2)
+    wait_for(lambda: "usr2" in t.text(), 10, "the program's SIGUSR2 handler")
+    check("coprof" not in t.text(), "the shim printed: %r" % t.text()[-400:])
 
 
 def case_python_sample(python):
