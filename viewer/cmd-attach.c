@@ -450,6 +450,19 @@ static int window_then_stop(struct vw_target *t, const struct attach_opts *o)
 	return vw_send_and_wait(t, PL_REQ_STOP, 30);
 }
 
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One line about a bad option, "coprof attach: ...": returns 2. */
+static int bad(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("coprof attach: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	return 2;
+}
+
 /* The options whose value is the next argument. */
 static int takes_value(const char *opt)
 {
@@ -479,20 +492,12 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 		switch (c) {
 		case 'm':
 			if (strcmp(optarg, "trace") && strcmp(optarg, "sample"))
-				return fprintf(stderr,
-					       "coprof attach: --mode is trace or sample, "
-					       "not '%s'\n",
-					       optarg),
-				       2;
+				return bad("--mode is trace or sample, not '%s'\n", optarg);
 			o->mode = optarg;
 			break;
 		case 'c':
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "wall"))
-				return fprintf(stderr,
-					       "coprof attach: --clock is cpu or wall, not "
-					       "'%s'\n",
-					       optarg),
-				       2;
+				return bad("--clock is cpu or wall, not '%s'\n", optarg);
 			o->clock = optarg;
 			break;
 		case 'o':
@@ -500,11 +505,8 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 			break;
 		case 'z':
 			if (pl_parse_hz(optarg, &hz) != 0)
-				return fprintf(stderr,
-					       "coprof attach: --hz is a rate from %d to %d, "
-					       "not '%s'\n",
-					       PL_HZ_MIN, PL_HZ_MAX, optarg),
-				       2;
+				return bad("--hz is a rate from %d to %d, not '%s'\n", PL_HZ_MIN,
+					   PL_HZ_MAX, optarg);
 			o->hz = optarg;
 			break;
 		case 'd':
@@ -512,11 +514,9 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 			o->duration = strtod(optarg, &end);
 			if (errno || *end || end == optarg ||
 			    !(o->duration > 0 && o->duration <= 86400))
-				return fprintf(stderr,
-					       "coprof attach: --duration '%s' is not a number "
-					       "of seconds (0 to 86400)\n",
-					       optarg),
-				       2;
+				return bad("--duration '%s' is not a number of seconds (0 to "
+					   "86400)\n",
+					   optarg);
 			break;
 		case 'u':
 			o->until_signal = 1;
@@ -534,9 +534,7 @@ static int parse_opts(int argc, char **argv, struct attach_opts *o, int *help)
 		}
 	}
 	if (o->duration > 0 && o->until_signal)
-		return fprintf(stderr, "coprof attach: --duration and --until-signal exclude each "
-				       "other\n"),
-		       2;
+		return bad("--duration and --until-signal exclude each other\n");
 	return 0;
 }
 
