@@ -322,10 +322,17 @@ static int wait_started(struct vw_target *t)
 		}
 		nanosleep(&pause, NULL);
 	}
+	/* A set-up still under way (a Python whose GIL is held all along) is told to
+	 * leave the window shut. */
+	uint64_t at;
+	int one = 1;
+	int told =
+	    vw_remote_symbol(t->pid, "libcoprof-preload.so", "coprof_attach_cancel", &at) == 0 &&
+	    vw_remote_write(t->pid, at, &one, sizeof(one)) == 0;
 	fprintf(stderr,
-		"%s: %d: the profiler did not start within %g s (its stderr may say why); the "
-		"process runs on\n",
-		vw_toggle_who, (int)t->pid, START_WAIT_S);
+		"%s: %d: the profiler did not start within %g s (its stderr may say why; a "
+		"Python may hold its GIL all along)%s; the process runs on\n",
+		vw_toggle_who, (int)t->pid, START_WAIT_S, told ? ", and will not start later" : "");
 	return 1;
 }
 

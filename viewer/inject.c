@@ -262,6 +262,19 @@ int vw_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return rc;
 }
 
+int vw_remote_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
+	int rc = n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+	close(fd);
+	return rc;
+}
+
 /* Where the trampoline may go: `need` bytes of the zero padding after an executable
  * segment (past p_vaddr + p_memsz, up to its last page's end), which the file maps but
  * nothing runs or reads. A write through /proc/PID/mem makes that page a private copy.
@@ -406,9 +419,15 @@ static int in_libc(const struct maps *m, uint64_t pc)
 		const char *base = strrchr(x->path, '/');
 		base = base ? base + 1 : x->path;
 		static const char *const locking[] = {
-		    "libc.so", "libc-", "ld-linux", "libpthread", "libdl",
+		    "libc.so",
+		    "libc-",
+		    "ld-linux",
+		    "libpthread",
+		    "libdl",
 		    /* allocators the program may put in malloc's place */
-		    "libjemalloc", "libtcmalloc", "libmimalloc",
+		    "libjemalloc",
+		    "libtcmalloc",
+		    "libmimalloc",
 		};
 		for (size_t k = 0; k < sizeof(locking) / sizeof(locking[0]); k++)
 			if (!strncmp(base, locking[k], strlen(locking[k])))

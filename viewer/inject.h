@@ -84,6 +84,8 @@ int vw_remote_symbol(pid_t pid, const char *suffix, const char *name, uint64_t *
 
 /* Reads `len` bytes at `addr` of process `pid` (/proc/PID/mem). 0 or -errno. */
 int vw_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* Writes them there (an aligned int is written whole). 0 or -errno. */
+int vw_remote_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 #endif
 
 #endif

@@ -30,6 +30,11 @@ PL_EXPORT char coprof_attach_out[PATH_MAX];
 PL_EXPORT int coprof_attach_pipe_fd = -1;
 PL_EXPORT unsigned long long coprof_attach_pipe_ino;
 
+/* Set by `coprof attach` (through /proc/PID/mem) when it gave up waiting for the
+ * window to open: a set-up still under way (a Python whose GIL was not let go) then
+ * leaves the window shut, rather than profile a process nobody waits for. */
+PL_EXPORT int coprof_attach_cancel;
+
 /* Calls of the entries that returned: `coprof attach` waits for the count before it
  * takes the trampoline out of the process (it reads it through /proc/PID/mem). */
 PL_EXPORT unsigned coprof_attach_calls;
@@ -167,6 +172,8 @@ static void *python_setup(void *arg)
 	pl_python_init(&lend);
 	pl_tls_data.guard = 0;
 	release(g);
+	if (__atomic_load_n(&coprof_attach_cancel, __ATOMIC_ACQUIRE))
+		return NULL;
 	/* Sample mode: the tick handler reads the frames through the adapter; each thread
 	 * registers with the sampler when coprof's trampoline calls coprof_attach_thread
 	 * on it (this thread cannot wait for the first: it may hold the GIL). */

@@ -70,6 +70,7 @@ PL_EXPORT int coprof_attach_entry(const char *options);
 PL_EXPORT int coprof_attach_thread(const char *unused);
 extern PL_EXPORT char coprof_attach_out[PATH_MAX];
 extern PL_EXPORT unsigned coprof_attach_calls;
+extern PL_EXPORT int coprof_attach_cancel;
 extern PL_EXPORT int coprof_attach_pipe_fd;
 extern PL_EXPORT unsigned long long coprof_attach_pipe_ino;
 

@@ -537,6 +537,20 @@ def case_python_sleep(python):
     check(Profile(os.path.join(TMP, "ps-%d.pstat" % t.pid)).nc("step") > 0, "step not seen")
 
 
+def case_python_gil_held(python):
+    """A Python that holds its GIL past coprof's 10 s wait: attach says so (exit 1) and
+    tells the shim not to start later; the program finishes, its 12 s call whole, and
+    no profile is ever written."""
+    t = Target([python, os.path.join(HERE, "gilhog.py")])
+    r = coprof("attach", "-o", "g-%p.pstat", str(t.pid))
+    check(r.returncode == 1 and "will not start later" in r.stderr, "attach: %d %r" % (
+        r.returncode, r.stderr))
+    check(t.p.wait(30) == 0, "exit %s: %r" % (t.p.returncode, t.text()))
+    held = float(re.search(r"^held ([0-9.]+)$", t.text(), re.M).group(1))
+    check(held >= 12.0 and "end" in t.text(), t.text())
+    check(not os.path.exists(os.path.join(TMP, "g-%d.pstat" % t.pid)), "a profile was written")
+
+
 def main():
     cases = {n[5:].replace("_", "-"): f for n, f in globals().items() if n.startswith("case_")}
     name = sys.argv[1] if len(sys.argv) > 1 else ""
