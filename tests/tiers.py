@@ -11,7 +11,7 @@ usage: tiers.py change|asan BUILDDIR     prints the tier's test names, one a lin
   version (the frame-evaluation backend below 3.12, the frame layouts the sampler
   reads, greenlet, fork).
 - asan (the AddressSanitizer+UBSan build): unit, every native test but the slow
-  ones, and PRIMARY's and OLDEST's ASAN_PY_SUBSET: the shim's C under the sanitizers,
+  ones and coprof attach's (its targets run without the sanitizer), and PRIMARY's and OLDEST's ASAN_PY_SUBSET: the shim's C under the sanitizers,
   on both Python backends' code.
 
 `scripts/test.sh` runs both; `scripts/test.sh --all` runs every test of every build
@@ -32,6 +32,8 @@ PY_SUBSET = {
     "hook_rejected", "handover_profiler", "chained_slot", "deep_recursion",
     "cprofiled", "tool_freed",
     "await_graph_cpu",  # who awaits whom: asyncio's objects, read per version
+    # coprof attach: the adapter's late set-up in a live interpreter, per version
+    "attach_asyncio", "attach_sample", "attach_sleep",
 }
 PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall"}
@@ -70,6 +72,10 @@ def in_change(name, suites):
 
 def in_asan(name, suites):
     if suites & {"slow", "hook-other", "pip"}:  # pip builds its own package, not ASan's
+        return False
+    # coprof attach dlopens the shim into a program started without the sanitizer's
+    # runtime, which an instrumented shim needs loaded first
+    if name.startswith("attach-") or re.search(r"-attach_\w+$", name):
         return False
     m = PYTHON.match(name)
     if m is None:

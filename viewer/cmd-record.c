@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "cmds.h"
+#include "target.h"
 #include "state/state.h"
 
 #if defined(__x86_64__)
@@ -46,7 +47,7 @@ static void usage(FILE *f)
 
 /* The preload library: $COPROF_PRELOAD, else the build tree beside this binary, else
  * the install's libdir. Returns 0 and fills out, or -1. */
-static int find_preload(char *out, size_t len)
+int vw_find_preload(char *out, size_t len)
 {
 	const char *env = getenv("COPROF_PRELOAD");
 	if (env && *env) {
@@ -178,7 +179,7 @@ int vw_cmd_record(int argc, char **argv)
 		return 2;
 	}
 	char lib[PATH_MAX];
-	if (find_preload(lib, sizeof(lib)) != 0) {
+	if (vw_find_preload(lib, sizeof(lib)) != 0) {
 		fprintf(stderr, "coprof record: cannot find " PRELOAD_NAME
 				" (set COPROF_PRELOAD to its path)\n");
 		return 2;

@@ -18,16 +18,17 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "inject.h"
 #include "state/state.h"
+#include "target.h"
 
 #define PRELOAD_NAME "libcoprof-preload.so"
 #define MAX_TARGETS 256
 
-struct target {
-	pid_t pid;
-	pid_t tid; /* the control thread */
-	struct pl_toggle_state st;
-};
+#define target vw_target
+
+/* Who speaks in the lines below: `coprof toggle`, or attach and detach. */
+const char *vw_toggle_who = "coprof toggle";
 
 static void usage(FILE *f)
 {
@@ -44,7 +45,7 @@ static void usage(FILE *f)
 
 /* A pid: a positive decimal that fits pid_t, nothing else (no sign, no spaces, no
  * 0x). -1 if not, so that no value can ever reach kill() as 0 or a negative pid. */
-static pid_t parse_pid(const char *s)
+pid_t vw_parse_pid(const char *s)
 {
 	long long v = 0;
 	if (!*s || strlen(s) > 10)
@@ -60,7 +61,7 @@ static pid_t parse_pid(const char *s)
 }
 
 /* 1: the shim is mapped in pid, 0: it is not; -errno if its maps cannot be read. */
-static int shim_mapped(pid_t pid)
+int vw_shim_mapped(pid_t pid)
 {
 	char path[64], line[PATH_MAX + 256];
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
@@ -95,7 +96,7 @@ static int read_state(pid_t pid, pid_t tid, struct pl_toggle_state *st)
 
 /* Finds the control thread of pid. 0 with t->tid and t->st set; -ENOENT if there is
  * none (toggling is off there), or another -errno. */
-static int find_control(struct target *t)
+int vw_find_control(struct target *t)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)t->pid);
@@ -105,7 +106,7 @@ static int find_control(struct target *t)
 	int rc = -ENOENT;
 	struct dirent *e;
 	while (rc != 0 && (e = readdir(d)) != NULL) {
-		pid_t tid = parse_pid(e->d_name);
+		pid_t tid = vw_parse_pid(e->d_name);
 		if (tid > 0 && read_state(t->pid, tid, &t->st) == 0) {
 			t->tid = tid;
 			rc = 0;
@@ -130,7 +131,7 @@ static const char *signame(int sig, char *buf, size_t len)
 static int check_target(struct target *t, int want)
 {
 	char a[32], b[32];
-	int rc = shim_mapped(t->pid);
+	int rc = vw_shim_mapped(t->pid);
 	if (rc == -ENOENT) {
 		fprintf(stderr, "coprof toggle: %d: no such process\n", (int)t->pid);
 		return -1;
@@ -149,7 +150,7 @@ static int check_target(struct target *t, int want)
 	}
 	/* A program that has just started may not have its control thread yet: look for
 	 * it for up to a second before saying toggling is off. */
-	for (int tries = 0; (rc = find_control(t)) < 0 && tries < 100; tries++) {
+	for (int tries = 0; (rc = vw_find_control(t)) < 0 && tries < 100; tries++) {
 		struct timespec pause = {0, 10 * 1000 * 1000};
 		nanosleep(&pause, NULL);
 	}
@@ -161,6 +162,10 @@ static int check_target(struct target *t, int want)
 			(int)t->pid);
 		return -1;
 	}
+	char attached[PATH_MAX];
+	if (t->st.signo == 0 && want <= 0 &&
+	    vw_attached_out(t->pid, attached, sizeof(attached)) == 0)
+		return 0; /* attached: requests go through its control pipe */
 	if (t->st.signo == 0) {
 		fprintf(stderr,
 			"coprof toggle: %d handles its toggle signal itself, so toggling is off in "
@@ -177,13 +182,20 @@ static int check_target(struct target *t, int want)
 	return 0;
 }
 
-/* The path of the file a stop wrote, as the shim names it (COPROF_OUT from the
- * process's environment at its start, else the default). */
+/* The path of the file a stop wrote, as the shim names it: the template `coprof
+ * attach` gave it, else COPROF_OUT from the process's environment at its start, else
+ * the default. */
 static void written_path(const struct target *t, char *buf, size_t len)
 {
 	static char env[1 << 17];
 	char path[64];
 	const char *tmpl = "coprof-%p.pstat";
+	static char attached[PATH_MAX];
+	if (vw_attached_out(t->pid, attached, sizeof(attached)) == 0) {
+		if (pl_out_path(attached, t->pid, t->st.dumps, t->st.forked, buf, len) != 0)
+			snprintf(buf, len, "(a name too long to show)");
+		return;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/environ", (int)t->pid);
 	FILE *f = fopen(path, "re");
 	if (f) {
@@ -207,14 +219,20 @@ static double now(void)
 
 /* Sends `req` to t and waits until its control thread has applied it (its request
  * count moved), at most `timeout` seconds. Says what the process did. 0, 1 on failure. */
-static int send_and_wait(struct target *t, int req, double timeout)
+int vw_send_and_wait(struct target *t, int req, double timeout)
 {
 	char path[PATH_MAX];
 	int pid = (int)t->pid;
 	struct pl_toggle_state before = t->st;
 	union sigval v = {.sival_int = req};
-	if (sigqueue(t->pid, before.signo, v) != 0) {
-		fprintf(stderr, "coprof toggle: %d: %s\n", pid, strerror(errno));
+	int by_pipe = vw_attached_request(t->pid, req);
+	if (by_pipe < 0 && before.signo <= 0) { /* attached, and its pipe is gone */
+		fprintf(stderr, "%s: %d: cannot reach its control pipe: %s\n", vw_toggle_who, pid,
+			strerror(-by_pipe));
+		return 1;
+	}
+	if (by_pipe < 0 && sigqueue(t->pid, before.signo, v) != 0) {
+		fprintf(stderr, "%s: %d: %s\n", vw_toggle_who, pid, strerror(errno));
 		return 1;
 	}
 	double end = now() + timeout;
@@ -222,26 +240,25 @@ static int send_and_wait(struct target *t, int req, double timeout)
 	for (;;) {
 		int rc = read_state(t->pid, t->tid, &t->st);
 		if (rc == -ENOENT || rc == -ESRCH) /* the control thread was restarted */
-			rc = find_control(t);
+			rc = vw_find_control(t);
 		if (rc == 0 && t->st.run == PL_RUN_EXITING) {
 			fprintf(stderr,
-				"coprof toggle: %d is exiting; its last window is written "
+				"%s: %d is exiting; its last window is written "
 				"at exit\n",
-				pid);
+				vw_toggle_who, pid);
 			return 1;
 		}
 		if (rc == 0 && t->st.seq != before.seq)
 			break;
 		if (rc != 0 && kill(t->pid, 0) != 0 && errno == ESRCH) {
-			fprintf(stderr, "coprof toggle: %d exited before it answered\n", pid);
+			fprintf(stderr, "%s: %d exited before it answered\n", vw_toggle_who, pid);
 			return 1;
 		}
 		if (now() > end) {
-			fprintf(
-			    stderr,
-			    "coprof toggle: %d did not answer within %g s; the request may still "
-			    "be applied later\n",
-			    pid, timeout);
+			fprintf(stderr,
+				"%s: %d did not answer within %g s; the request may still "
+				"be applied later\n",
+				vw_toggle_who, pid, timeout);
 			return 1;
 		}
 		nanosleep(&pause, NULL);
@@ -364,7 +381,7 @@ int vw_cmd_toggle(int argc, char **argv)
 		return 2;
 	}
 	for (int i = optind; i < argc; i++) {
-		pid_t pid = parse_pid(argv[i]);
+		pid_t pid = vw_parse_pid(argv[i]);
 		if (pid <= 0) {
 			fprintf(stderr, "coprof toggle: '%s' is not a pid\n", argv[i]);
 			return 2;
@@ -386,7 +403,7 @@ int vw_cmd_toggle(int argc, char **argv)
 			       on ? "on" : "off");
 			continue;
 		}
-		if (send_and_wait(t, req, timeout) != 0)
+		if (vw_send_and_wait(t, req, timeout) != 0)
 			status = 1;
 	}
 	if (fflush(stdout) != 0 || ferror(stdout)) {

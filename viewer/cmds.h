@@ -6,6 +6,8 @@
 
 int vw_cmd_record(int argc, char **argv);
 int vw_cmd_toggle(int argc, char **argv);
+int vw_cmd_attach(int argc, char **argv);
+int vw_cmd_detach(int argc, char **argv);
 int vw_cmd_view(int argc, char **argv);
 int vw_cmd_report(int argc, char **argv);
 int vw_cmd_export(int argc, char **argv);

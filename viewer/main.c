@@ -11,6 +11,8 @@ static const struct {
 } commands[] = {
     {"record", vw_cmd_record, "run a program under the profiler"},
     {"toggle", vw_cmd_toggle, "start or stop profiling a running process"},
+    {"attach", vw_cmd_attach, "load the profiler into a running process and start"},
+    {"detach", vw_cmd_detach, "stop profiling a process attached to"},
     {"view", vw_cmd_view, "browse profiles in the terminal"},
     {"report", vw_cmd_report, "print a profile as a table (text, csv, json)"},
     {"export", vw_cmd_export, "convert a profile (callgrind, collapsed, pprof)"},

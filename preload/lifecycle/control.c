@@ -316,6 +316,16 @@ int pl_control_init(void)
 	return spawn_control(0);
 }
 
+/* Set by pl_control_init_attached: a control thread runs without a toggle signal, and
+ * a forked child gets one too. */
+static int attached_control;
+
+int pl_control_init_attached(void)
+{
+	attached_control = 1;
+	return pl_real.pthread_create ? spawn_control(0) : -ENOSYS;
+}
+
 /* The note about missing instrumentation is for the program the user launched, not
  * for every helper process it runs (a shell, pyenv's bash wrappers): `coprof record`
  * names that process in COPROF_PID; without it, every process may say it. */
@@ -652,12 +662,14 @@ void pl_control_fork_child(void)
 	__atomic_add_fetch(&pl_gen, 1, __ATOMIC_RELEASE);
 	pl_thread();
 	pl_runtimes_after_fork_child();
-	if (pl_cfg.signo != 0 || pl_cfg.interval_ns)
+	if (pl_cfg.signo != 0 || pl_cfg.interval_ns || attached_control)
 		spawn_control(paused != 0);
 	if (was_running) {
 		pthread_mutex_lock(&lock);
 		start_locked();
 		pthread_mutex_unlock(&lock);
+		/* the new control thread may have named its state before this start */
+		pl_control_republish();
 	}
 }
 

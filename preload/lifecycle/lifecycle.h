@@ -17,6 +17,9 @@
 /* --- control.c: starting, stopping and dumping, serialised by one mutex ------------- */
 
 PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
+/* The same for `coprof attach` (attach.c), whose requests come through the pipe alone:
+ * no toggle signal, and the control thread all the same. */
+PL_HIDDEN int pl_control_init_attached(void);
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
 PL_HIDDEN void pl_control_exit(void);  /* at exit: stop, dump, say what is missing */
 /* exec.c's around exec: stop and dump (1: was on, 0: off, -1: gave up), puts in
@@ -60,6 +63,16 @@ PL_EXPORT int coprof_api_stop(const char *snap, int *dumped);
 PL_EXPORT int coprof_api_dump(const char *path);
 PL_EXPORT int coprof_api_clear(void);
 PL_EXPORT const char *coprof_api_strerror(int rc);
+
+/* --- attach.c: `coprof attach`'s entry, called by its trampoline (viewer/inject*) -- */
+
+PL_EXPORT int coprof_attach_entry(const char *options);
+PL_EXPORT int coprof_attach_thread(const char *unused);
+extern PL_EXPORT char coprof_attach_out[PATH_MAX];
+extern PL_EXPORT unsigned coprof_attach_calls;
+extern PL_EXPORT int coprof_attach_cancel;
+extern PL_EXPORT int coprof_attach_pipe_fd;
+extern PL_EXPORT unsigned long long coprof_attach_pipe_ino;
 
 /* --- exec.c ------------------------------------------------------------------------ */
 

@@ -198,6 +198,14 @@ int pl_py_attach(const struct pl_py_host *host, struct pl_py_adapter *out)
 			out->claim = pl_pys_claim;
 			pl_pys_tasks_init();
 		}
+		if (host->late) {
+			/* `coprof attach`: what the audit hook does at cpython.run_*, done
+			 * now (the caller holds the GIL, the main module runs already). */
+			main_started = 1;
+			if (PY_VERSION_HEX < 0x030C0000)
+				pl_py_gil_at_main();
+			pl_py_fork_register();
+		}
 		return 0;
 	}
 	if (host->late) {

@@ -830,7 +830,25 @@ static void libc_code(const char *name, uintptr_t *lo, uintptr_t *hi)
 	*hi = (uintptr_t)at + sym->st_size;
 }
 
+static int sampler_init(int own_thread);
+
 int pl_sampler_init(void)
+{
+	return sampler_init(1);
+}
+
+int pl_sampler_init_attached(void)
+{
+	return sampler_init(0);
+}
+
+void pl_sampler_thread_here(void)
+{
+	if (sampler_ready)
+		thread_start();
+}
+
+static int sampler_init(int own_thread)
 {
 	if (pl_cfg.mode != COPROF_MODE_SAMPLE || !pl_prof)
 		return 0;
@@ -894,7 +912,8 @@ int pl_sampler_init(void)
 	pl_runtime_add(&sampler_runtime);
 	sampler_ready = 1;
 	pthread_atfork(fork_prepare, fork_parent, NULL);
-	thread_start(); /* the thread running the constructor */
+	if (own_thread)
+		thread_start(); /* the thread running the constructor */
 	start_folder();
 	return 0;
 }

@@ -1,0 +1,239 @@
+/* attach.c: the shim loaded into a running process by `coprof attach`
+ * (viewer/cmd-attach.c). coprof's trampoline dlopens the shim on one of the program's
+ * threads, every signal blocked, and calls coprof_attach_entry with the options as
+ * "NAME=VALUE" lines, read by the same parser as the environment (config.c). The
+ * constructor did nothing (no LD_PRELOAD names us): the entry sets up what it would
+ * have, with no toggle signal, and opens a window at once, from a thread of its own (a
+ * Python's takes the GIL for the adapter, as api.c's late setup has it; the calling
+ * thread may hold it). In sample mode each of the program's threads then registers
+ * with the sampler in coprof_attach_thread. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lifecycle.h"
+#include "runtime/runtime.h"
+
+#define ATTACH_OPTS_MAX 8192
+
+/* The output path template in use, for `coprof detach` and `coprof attach` to say
+ * which file was written: they read it through /proc/PID/mem. */
+PL_EXPORT char coprof_attach_out[PATH_MAX];
+
+/* The control pipe's write end, its number and inode (-1 until set up): `coprof attach`
+ * and `coprof detach` write their requests there, through /proc/PID/fd, rather than
+ * send the toggle signal, whose handler would cut a sleep of the program's short. */
+PL_EXPORT int coprof_attach_pipe_fd = -1;
+PL_EXPORT unsigned long long coprof_attach_pipe_ino;
+
+/* Set by `coprof attach` (through /proc/PID/mem) when it gave up waiting for the
+ * window to open: a set-up still under way (a Python whose GIL was not let go) then
+ * leaves the window shut, rather than profile a process nobody waits for. */
+PL_EXPORT int coprof_attach_cancel;
+
+/* Calls of the entries that returned: `coprof attach` waits for the count before it
+ * takes the trampoline out of the process (it reads it through /proc/PID/mem). */
+PL_EXPORT unsigned coprof_attach_calls;
+
+/* The options, NUL-separated NAME=VALUE, an empty string after the last. */
+static char opts[ATTACH_OPTS_MAX];
+
+static const char *opt_get(const char *name)
+{
+	size_t n = strlen(name);
+	/* No toggle signal: requests come through the control pipe (/proc/PID/fd), and
+	 * the program's signal dispositions stay as they were (nor does the shim say on
+	 * its stderr that the program handles SIGUSR2 itself). The entry opens the
+	 * window; COPROF_START's 0 is for a preloaded process waiting for a signal. */
+	if (strcmp(name, "COPROF_SIGNAL") == 0)
+		return "none";
+	if (strcmp(name, "COPROF_START") == 0)
+		return "1";
+	for (const char *p = opts; *p; p += strlen(p) + 1)
+		if (!strncmp(p, name, n) && p[n] == '=')
+			return p + n + 1;
+	return NULL;
+}
+
+static int copy_opts(const char *s)
+{
+	size_t n = strlen(s);
+	if (n + 2 > sizeof(opts))
+		return -E2BIG;
+	memcpy(opts, s, n + 1);
+	opts[n + 1] = 0;
+	for (size_t i = 0; i < n; i++)
+		if (opts[i] == '\n')
+			opts[i] = 0;
+	return 0;
+}
+
+static const struct pl_lend lend = {
+    .threads_pause = pl_control_fork_pause,
+    .threads_resume = pl_control_fork_resume,
+    .late = 1,
+};
+
+/* The control pipe's write end, for coprof (coprof_attach_pipe_fd): at set-up, and in
+ * a forked child, whose pipe is its own (the parent's is closed there), so that a
+ * request for the child never reaches the parent. */
+static void publish_pipe(void)
+{
+	coprof_attach_pipe_ino = (unsigned long long)pl_toggle_fd.ino;
+	__atomic_store_n(&coprof_attach_pipe_fd, pl_toggle_fd.fd, __ATOMIC_RELEASE);
+}
+
+/* What the constructor does in a preloaded process, with the options for an
+ * environment, less exec's hand-over and coprof-keeper (a process that changes its
+ * credentials later is not followed), and less the runtimes, which the caller adds.
+ * Runs on a thread of the shim's own, without the GIL: nothing here needs it. 0, or
+ * -errno (said). */
+static int setup(void)
+{
+	char err[256];
+	struct pl_tls *t = &pl_tls_data;
+	pl_resolve_reals();
+	pl_pid = getpid();
+	t->guard = 1;
+	int rc = pl_config_parse(&pl_cfg, opt_get, err, sizeof(err));
+	struct coprof_options opt = pl_config_options(&pl_cfg);
+	if (rc == 0 && (rc = coprof_create(&opt, &pl_prof)) != 0)
+		snprintf(err, sizeof(err), "cannot create the profiler: %s", coprof_strerror(rc));
+	if (rc != 0) {
+		pl_say("attach: %s; not profiling", err);
+		pl_prof = NULL;
+		t->guard = 0;
+		return rc < 0 ? rc : -EINVAL;
+	}
+	snprintf(coprof_attach_out, sizeof(coprof_attach_out), "%s", pl_cfg.out);
+	coprof_set_default(pl_prof);
+	if (pl_symbols_new(&pl_syms) == 0)
+		coprof_add_resolver(pl_prof, pl_symbols_resolve, pl_syms);
+	/* The engine calibrates its clock, once per process, at the first thread's
+	 * registration, with sleeps: here, not in a thread of the program's (see
+	 * coprof_attach_entry), and in a profiler of its own, so that this thread is
+	 * not in the files. */
+	struct coprof *scratch;
+	struct coprof_thread *warm;
+	if (coprof_create(&opt, &scratch) == 0) {
+		if (coprof_thread_register(scratch, "coprof-attach", &warm) == 0)
+			coprof_thread_exit(warm);
+		coprof_destroy(scratch);
+	}
+	/* Not pl_threads_init: its count of the program's threads is kept by the
+	 * pthread_create hook, which an attached shim is not (symbols are bound). */
+	pl_control_init_attached();
+	publish_pipe();
+	pl_fork_init();
+	/* after the shim's own handlers, which give a forked child its own pipe */
+	pthread_atfork(NULL, NULL, publish_pipe);
+	pl_active = 1;
+	t->guard = 0;
+	return 0;
+}
+
+/* The set-up thread of a native program (sample mode): opens the window; each thread
+ * arms its tick source at once when it registers (coprof_attach_thread). */
+static void *native_setup(void *arg)
+{
+	(void)arg;
+	if (setup() == 0) {
+		pl_tls_data.guard = 1;
+		pl_sampler_init_attached();
+		pl_tls_data.guard = 0;
+		pl_control_start();
+		pl_control_republish(); /* the control thread's name says so */
+	}
+	return NULL;
+}
+
+/* The Python setup thread: the set-up, then the GIL through the interpreter's own
+ * functions (the shim references no Python symbol) for the adapter; the window opens
+ * once the GIL is given back (the adapter takes it again to put its hook on, as a toggle does). */
+static void *python_setup(void *arg)
+{
+	(void)arg;
+	int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+	int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
+	void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
+	if (!initialized || !ensure || !release || !initialized()) {
+		pl_say("attach: the Python interpreter is not running; not profiling");
+		return NULL;
+	}
+	if (setup() != 0)
+		return NULL;
+	/* The GIL only for the adapter: the program's Python code waits meanwhile. */
+	int g = ensure();
+	pl_tls_data.guard = 1;
+	pl_python_init(&lend);
+	pl_tls_data.guard = 0;
+	release(g);
+	if (__atomic_load_n(&coprof_attach_cancel, __ATOMIC_ACQUIRE))
+		return NULL;
+	/* Sample mode: the tick handler reads the frames through the adapter; each thread
+	 * registers with the sampler when coprof's trampoline calls coprof_attach_thread
+	 * on it (this thread cannot wait for the first: it may hold the GIL). */
+	if (pl_cfg.mode == COPROF_MODE_SAMPLE) {
+		pl_tls_data.guard = 1;
+		pl_sampler_init_attached();
+		pl_tls_data.guard = 0;
+	}
+	if (!pl_runtime_on("python")) {
+		pl_say("attach: the CPython adapter could not attach (said above); not profiling");
+		return NULL;
+	}
+	pl_control_start();
+	pl_control_republish(); /* the control thread's name says so */
+	return NULL;
+}
+
+static int returned(int rc)
+{
+	__atomic_add_fetch(&coprof_attach_calls, 1, __ATOMIC_RELEASE);
+	return rc;
+}
+
+/* Called once by coprof's trampoline, signals blocked, on a thread that holds no lock
+ * of the C library or the loader (but may hold Python's GIL). Returns at once, the
+ * set-up going on in a thread of the shim's own: nothing that sleeps may run on this
+ * thread (a nanosleep resets the kernel's restart of the one it was stopped in, which
+ * the trampoline restarts afterwards: it would end early, with EINTR; the set-up
+ * sleeps, in the clock's calibration), and the program's thread is held the shortest
+ * time (the set-up took 55 ms here). In sample mode coprof then calls
+ * coprof_attach_thread on every thread of the program's, this one too. 0, 1 when the
+ * shim is set up already in this process (preloaded, or attached before), or -errno. */
+PL_EXPORT int coprof_attach_entry(const char *options)
+{
+	if (pl_active || pl_prof)
+		return returned(1);
+	if (copy_opts(options) != 0)
+		return returned(-E2BIG);
+	int python = dlsym(RTLD_DEFAULT, "Py_IsInitialized") != NULL;
+	pthread_t th;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pl_resolve_reals();
+	int rc = pl_real.pthread_create(&th, &attr, python ? python_setup : native_setup, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		pthread_setname_np(th, "coprof-attach");
+	return returned(-rc);
+}
+
+/* Called by the trampoline on each of the program's threads, once the entry's set-up
+ * opened a window in sample mode: the thread registers with the sampler (nothing
+ * sleeps on the way: the clock is calibrated already). 0, or 1 when there is nothing
+ * to do. */
+PL_EXPORT int coprof_attach_thread(const char *unused)
+{
+	(void)unused;
+	if (!pl_active || pl_cfg.mode != COPROF_MODE_SAMPLE)
+		return returned(1);
+	pl_sampler_thread_here();
+	return returned(0);
+}

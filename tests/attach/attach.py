@@ -1,0 +1,579 @@
+#!/usr/bin/env python3
+"""attach.py CASE [PYTHON]: one test of `coprof attach` and `coprof detach` on a real
+process started without coprof (tests/attach/target.c, or PYTHON running aio.py).
+
+Asserts what is exact: exit codes, the one line each refusal says, the files written
+and read back (coprof report, and pstats with coprof's extras), which task ran which
+function, and that the target runs on untouched: not traced, not stopped, the shim
+mapped or not as it should be, its output going on, its double-computed rounds equal
+(target.c says MISMATCH when a stop changed a register). Signals go only to processes
+this script started, by pid. Exits 77 (skipped) where the machine lacks what a case
+needs (a 32-bit toolchain, root for another user or mount namespace)."""
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from coprof_test import Profile, base_env, check, wait_for  # noqa: E402
+
+BIN = os.environ["COPROF_BIN"]
+LIB = os.path.realpath(os.environ["COPROF_PRELOAD_LIB"])
+TARGET = os.environ["COPROF_ATTACH_TARGET"]
+STATIC = os.environ.get("COPROF_ATTACH_STATIC", "")
+HERE = os.path.dirname(os.path.abspath(__file__))
+TMP = tempfile.mkdtemp(prefix="coprof-attach-")
+SKIP = 77
+started = []  # every process this script started, killed by pid at the end
+
+
+class Target:
+    """A process started without coprof, its stdout in a file."""
+
+    def __init__(self, cmd, ready=True, env=None):
+        self.out = os.path.join(TMP, "target-%d.out" % len(started))
+        with open(self.out, "w") as f:
+            self.p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=TMP,
+                                      env=env or base_env())
+        started.append(self.p)
+        self.pid = self.p.pid
+        if ready:
+            wait_for(lambda: "ready" in self.text() or self.p.poll() is not None, 20,
+                     "the target to start")
+            check(self.p.poll() is None, "the target exited: %r" % self.text())
+
+    def text(self):
+        with open(self.out) as f:
+            return f.read()
+
+    def rounds(self):
+        got = re.findall(r"^rounds (\d+)$", self.text(), re.M)
+        return int(got[-1]) if got else 0
+
+
+def status(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def shim_mapped(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libcoprof-preload.so" in f.read()
+
+
+def control_state(pid):
+    """The run letter the shim's control thread publishes (R on, S off...), or None."""
+    for comm in glob.glob("/proc/%d/task/*/comm" % pid):
+        try:
+            with open(comm) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if re.match(r"^coprof\d\d[A-Za-z][0-9a-z]{6}$", name):
+            return name[8]
+    return None
+
+
+def coprof(*args, env=None, user=None):
+    cmd = [BIN] + list(args)
+    if user:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=TMP,
+                          env=env or base_env())
+
+
+def runs_on(t, shim=False, busy=True):
+    """The target runs as before: not traced, not stopped, the shim as expected, and
+    (a busy target) its rounds go on, equal."""
+    wait_for(lambda: status(t.pid, "TracerPid") == "0", 5, "the target to be untraced")
+    check(t.p.poll() is None, "the target exited: %r" % t.text()[-400:])
+    check(status(t.pid, "State")[0] in "RS", "target state %s" % status(t.pid, "State"))
+    check(shim_mapped(t.pid) == shim, "shim mapped: %s, expected %s" % (not shim, shim))
+    if busy:
+        before = t.rounds()
+        wait_for(lambda: t.rounds() > before, 5, "the target's rounds to go on")
+        check("MISMATCH" not in t.text(), "a register changed: %r" % t.text()[-400:])
+
+
+def refused(r, words):
+    """coprof said one line, holding `words`, and exited 2."""
+    lines = r.stderr.strip().split("\n")
+    check(r.returncode == 2 and len(lines) == 1 and words in lines[0] and not r.stdout,
+          "expected one line with %r and exit 2, got %d: %r %r" % (
+              words, r.returncode, r.stderr, r.stdout))
+
+
+def wrote(stdout):
+    m = re.search(r"wrote (\S+)$", stdout, re.M)
+    check(m, "no file said in %r" % stdout)
+    check(os.path.exists(m.group(1)), "%s was not written" % m.group(1))
+    return m.group(1)
+
+
+def clean(stdout):
+    """attach put the padding back to zeros (the trampoline gone from memory)."""
+    check("trampoline stays" not in stdout, stdout)
+
+
+def native_profile(path):
+    """The profile of the busy target: its two spinning functions, each sampled."""
+    prof = Profile(path)
+    for fn in ("spin_inner", "spin_outer"):
+        check(prof.nc(fn) > 0, "%s not sampled" % fn)
+    r = coprof("report", path)
+    check(r.returncode == 0 and "spin_inner" in r.stdout, "report: %r" % r.stderr)
+    return prof
+
+
+def case_sample_native():
+    """attach --duration 1 on a busy native program: one window, written, read back."""
+    t = Target([TARGET, "busy"])
+    r = coprof("attach", "--duration", "1", "-o", "s-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r" % (r.returncode, r.stderr))
+    check(re.search(r"^%d: profiling on \(attached through thread %d" % (t.pid, t.pid),
+                    r.stdout, re.M), r.stdout)
+    path = wrote(r.stdout)
+    clean(r.stdout)
+    check(path == os.path.join(TMP, "s-%d.pstat" % t.pid), path)
+    native_profile(path)
+    runs_on(t, shim=True)
+    check(control_state(t.pid) == "S", "control thread: %s" % control_state(t.pid))
+
+
+def case_detach_reattach():
+    """attach, detach (the window written), attach again (the loaded shim reused: once
+    mapped), then `coprof toggle` on it, which names the attach's file."""
+    t = Target([TARGET, "busy"])
+    r = coprof("attach", "-o", os.path.join(TMP, "d-%p.pstat"), str(t.pid))
+    check(r.returncode == 0 and "profiling on" in r.stdout, "attach: %r" % r.stderr)
+    check(control_state(t.pid) == "R", "not on after attach")
+    time.sleep(0.5)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and "detached" in r.stdout, "detach: %r %r" % (r.stdout, r.stderr))
+    native_profile(wrote(r.stdout))
+    runs_on(t, shim=True)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and "not profiling" in r.stdout, "second detach: %r" % r.stdout)
+    r = coprof("attach", "--duration", "0.5", str(t.pid))
+    check(r.returncode == 0 and "loaded already" in r.stdout, "re-attach: %r %r" % (
+        r.stdout, r.stderr))
+    check(wrote(r.stdout) == os.path.join(TMP, "d-%d.2.pstat" % t.pid), r.stdout)
+    with open("/proc/%d/maps" % t.pid) as f:
+        loads = {line.split()[0] for line in f
+                 if "libcoprof-preload.so" in line and " r-xp " in line}
+    check(len(loads) == 1, "the shim's code is mapped %d times" % len(loads))
+    check(coprof("toggle", str(t.pid)).returncode == 0, "toggle on")
+    time.sleep(0.3)
+    r = coprof("toggle", str(t.pid))
+    check(r.returncode == 0, "toggle off: %r" % r.stderr)
+    check(wrote(r.stdout) == os.path.join(TMP, "d-%d.3.pstat" % t.pid), r.stdout)
+    runs_on(t, shim=True)
+
+
+def case_sleep_kept():
+    """A target asleep in nanosleep(1 s) when attached sleeps its full second: the
+    system call is restarted as after a debugger's stop, never cut short; and the
+    requests after (the window's end, a toggle, detach) go through the shim's control
+    pipe, not the toggle signal, so no later sleep is cut short either."""
+    t = Target([TARGET, "sleep", "4"])
+    time.sleep(1.3)
+    r = coprof("attach", "--duration", "0.8", str(t.pid))
+    check(r.returncode == 0 and "its system call restarted" in r.stdout,
+          "attach: %r %r" % (r.stdout, r.stderr))
+    check(coprof("toggle", str(t.pid)).returncode == 0, "toggle")
+    check(coprof("detach", str(t.pid)).returncode == 0, "detach")
+    check(t.p.wait(10) == 0, "target exit %s" % t.p.returncode)
+    slept = re.findall(r"^slept (\d+) ns rc (-?\d+)$", t.text(), re.M)
+    check(len(slept) == 4, "sleeps: %r" % t.text())
+    for ns, rc in slept:
+        check(rc == "0" and int(ns) >= 10**9, "a sleep ended early: %s ns, rc %s" % (ns, rc))
+
+
+def case_fork_child():
+    """A program that forks after the attach: the child has its own control pipe, so
+    `coprof toggle CHILD` stops the child (writing the child's file) and leaves the
+    parent profiling; detach then writes the parent's."""
+    t = Target([TARGET, "forks"])
+    r = coprof("attach", "-o", "f-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %r" % r.stderr)
+    wait_for(lambda: re.search(r"^child \d+$", t.text(), re.M), 10, "the child")
+    child = int(re.search(r"^child (\d+)$", t.text(), re.M).group(1))
+    started.append(child)
+    wait_for(lambda: control_state(child) == "r", 10, "the child's control thread")
+    time.sleep(0.3)
+    r = coprof("toggle", str(child))
+    check(r.returncode == 0, "toggle child: %r" % r.stderr)
+    check(wrote(r.stdout) == os.path.join(TMP, "f-%d.pstat" % child), r.stdout)
+    check(control_state(t.pid) == "R", "the parent was stopped too")
+    r = coprof("detach", str(t.pid))
+    check(wrote(r.stdout) == os.path.join(TMP, "f-%d.pstat" % t.pid), r.stdout)
+    native_profile(os.path.join(TMP, "f-%d.pstat" % child))
+
+
+def case_until_signal():
+    """attach --until-signal: profiles until coprof gets SIGINT, then writes."""
+    t = Target([TARGET, "busy"])
+    out = os.path.join(TMP, "u.out")
+    with open(out, "w") as f:
+        c = subprocess.Popen([BIN, "attach", "--until-signal", "-o", "u-%p.pstat", str(t.pid)],
+                             stdout=f, stderr=subprocess.STDOUT, cwd=TMP, env=base_env())
+    started.append(c)
+    wait_for(lambda: "profiling on" in open(out).read(), 10, "profiling on")
+    time.sleep(0.5)
+    os.kill(c.pid, signal.SIGINT)
+    check(c.wait(30) == 0, "attach exited %d: %r" % (c.returncode, open(out).read()))
+    native_profile(wrote(open(out).read()))
+    runs_on(t, shim=True)
+
+
+def case_killed():
+    """coprof attach SIGKILLed at each step (COPROF_ATTACH_TEST_DIE): 1 seized, 2 the
+    thread stopped, 3 the trampoline written, 4 the registers set, and the same for
+    the registration of a second thread. The target runs on, untraced, every round
+    equal; from step 4 the trampoline runs alone and the shim starts."""
+    for step in (1, 2, 3, 4):
+        t = Target([TARGET, "busy"])
+        r = coprof("attach", "-o", "k-%p.pstat", str(t.pid),
+                   env=base_env(COPROF_ATTACH_TEST_DIE=str(step)))
+        check(r.returncode == -signal.SIGKILL, "step %d: attach exited %d" % (step, r.returncode))
+        if step < 4:
+            runs_on(t, shim=False)
+            continue
+        # The shim starts by itself, but no thread registered with the sampler (that
+        # is coprof's next step): the window is empty.
+        wait_for(lambda: control_state(t.pid) == "R", 10, "the shim to start by itself")
+        runs_on(t, shim=True)
+        r = coprof("detach", str(t.pid))
+        check(r.returncode == 0 and "nothing was recorded" in r.stdout,
+              "detach after step 4: %r %r" % (r.stdout, r.stderr))
+    # In sample mode each thread then gets the trampoline in turn to register: killed
+    # while the second thread is stopped (10) and once its registers are set (12),
+    # the first one (steps 5 to 8) registered and sampled.
+    for step in (10, 12):
+        t = Target([TARGET, "threads"])
+        r = coprof("attach", "-o", "k-%p.pstat", str(t.pid),
+                   env=base_env(COPROF_ATTACH_TEST_DIE=str(step)))
+        check(r.returncode == -signal.SIGKILL, "step %d: attach exited %d" % (step, r.returncode))
+        wait_for(lambda: control_state(t.pid) == "R", 10, "the shim to be on")
+        runs_on(t, shim=True)
+        r = coprof("detach", str(t.pid))
+        check(r.returncode == 0, "detach after step %d: %r" % (step, r.stderr))
+        native_profile(wrote(r.stdout))
+
+
+def case_threads():
+    """A program with three busy threads: each gets the trampoline in turn and is
+    sampled (the thread table has each, with samples), every round stays equal, and
+    the padding is zero again at the end."""
+    t = Target([TARGET, "threads"])
+    r = coprof("attach", "--duration", "1", "-o", "t-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %r" % r.stderr)
+    check("sampling 3 of its 3 threads\n" in r.stdout, r.stdout)
+    clean(r.stdout)
+    prof = native_profile(wrote(r.stdout))
+    tids = {int(x) for x in os.listdir("/proc/%d/task" % t.pid)}
+    rows = prof.extras["threads"]
+    check(len(rows) == 3 and all(th.get("tid") in tids and th.get("name") == "attach-target"
+                                 for th in rows), "threads in the file: %r" % rows)
+    for th in rows:
+        check(th.get("ttot", 1) > 0, "thread %r has no time" % th)
+    runs_on(t, shim=True)
+
+
+def case_bad_input():
+    """Bad usage: one line, exit 2, nothing attached."""
+    t = Target([TARGET, "busy"])
+    for args, words in (
+            (["--mode", "fast", str(t.pid)], "--mode is trace or sample"),
+            (["--duration", "0", str(t.pid)], "--duration '0'"),
+            (["--duration", "1", "--until-signal", str(t.pid)], "exclude each other"),
+            (["--hz", "0", str(t.pid)], "--hz is a rate"),
+            (["-5"], "not a pid"),
+            (["--mode", "trace", str(t.pid)], "trace mode needs Python"),
+            (["x1"], "not a pid")):
+        refused(coprof("attach", *args), words)
+    r = coprof("detach", str(t.pid))
+    refused(r, "not loaded in it")
+    runs_on(t, shim=False)
+
+
+def case_no_such_pid():
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid = int(f.read()) + 1
+    refused(coprof("attach", str(pid)), "%d: no such process" % pid)
+    refused(coprof("detach", str(pid)), "%d: no such process" % pid)
+
+
+def case_not_allowed():
+    """A user who may not trace the target: the line names ptrace_scope's file and
+    CAP_SYS_PTRACE. Needs root, to run coprof as nobody against root's process."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("SKIP: needs root and setpriv")
+        sys.exit(SKIP)
+    t = Target([TARGET, "busy"])
+    r = coprof("attach", str(t.pid), user=65534)
+    refused(r, "not allowed to trace it")
+    check("/proc/sys/kernel/yama/ptrace_scope" in r.stderr and "CAP_SYS_PTRACE" in r.stderr,
+          r.stderr)
+    runs_on(t, shim=False)
+
+
+def case_same_user():
+    """A user without any capability attaches to a process of its own (no Yama here,
+    or ptrace_scope 0): the profile is written, as that user. As root, the test runs
+    both as nobody; as another user, the other cases run that way already."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("SKIP: needs root and setpriv to become nobody")
+        sys.exit(SKIP)
+    scope = "/proc/sys/kernel/yama/ptrace_scope"
+    if os.path.exists(scope) and open(scope).read().strip() != "0":
+        print("SKIP: ptrace_scope is not 0: a user may trace only its descendants")
+        sys.exit(SKIP)
+    nobody = 65534
+    shared = tempfile.mkdtemp(prefix="coprof-attach-nobody-")
+    os.chmod(shared, 0o777)
+    t = Target(["setpriv", "--reuid=%d" % nobody, "--regid=%d" % nobody, "--clear-groups",
+                TARGET, "busy"])
+    r = coprof("attach", "--duration", "1", "-o", os.path.join(shared, "n-%p.pstat"),
+               str(t.pid), user=nobody)
+    check(r.returncode == 0, "attach as nobody: %d %r" % (r.returncode, r.stderr))
+    path = wrote(r.stdout)
+    check(os.stat(path).st_uid == nobody, "the file is not nobody's")
+    native_profile(path)
+    runs_on(t, shim=True)
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def case_traced():
+    """A target under strace: refused, strace's trace going on."""
+    if not shutil.which("strace"):
+        print("SKIP: no strace")
+        sys.exit(SKIP)
+    log = os.path.join(TMP, "strace.log")
+    tracer = subprocess.Popen(["strace", "-f", "-o", log, TARGET, "sleep", "3"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started.append(tracer)
+    kids = []
+
+    def child():
+        """strace's child that runs the target (strace forks short-lived children of
+        its own first, to test what ptrace can do)."""
+        try:
+            with open("/proc/%d/task/%d/children" % (tracer.pid, tracer.pid)) as f:
+                pids = [int(x) for x in f.read().split()]
+            kids[:] = [p for p in pids if "ready" in open(log).read() and
+                       open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")[:2]
+                       == [TARGET.encode(), b"sleep"]]
+            return kids and status(kids[0], "TracerPid") == str(tracer.pid)
+        except OSError:
+            return False
+    wait_for(child, 10, "strace's child")
+    pid = kids[0]
+    refused(coprof("attach", str(pid)), "traced already, by process %d" % tracer.pid)
+    check(status(pid, "TracerPid") == str(tracer.pid), "strace lost its tracee")
+    check(not shim_mapped(pid), "shim mapped")
+    check(tracer.wait(20) == 0, "strace (and its target) exited %d" % tracer.returncode)
+
+
+def case_zombie():
+    p = subprocess.Popen([TARGET, "no-such-mode"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    started.append(p)
+    wait_for(lambda: status(p.pid, "State")[0] == "Z", 10, "a zombie")
+    refused(coprof("attach", str(p.pid)), "it is a zombie")
+    check(p.wait() == 2, "exit status")
+
+
+def case_kernel_thread():
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[6]) & 0x00200000:  # PF_KTHREAD
+            pid = int(stat.split("/")[2])
+            refused(coprof("attach", str(pid)), "it is a kernel thread")
+            return
+    print("SKIP: no kernel thread visible in this pid namespace")
+    sys.exit(SKIP)
+
+
+def case_main_exited():
+    """A process whose main thread left by pthread_exit (a zombie leader, others
+    running): its own line, not the zombie's."""
+    t = Target([TARGET, "main-exits"])
+    wait_for(lambda: status(t.pid, "State")[0] == "Z", 5, "the main thread's exit")
+    refused(coprof("attach", str(t.pid)), "its main thread has exited")
+    check(t.p.poll() is None and status(t.pid, "TracerPid") == "0", "the process changed")
+
+
+def case_stopped():
+    """A target stopped by SIGSTOP: refused (it would not run the trampoline)."""
+    t = Target([TARGET, "busy"])
+    os.kill(t.pid, signal.SIGSTOP)
+    wait_for(lambda: status(t.pid, "State")[0] == "T", 5, "the stop")
+    refused(coprof("attach", str(t.pid)), "it is stopped")
+    os.kill(t.pid, signal.SIGCONT)
+    runs_on(t, shim=False)
+
+
+def case_seccomp():
+    """A process under a seccomp filter: refused (a filter may kill it for dlopen's
+    system calls), as sample mode refuses it under the preload."""
+    t = Target([TARGET, "seccomp"])
+    check(status(t.pid, "Seccomp") == "2", "not filtered")
+    refused(coprof("attach", str(t.pid)), "it runs under a seccomp filter")
+    runs_on(t, shim=False)
+
+
+def case_32bit():
+    cc = os.environ.get("CC", "cc")
+    exe = os.path.join(TMP, "target32")
+    made = subprocess.run([cc, "-m32", "-O1", "-pthread", os.path.join(HERE, "target.c"),
+                           "-o", exe], capture_output=True)
+    if made.returncode != 0:
+        print("SKIP: %s -m32 cannot build here" % cc)
+        sys.exit(SKIP)
+    t = Target([exe, "busy"])
+    refused(coprof("attach", str(t.pid)), "it is a 32-bit program")
+    runs_on(t, shim=False)
+
+
+def case_static():
+    if not STATIC:
+        print("SKIP: no static build of the target (no static libc)")
+        sys.exit(SKIP)
+    t = Target([STATIC, "busy"])
+    refused(coprof("attach", str(t.pid)), "it is statically linked")
+    runs_on(t, shim=False)
+
+
+def case_python_no_adapter():
+    """Pythons without an adapter: a real one older than 3.10 when installed (pyenv,
+    /usr/bin), and 3.14 as the check reads it (an executable named python3.14: no 3.14
+    here), whose line points to sys.remote_exec."""
+    old = sorted(p for p in glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.?"))
+                 + glob.glob("/usr/bin/python3.?") if re.search(r"python3\.[0-9]$", p))
+    named = os.path.join(TMP, "python3.14")
+    shutil.copy(TARGET, named)
+    t = Target([named, "busy"])
+    refused(coprof("attach", str(t.pid)), "sys.remote_exec")
+    runs_on(t, shim=False)
+    if not old:
+        print("no Python older than 3.10 here: only the 3.14 line was checked")
+        return
+    t = Target([old[0], "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    refused(coprof("attach", str(t.pid)), "has no coprof adapter (3.10 to 3.13 have)")
+    runs_on(t, shim=False, busy=False)
+
+
+def case_mount_ns():
+    """A target in a mount namespace where the shim's folder is hidden (a tmpfs over
+    it): refused, naming the path as the target sees it."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        print("SKIP: needs root and unshare")
+        sys.exit(SKIP)
+    script = "mount -t tmpfs none %s && exec %s busy" % (os.path.dirname(LIB), TARGET)
+    t = Target(["unshare", "--mount", "--propagation", "private", "sh", "-c", script])
+    r = coprof("attach", str(t.pid))
+    refused(r, "is not there in its mount namespace")
+    check("/proc/%d/root%s" % (t.pid, LIB) in r.stderr, r.stderr)
+    runs_on(t, shim=False)
+
+
+def case_python_asyncio(python, mode="trace"):
+    """A running asyncio program (aio.py), attached in trace mode (or sample mode): each
+    task holds its own function and not the other's; the program runs on; the padding
+    is zero again."""
+    t = Target([python, os.path.join(HERE, "aio.py")])
+    r = coprof("attach", "--mode", mode, "--duration", "1", "-o", "py-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    clean(r.stdout)
+    prof = Profile(wrote(r.stdout))
+    for name, mine, other in (("alpha", "crunch_alpha", "crunch_beta"),
+                              ("beta", "crunch_beta", "crunch_alpha")):
+        keys = {k[2] for k in prof.task(name)["stats"]}
+        check(mine in keys and other not in keys, "task %s holds %s" % (name, sorted(keys)))
+    check(prof.nc("crunch_alpha") > 0 and prof.nc("crunch_beta") > 0, "calls")
+    check(prof.extras["mode"] == mode, "mode %s" % prof.extras["mode"])
+    before = t.text().count("\n")
+    wait_for(lambda: t.text().count("\n") > before, 10, "the program's output to go on")
+    check(t.p.poll() is None and "Traceback" not in t.text(), t.text()[-400:])
+    check(control_state(t.pid) == "S", "control thread %s" % control_state(t.pid))
+    # the program's own SIGUSR2 handler is its own still, and the shim said nothing
+    os.kill(t.pid, signal.SIGUSR2)
+    wait_for(lambda: "usr2" in t.text(), 10, "the program's SIGUSR2 handler")
+    check("coprof" not in t.text(), "the shim printed: %r" % t.text()[-400:])
+
+
+def case_python_sample(python):
+    """The same in sample mode: the tick handler reads the frames through the adapter,
+    and the program's thread registers through the trampoline's second call."""
+    case_python_asyncio(python, "sample")
+
+
+def case_python_sleep(python):
+    """A Python asleep in time.sleep(1) when attached (its main thread is the one
+    stopped: a thread spins in calls) sleeps its whole second; the spinning thread's
+    calls are in the profile (the adapter hooks every thread)."""
+    t = Target([python, os.path.join(HERE, "sleeper.py")])
+    time.sleep(1.3)
+    r = coprof("attach", "-o", "ps-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    check("attached through thread %d" % t.pid in r.stdout
+          and "its system call restarted" in r.stdout, r.stdout)
+    check(t.p.wait(20) == 0, "exit %s: %r" % (t.p.returncode, t.text()))
+    slept = [float(x) for x in re.findall(r"^slept ([0-9.]+)$", t.text(), re.M)]
+    check(len(slept) == 3 and min(slept) >= 1.0, "sleeps %r" % slept)
+    check(Profile(os.path.join(TMP, "ps-%d.pstat" % t.pid)).nc("step") > 0, "step not seen")
+
+
+def case_python_gil_held(python):
+    """A Python that holds its GIL past coprof's 10 s wait: attach says so (exit 1) and
+    tells the shim not to start later; the program finishes, its 12 s call whole, and
+    no profile is ever written."""
+    t = Target([python, os.path.join(HERE, "gilhog.py")])
+    r = coprof("attach", "-o", "g-%p.pstat", str(t.pid))
+    check(r.returncode == 1 and "will not start later" in r.stderr, "attach: %d %r" % (
+        r.returncode, r.stderr))
+    check(t.p.wait(30) == 0, "exit %s: %r" % (t.p.returncode, t.text()))
+    held = float(re.search(r"^held ([0-9.]+)$", t.text(), re.M).group(1))
+    check(held >= 12.0 and "end" in t.text(), t.text())
+    check(not os.path.exists(os.path.join(TMP, "g-%d.pstat" % t.pid)), "a profile was written")
+
+
+def main():
+    cases = {n[5:].replace("_", "-"): f for n, f in globals().items() if n.startswith("case_")}
+    name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name not in cases:
+        sys.exit("usage: attach.py {%s} [PYTHON]" % ",".join(cases))
+    try:
+        cases[name](*sys.argv[2:])
+        print("ok", name)
+    except AssertionError as e:
+        print("FAIL %s: %s" % (name, e))
+        sys.exit(1)
+    finally:
+        for p in started:
+            if isinstance(p, int):  # a child of a process started here, by its pid
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            elif p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+/* target.c: a program started without coprof, for tests/attach/attach.py to attach to.
+ *   target busy     spins in two functions, each round twice (a register a stop
+ *                   changed shows as MISMATCH, exit 3); prints "ready", then the
+ *                   rounds each second
+ *   target sleep N  N times: one nanosleep of a second, then prints how long it took
+ *                   (ns, CLOCK_MONOTONIC), as measured by the program itself
+ *   target threads  busy, in the main thread and in two more threads
+ *   target seccomp  busy, under a seccomp filter (one that allows everything)
+ *   target main-exits  a busy thread runs on after main's pthread_exit
+ *   target forks    sleeps a second, forks, and both are busy
+ *   target gaps     busy, printing the longest pause between two rounds every 250 ms
+ *                   (bench/attach/stop.py) */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile uint64_t sink;
+
+/* Integer and SSE registers live across the loop: a stop here that did not put them
+ * back exactly gives another result than the same call made again. */
+__attribute__((noinline)) static uint64_t spin_inner(uint64_t x)
+{
+	double f = (double)(x >> 12);
+	for (int i = 0; i < 1000; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		f = f * 0.999 + (double)(x >> 40);
+	}
+	return x ^ (uint64_t)f;
+}
+
+__attribute__((noinline)) static uint64_t spin_outer(uint64_t x)
+{
+	for (int i = 0; i < 100; i++)
+		x = spin_inner(x);
+	return x;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins for ever, each round computed twice: a stop that changed a register gives two
+ * results, and the program says MISMATCH and exits 3. Prints the rounds each second. */
+static void busy(void)
+{
+	uint64_t x = 1, rounds = 0, next = now_ns() + 1000000000u;
+	for (;;) {
+		uint64_t a = spin_outer(x), b = spin_outer(x);
+		if (a != b) {
+			printf("MISMATCH at round %llu\n", (unsigned long long)rounds);
+			exit(3);
+		}
+		x = a;
+		rounds++;
+		if (now_ns() >= next) {
+			printf("rounds %llu\n", (unsigned long long)rounds);
+			next += 1000000000u;
+		}
+		sink = x;
+	}
+}
+
+static void *busy_thread(void *arg)
+{
+	(void)arg;
+	uint64_t x = 7;
+	for (;;) {
+		uint64_t a = spin_outer(x), b = spin_outer(x);
+		if (a != b) {
+			printf("MISMATCH in a thread\n");
+			exit(3);
+		}
+		sink = x = a;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && !strcmp(argv[1], "sleep")) {
+		int n = atoi(argv[2]);
+		printf("ready\n");
+		for (int i = 0; i < n; i++) {
+			struct timespec one = {1, 0};
+			uint64_t t0 = now_ns();
+			int rc = nanosleep(&one, NULL);
+			printf("slept %llu ns rc %d\n", (unsigned long long)(now_ns() - t0), rc);
+		}
+		return 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "seccomp")) {
+		/* a filter that allows everything: the process is filtered all the same */
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = {.len = 1, .filter = &allow};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+			perror("seccomp");
+			return 1;
+		}
+	} else if (argc == 2 && !strcmp(argv[1], "forks")) {
+		/* busy; after a second, a child, busy too */
+		printf("ready\n");
+		struct timespec one = {1, 0};
+		while (nanosleep(&one, &one) != 0)
+			;
+		pid_t child = fork();
+		if (child == 0)
+			printf("child %d\n", (int)getpid());
+		busy();
+	} else if (argc == 2 && !strcmp(argv[1], "gaps")) {
+		/* for bench/attach: the longest time between two rounds, each 250 ms */
+		printf("ready\n");
+		uint64_t x = 1, last = now_ns(), worst = 0, next = last + 250000000u;
+		for (;;) {
+			x = spin_inner(x);
+			uint64_t t = now_ns();
+			worst = t - last > worst ? t - last : worst;
+			last = t;
+			if (t >= next) {
+				printf("gap %.3f\n", (double)worst / 1e6);
+				worst = 0;
+				next = t + 250000000u;
+				last = now_ns();
+			}
+			sink = x;
+		}
+	} else if (argc == 2 && !strcmp(argv[1], "main-exits")) {
+		pthread_t t;
+		pthread_create(&t, NULL, busy_thread, NULL);
+		printf("ready\n");
+		pthread_exit(NULL);
+	} else if (argc == 2 && !strcmp(argv[1], "threads")) {
+		pthread_t t[2];
+		for (int i = 0; i < 2; i++)
+			pthread_create(&t[i], NULL, busy_thread, NULL);
+	} else if (argc != 2 || strcmp(argv[1], "busy")) {
+		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|forks|gaps|sleep N\n");
+		return 2;
+	}
+	printf("ready\n");
+	busy();
+	return 0;
+}
