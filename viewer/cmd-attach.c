@@ -260,21 +260,10 @@ static int adapter_there(pid_t pid, const char *shim, int minor)
 	return 0;
 }
 
-int vw_attached_out(pid_t pid, char *buf, size_t len)
-{
-	uint64_t at;
-	char tmpl[PATH_MAX];
-	if (vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_attach_out", &at) != 0 ||
-	    vw_remote_read(pid, at, tmpl, sizeof(tmpl)) != 0)
-		return -ENOENT;
-	tmpl[sizeof(tmpl) - 1] = 0;
-	if (!tmpl[0])
-		return -ENOENT;
-	snprintf(buf, len, "%s", tmpl);
-	return 0;
-}
-
-int vw_attached_request(pid_t pid, int req)
+/* The write end of an attached shim's control pipe, opened through /proc/PID/fd and
+ * checked to be the pipe the shim made (by inode); -errno when pid is not attached:
+ * a preloaded shim has no such pipe. */
+static int attached_pipe(pid_t pid)
 {
 	uint64_t fd_at, ino_at;
 	int fd = -1;
@@ -290,12 +279,38 @@ int vw_attached_request(pid_t pid, int req)
 	if (w < 0)
 		return -errno;
 	struct stat sb;
+	if (fstat(w, &sb) != 0 || !S_ISFIFO(sb.st_mode) || (unsigned long long)sb.st_ino != ino) {
+		close(w);
+		return -ESTALE;
+	}
+	return w;
+}
+
+int vw_attached_out(pid_t pid, char *buf, size_t len)
+{
+	uint64_t at;
+	char tmpl[PATH_MAX];
+	int w = attached_pipe(pid); /* only an attached shim's template is its own */
+	if (w < 0)
+		return w;
+	close(w);
+	if (vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_attach_out", &at) != 0 ||
+	    vw_remote_read(pid, at, tmpl, sizeof(tmpl)) != 0)
+		return -ENOENT;
+	tmpl[sizeof(tmpl) - 1] = 0;
+	if (!tmpl[0])
+		return -ENOENT;
+	snprintf(buf, len, "%s", tmpl);
+	return 0;
+}
+
+int vw_attached_request(pid_t pid, int req)
+{
 	char byte = req == PL_REQ_START ? 's' : req == PL_REQ_STOP ? 'p' : 't';
-	int rc = fstat(w, &sb) == 0 && S_ISFIFO(sb.st_mode) && (unsigned long long)sb.st_ino == ino
-		     ? 0
-		     : -ESTALE;
-	if (rc == 0 && write(w, &byte, 1) != 1)
-		rc = -errno;
+	int w = attached_pipe(pid);
+	if (w < 0)
+		return w;
+	int rc = write(w, &byte, 1) == 1 ? 0 : -errno;
 	close(w);
 	return rc;
 }
