@@ -17,6 +17,7 @@ pkgs=(
 	nginx apache2-utils # tests/native creds-nginx: workers that drop privileges, under ab
 	python3-gevent python3-eventlet # tests/python greenlet_*: gevent, eventlet and greenlet for /usr/bin/python3
 	g++ libst-dev libboost-context-dev # tests/native runtimes and samples/native: State Threads, Boost.Context
+	gcc-multilib # tests/attach 32bit: a 32-bit process, which coprof attach refuses
 )
 
 # CPython's own test package for Debian's python3, which tests/python's cpython_suites
