@@ -5,7 +5,8 @@ usage: tiers.py change|asan BUILDDIR     prints the tier's test names, one a lin
 
 - change (the gcc build): unit, viewer, every native and file test, and one Python
   fully (PRIMARY: its cases under both backends, sampled, CPython's own suites),
-  and every Python's pip install (tests/pip: CI installs coprof as a user does);
+  and the pip install of PRIMARY (a wheel) and of OLDEST (`pip install .`); the
+  other Pythons' pip installs run in --all;
   the other Pythons run PY_SUBSET (PY_SUBSET_PROFILE under the profile function) and
   PYSAMPLE_SUBSET, the cases whose code differs by
   version (the frame-evaluation backend below 3.12, the frame layouts the sampler
@@ -55,8 +56,8 @@ def tests(build):
 
 def in_change(name, suites):
     pip = PIP.match(name)
-    if pip:  # every Python's: CI installs coprof as a user does, per Python (issue 36)
-        return True
+    if pip:  # the primary's wheel and the oldest's `pip install .`; the others in --all
+        return not pip.group(1) and pip.group(2) in (PRIMARY, OLDEST)
     m = PYTHON.match(name)
     if m is None:
         return not (suites & {"slow"}) or "viewer" in suites
