@@ -5,8 +5,8 @@ usage: tiers.py change|asan BUILDDIR     prints the tier's test names, one a lin
 
 - change (the gcc build): unit, viewer, every native and file test, and one Python
   fully (PRIMARY: its cases under both backends, sampled, CPython's own suites),
-  and the pip install of PRIMARY (a wheel) and of OLDEST (`pip install .`); the
-  other Pythons' pip installs run in --all;
+  and PRIMARY's pip install (a wheel built and installed in a fresh venv); the
+  other Pythons' (`pip install .`) run in --all;
   the other Pythons run PY_SUBSET (PY_SUBSET_PROFILE under the profile function) and
   PYSAMPLE_SUBSET, the cases whose code differs by
   version (the frame-evaluation backend below 3.12, the frame layouts the sampler
@@ -34,7 +34,7 @@ PY_SUBSET = {
     "cprofiled", "tool_freed",
     "await_graph_cpu",  # who awaits whom: asyncio's objects, read per version
     # coprof attach: the adapter's late set-up in a live interpreter, per version
-    "attach_asyncio", "attach_sample", "attach_sleep",
+    "attach_asyncio",
 }
 PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall"}
@@ -56,8 +56,8 @@ def tests(build):
 
 def in_change(name, suites):
     pip = PIP.match(name)
-    if pip:  # the primary's wheel and the oldest's `pip install .`; the others in --all
-        return not pip.group(1) and pip.group(2) in (PRIMARY, OLDEST)
+    if pip:  # the primary's wheel; the other Pythons' `pip install .` in --all
+        return not pip.group(1) and pip.group(2) == PRIMARY
     m = PYTHON.match(name)
     if m is None:
         return not (suites & {"slow"}) or "viewer" in suites
