@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import Profile, base_env, check, wait_for  # noqa: E402
+from coprof_test import Profile, base_env, check, control_name, wait_for  # noqa: E402
 
 BIN = os.environ["COPROF_BIN"]
 LIB = os.path.realpath(os.environ["COPROF_PRELOAD_LIB"])
@@ -71,15 +71,8 @@ def shim_mapped(pid):
 
 def control_state(pid):
     """The run letter the shim's control thread publishes (R on, S off...), or None."""
-    for comm in glob.glob("/proc/%d/task/*/comm" % pid):
-        try:
-            with open(comm) as f:
-                name = f.read().strip()
-        except OSError:
-            continue
-        if re.match(r"^coprof\d\d[A-Za-z][0-9a-z]{6}$", name):
-            return name[8]
-    return None
+    name = control_name(pid)
+    return name[8] if name else None
 
 
 def coprof(*args, env=None, user=None):

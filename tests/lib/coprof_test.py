@@ -15,6 +15,7 @@ driver's process; reads COPROF_BIN and COPROF_ASAN_RUNTIME as meson sets them.""
 import marshal
 import os
 import pstats
+import glob
 import re
 import signal
 import subprocess
@@ -30,6 +31,24 @@ ASAN = os.environ.get("COPROF_ASAN_RUNTIME", "")
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
+
+
+CONTROL_NAME = re.compile(r"^coprof\d\d[A-Za-z][0-9a-z]{6}$")
+
+
+def control_name(pid):
+    """The name of the shim's control thread in process pid, or None: "coprof", the
+    signal, a run letter (upper case once it runs) and the count of requests it applied
+    (preload/state/state.h)."""
+    for comm in glob.glob("/proc/%d/task/*/comm" % pid):
+        try:
+            with open(comm) as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if CONTROL_NAME.match(name):
+            return name
+    return None
 
 
 def wait_for(pred, timeout, what):

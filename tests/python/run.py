@@ -1022,33 +1022,16 @@ def toggle_delivered(pid):
         time.sleep(0.0002)
 
 
-CONTROL_NAME = re.compile(r"^coprof\d\d[RSEFX][0-9a-z]{6}$", re.I)
-
-
-def control_name(pid):
-    """The name of the shim's control thread in process pid, or None: "coprof", the
-    signal, a run letter and the count of requests it applied (toggle-state.h)."""
-    for comm in glob.glob("/proc/%d/task/*/comm" % pid):
-        try:
-            with open(comm) as f:
-                name = f.read().strip()
-        except OSError:
-            continue
-        if CONTROL_NAME.match(name):
-            return name
-    return None
-
-
 def toggle_applied(pid):
     """Sends the toggle signal and waits, as `coprof toggle` does, until the control
     thread has applied it (its name changed): on a loaded machine it may wait long for
     the GIL, and a stop applied right after its start recorded nothing. Returns the run
     letter: R running, S stopped (a file written), E stopped with nothing recorded."""
-    before = control_name(pid)
+    before = coprof_test.control_name(pid)
     toggle_delivered(pid)
-    coprof_test.wait_for(lambda: control_name(pid) not in (None, before), 60,
+    coprof_test.wait_for(lambda: coprof_test.control_name(pid) not in (None, before), 60,
                          "process %d to apply the toggle (control thread %s)" % (pid, before))
-    return control_name(pid)[8].upper()
+    return coprof_test.control_name(pid)[8].upper()
 
 
 def case_forked_storm(r):
