@@ -250,13 +250,20 @@ int vw_remote_symbol(pid_t pid, const char *suffix, const char *name, uint64_t *
 	return rc;
 }
 
-int vw_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+/* /proc/PID/mem opened with `flags`: an fd, or -errno. */
+static int open_mem(pid_t pid, int flags)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, flags | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int vw_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	int fd = open_mem(pid, O_RDONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	int rc = read_at(fd, buf, len, (off_t)addr);
 	close(fd);
 	return rc;
@@ -264,11 +271,9 @@ int vw_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 
 int vw_remote_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int fd = open_mem(pid, O_WRONLY);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	ssize_t n = pwrite(fd, buf, len, (off_t)addr);
 	int rc = n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
 	close(fd);
@@ -624,7 +629,6 @@ static int find_loader(pid_t pid, const struct maps *m, uint64_t *dlopen_at, uin
 
 int vw_inject_open(pid_t pid, struct vw_inject **out, char *err, size_t errlen)
 {
-	char path[64];
 	struct vw_inject *j = calloc(1, sizeof(*j));
 	if (!j) {
 		snprintf(err, errlen, "out of memory");
@@ -644,10 +648,9 @@ int vw_inject_open(pid_t pid, struct vw_inject **out, char *err, size_t errlen)
 		vw_inject_close(j, 0);
 		return -1;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	if ((j->memfd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
-		int e = errno;
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+	if ((j->memfd = open_mem(pid, O_RDWR)) < 0) {
+		int e = -j->memfd;
+		snprintf(err, errlen, "cannot open /proc/%d/mem: %s", (int)pid, strerror(e));
 		vw_inject_close(j, 0);
 		return e == EACCES || e == EPERM ? -EPERM : -1;
 	}
