@@ -427,11 +427,11 @@ static void step_start(struct coprof_thread *t, const struct coprof_ctx *c, uint
 
 /* Makes c the running context at thread clock `now`. Under cpu the incoming context's
  * clock skips the time it was away; under wall only the driver (the thread's own
- * context) turns its time away into its innermost frame's children (rule 9). */
-static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t now)
+ * context) turns its time away into its innermost frame's children (rule 9). `b`: both
+ * clocks at `now`, for rule 12. */
+static void switch_at(struct coprof_thread *t, struct coprof_ctx *c, uint64_t now, struct both b)
 {
 	struct coprof_ctx *old = t->cur;
-	struct both b = both_now(t, now);
 	old->away = now;
 	if (!old->is_base) {
 		step_end(t, old, now, b.wall);
@@ -461,6 +461,12 @@ static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 	c->state = CP_CTX_RUNNING;
 	t->switches++;
 	t->cur = c;
+}
+
+/* The same, reading the other clock now (rule 12). */
+static void switch_to(struct coprof_thread *t, struct coprof_ctx *c, uint64_t now)
+{
+	switch_at(t, c, now, both_now(t, now));
 }
 
 /* Outside a recording run only the running context changes: clocks are frozen at the
@@ -540,7 +546,7 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 	ready_end(t, c, b.wall, 0);
 	if (t->cur == c) {
 		if (rec)
-			switch_to(t, &t->base, now); /* its step's run ends there */
+			switch_at(t, &t->base, now, b); /* its step's run ends there */
 		else
 			switch_quiet(t, &t->base);
 	} else if (rec) {
