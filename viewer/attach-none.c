@@ -20,7 +20,7 @@ int vw_cmd_attach(int argc, char **argv)
 	return none("attach");
 }
 
-int vw_attached_request(pid_t pid, int req)
+int vw_control_request(pid_t pid, int req)
 {
 	(void)pid, (void)req;
 	return -1;

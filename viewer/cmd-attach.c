@@ -260,17 +260,16 @@ static int adapter_there(pid_t pid, const char *shim, int minor)
 	return 0;
 }
 
-/* The write end of an attached shim's control pipe, opened through /proc/PID/fd and
- * checked to be the pipe the shim made (by inode); -errno when pid is not attached:
- * a preloaded shim has no such pipe. */
-static int attached_pipe(pid_t pid)
+/* The write end of the shim's control pipe, opened through /proc/PID/fd and checked to
+ * be the pipe the shim made (by inode); -errno when it cannot be reached. */
+static int control_pipe(pid_t pid)
 {
 	uint64_t fd_at, ino_at;
 	int fd = -1;
 	unsigned long long ino = 0;
 	char path[64];
-	if (vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_attach_pipe_fd", &fd_at) != 0 ||
-	    vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_attach_pipe_ino", &ino_at) != 0 ||
+	if (vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_control_pipe_fd", &fd_at) != 0 ||
+	    vw_remote_symbol(pid, "libcoprof-preload.so", "coprof_control_pipe_ino", &ino_at) != 0 ||
 	    vw_remote_read(pid, fd_at, &fd, sizeof(fd)) != 0 ||
 	    vw_remote_read(pid, ino_at, &ino, sizeof(ino)) != 0 || fd < 0)
 		return -ENOENT;
@@ -290,7 +289,7 @@ int vw_attached_out(pid_t pid, char *buf, size_t len)
 {
 	uint64_t at;
 	char tmpl[PATH_MAX];
-	int w = attached_pipe(pid); /* only an attached shim's template is its own */
+	int w = control_pipe(pid); /* only an attached shim's template is its own */
 	if (w < 0)
 		return w;
 	close(w);
@@ -304,10 +303,10 @@ int vw_attached_out(pid_t pid, char *buf, size_t len)
 	return 0;
 }
 
-int vw_attached_request(pid_t pid, int req)
+int vw_control_request(pid_t pid, int req)
 {
 	char byte = req == PL_REQ_START ? 's' : req == PL_REQ_STOP ? 'p' : 't';
-	int w = attached_pipe(pid);
+	int w = control_pipe(pid);
 	if (w < 0)
 		return w;
 	int rc = write(w, &byte, 1) == 1 ? 0 : -errno;

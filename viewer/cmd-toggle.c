@@ -225,7 +225,7 @@ int vw_send_and_wait(struct target *t, int req, double timeout)
 	int pid = (int)t->pid;
 	struct pl_toggle_state before = t->st;
 	union sigval v = {.sival_int = req};
-	int by_pipe = vw_attached_request(t->pid, req);
+	int by_pipe = vw_control_request(t->pid, req);
 	if (by_pipe < 0 && before.signo <= 0) { /* attached, and its pipe is gone */
 		fprintf(stderr, "%s: %d: cannot reach its control pipe: %s\n", vw_toggle_who, pid,
 			strerror(-by_pipe));

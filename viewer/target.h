@@ -24,7 +24,7 @@ pid_t vw_parse_pid(const char *s);
 int vw_shim_mapped(pid_t pid);
 /* Finds the control thread of t->pid: 0 with t->tid and t->st, -ENOENT, or -errno. */
 int vw_find_control(struct vw_target *t);
-/* Sends PL_REQ_* `req` (through the pipe of an attached shim, else the toggle signal)
+/* Sends PL_REQ_* `req` (through the shim's control pipe, else the toggle signal)
  * and waits until the control thread applied it (`timeout` s);
  * says on stdout what the process did. 0, 1 on failure (said on stderr). */
 int vw_send_and_wait(struct vw_target *t, int req, double timeout);
@@ -32,11 +32,12 @@ int vw_send_and_wait(struct vw_target *t, int req, double timeout);
  * process's memory): 0, or -ENOENT when the shim was not attached (or it cannot be
  * read). */
 int vw_attached_out(pid_t pid, char *buf, size_t len);
-/* An attached shim takes requests through its control pipe, which this writes through
- * /proc/PID/fd (no signal: its handler would cut a sleep of the program's short): 0
- * sent, -errno when the shim was not attached (or the pipe is not its own any more),
- * and the request is then for the toggle signal. */
-int vw_attached_request(pid_t pid, int req);
+/* The shim takes requests through its control pipe, which this writes through
+ * /proc/PID/fd (no signal: its handler would end a sleep of the program's early): 0
+ * sent, -errno when the pipe cannot be reached (no permission, not the shim's any
+ * more, or no attach support in this build), and the request is then for the toggle
+ * signal. */
+int vw_control_request(pid_t pid, int req);
 
 /* The shim: $COPROF_PRELOAD, else beside this binary's install or in the build tree
  * (cmd-record.c). 0 with its real path in out, or -1. */

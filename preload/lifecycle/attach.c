@@ -24,12 +24,6 @@
  * which file was written: they read it through /proc/PID/mem. */
 PL_EXPORT char coprof_attach_out[PATH_MAX];
 
-/* The control pipe's write end, its number and inode (-1 until set up): `coprof attach`
- * and `coprof detach` write their requests there, through /proc/PID/fd, rather than
- * send the toggle signal, whose handler would cut a sleep of the program's short. */
-PL_EXPORT int coprof_attach_pipe_fd = -1;
-PL_EXPORT unsigned long long coprof_attach_pipe_ino;
-
 /* Set by `coprof attach` (through /proc/PID/mem) when it gave up waiting for the
  * window to open: a set-up still under way (a Python whose GIL was not let go) then
  * leaves the window shut, rather than profile a process nobody waits for. */
@@ -78,15 +72,6 @@ static const struct pl_lend lend = {
     .late = 1,
 };
 
-/* The control pipe's write end, for coprof (coprof_attach_pipe_fd): at set-up, and in
- * a forked child, whose pipe is its own (the parent's is closed there), so that a
- * request for the child never reaches the parent. */
-static void publish_pipe(void)
-{
-	coprof_attach_pipe_ino = (unsigned long long)pl_toggle_fd.ino;
-	__atomic_store_n(&coprof_attach_pipe_fd, pl_toggle_fd.fd, __ATOMIC_RELEASE);
-}
-
 /* What the constructor does in a preloaded process, with the options for an
  * environment, less exec's hand-over and coprof-keeper (a process that changes its
  * credentials later is not followed), and less the runtimes, which the caller adds.
@@ -127,10 +112,7 @@ static int setup(void)
 	/* Not pl_threads_init: its count of the program's threads is kept by the
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_control_init_attached();
-	publish_pipe();
 	pl_fork_init();
-	/* after the shim's own handlers, which give a forked child its own pipe */
-	pthread_atfork(NULL, NULL, publish_pipe);
 	pl_active = 1;
 	t->guard = 0;
 	return 0;

@@ -51,6 +51,16 @@ static int control_wanted;		  /* a control thread should run (its pipe exists) *
 static int control_up;			  /* it runs, joinable as control_th */
 static pthread_t control_th;
 static pid_t control_tid; /* its kernel id, set by the thread itself */
+PL_EXPORT int coprof_control_pipe_fd = -1;
+PL_EXPORT unsigned long long coprof_control_pipe_ino;
+
+/* Publishes the pipe's write end for coprof, or that there is none (fd -1). */
+static void publish_pipe(int fd)
+{
+	if (fd >= 0)
+		coprof_control_pipe_ino = (unsigned long long)pl_toggle_fd.ino;
+	__atomic_store_n(&coprof_control_pipe_fd, fd, __ATOMIC_RELEASE);
+}
 static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned paused; /* pauses under way (one per forking thread) */
 /* This thread paused them for the fork() it is about to make (set by the pause, reset
@@ -239,6 +249,7 @@ static void *control_main(void *arg)
 			pl_say(
 			    "the program closed coprof's control pipe; toggling by signal is off");
 			pl_toggle_fd.fd = -1;
+			publish_pipe(-1);
 			return NULL;
 		}
 		char buf[64];
@@ -306,6 +317,7 @@ static int spawn_control(int defer)
 	pl_toggle_fd.ino = wfd.ino;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	pl_toggle_fd.fd = wfd.fd;
+	publish_pipe(wfd.fd);
 	return 0;
 }
 
@@ -644,6 +656,7 @@ void pl_control_fork_child(void)
 	 * numbers before the fork and opened its own files on them. */
 	pl_fd_close(&read_fd);
 	pl_fd_close(&pl_toggle_fd);
+	publish_pipe(-1); /* the parent's: a request for the child must never reach it */
 	pl_fd_close(&quit_fd);
 	if (!pl_prof)
 		return;

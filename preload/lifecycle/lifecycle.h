@@ -21,6 +21,12 @@ PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
  * no toggle signal, and the control thread all the same. */
 PL_HIDDEN int pl_control_init_attached(void);
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
+/* The control pipe's write end, its number and inode (-1 while there is none): `coprof
+ * toggle`, `attach` and `detach` write their requests there, through /proc/PID/fd,
+ * rather than send the toggle signal, whose handler would end a sleep of the
+ * program's early (EINTR). Read from outside through /proc/PID/mem. */
+extern PL_EXPORT int coprof_control_pipe_fd;
+extern PL_EXPORT unsigned long long coprof_control_pipe_ino;
 PL_HIDDEN void pl_control_exit(void);  /* at exit: stop, dump, say what is missing */
 /* exec.c's around exec: stop and dump (1: was on, 0: off, -1: gave up), puts in
  * `state` what the next image takes over (PL_EXEC_ENV); then, if exec failed, remove
@@ -71,8 +77,6 @@ PL_EXPORT int coprof_attach_thread(const char *unused);
 extern PL_EXPORT char coprof_attach_out[PATH_MAX];
 extern PL_EXPORT unsigned coprof_attach_calls;
 extern PL_EXPORT int coprof_attach_cancel;
-extern PL_EXPORT int coprof_attach_pipe_fd;
-extern PL_EXPORT unsigned long long coprof_attach_pipe_ino;
 
 /* --- exec.c ------------------------------------------------------------------------ */
 

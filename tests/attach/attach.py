@@ -190,6 +190,26 @@ def case_sleep_kept():
         check(rc == "0" and int(ns) >= 10**9, "a sleep ended early: %s ns, rc %s" % (ns, rc))
 
 
+def case_toggle_preloaded_sleep():
+    """A preloaded target asleep in nanosleep(1 s), toggled on and off four times: its
+    every sleep is whole, rc 0. `coprof toggle` writes to the shim's control pipe: the
+    toggle signal's handler, run on the sleeping thread, would end the sleep early
+    (nanosleep is never restarted after a handler, SA_RESTART or not)."""
+    env = base_env(LD_PRELOAD=LIB, COPROF_MODE="sample", COPROF_START="0",
+                   COPROF_OUT=os.path.join(TMP, "tp.%n.pstat"))
+    t = Target([TARGET, "sleep", "4"], env=env)
+    wait_for(lambda: control_state(t.pid) == "S", 10, "the control thread")
+    for i in range(4):
+        time.sleep(0.35)
+        r = coprof("toggle", str(t.pid))
+        check(r.returncode == 0, "toggle %d: %r %r" % (i, r.stdout, r.stderr))
+    check(t.p.wait(10) == 0, "target exit %s" % t.p.returncode)
+    slept = re.findall(r"^slept (\d+) ns rc (-?\d+)$", t.text(), re.M)
+    check(len(slept) == 4, "sleeps: %r" % t.text())
+    for ns, rc in slept:
+        check(rc == "0" and int(ns) >= 10**9, "a sleep ended early: %s ns, rc %s" % (ns, rc))
+
+
 def case_fork_child():
     """A program that forks after the attach: the child has its own control pipe, so
     `coprof toggle CHILD` stops the child (writing the child's file) and leaves the
