@@ -346,12 +346,13 @@ void cp_task_time(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t 
 	out->life = c->begun && end > c->wall_begin ? end - c->wall_begin : 0;
 }
 
-/* Keeps a stall (rule 11): the step of c that just ended, ns long. A thread keeps its
- * CP_STALLS_KEPT longest and counts every one it lets go. Its stack is the step's
- * longest call when that call held half the step or more, else the stack c stopped
- * at (the step's time was in the frames still open). */
+/* Keeps a stall (rule 11): the step of c that just ended, ns long, named `name` (c's
+ * own, or a loop callback's). A thread keeps its CP_STALLS_KEPT longest and counts
+ * every one it lets go. Its stack is the step's longest call when that call held half
+ * the step or more, else the stack c stopped at (the step's time was in the frames
+ * still open). */
 static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns,
-		       uint64_t wall)
+		       uint64_t wall, const char *name)
 {
 	struct cp_stall_rec *s;
 	t->last_stall_wall = 0; /* behind the stall kept last no more, whatever follows */
@@ -379,7 +380,7 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	t->last_stall = (uint32_t)(s - t->stalls);
 	t->last_stall_wall = wall;
 	size_t n = 0; /* by hand: this may run in a signal handler, where stdio may not */
-	for (const char *from = c->name; from && from[n] && n < sizeof(s->name) - 1; n++)
+	for (const char *from = name; from && from[n] && n < sizeof(s->name) - 1; n++)
 		s->name[n] = from[n];
 	s->name[n] = 0;
 	/* The innermost call that held half the step: the call kept, or the longest,
@@ -401,13 +402,13 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 		s->keys[s->depth++] = c->frames[i].rec->key;
 }
 
-/* A task's step ends at thread clock `now`, wall clock `wall` (it suspends or
- * finishes, rule 11). */
+/* A step of c named `name` ends at thread clock `now`, wall clock `wall` (a task
+ * suspends or finishes, or a loop callback returns: rule 11). */
 static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now,
-		     uint64_t wall)
+		     uint64_t wall, const char *name)
 {
 	if (t->step_open && now >= t->step_begin + t->p->opt.stall_ns)
-		stall_keep(t, c, now - t->step_begin, wall);
+		stall_keep(t, c, now - t->step_begin, wall, name);
 	t->step_open = 0;
 	t->step_long = UINT64_MAX;
 }
@@ -425,6 +426,29 @@ static void step_start(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	t->step_long = t->p->opt.stall_ns / 2 ? t->p->opt.stall_ns / 2 - 1 : 0;
 }
 
+void coprof_callback_begin(struct coprof_thread *t)
+{
+	if (!t)
+		return;
+	uint32_t st = cp_section_open(t);
+	/* a step of the driver's open still is one whose end was missed: it starts over */
+	if (t->cur == &t->base && (st == t->seen || cp_thread_begin(t, st)))
+		step_start(t, &t->base, cp_now(t));
+	cp_section_close(t);
+}
+
+void coprof_callback_end(struct coprof_thread *t, const char *name)
+{
+	if (!t)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (t->cur == &t->base && t->step_open && st == t->seen) {
+		uint64_t now = cp_now(t);
+		step_end(t, &t->base, now, t->cpu ? other_now(t, now) : now, name);
+	}
+	cp_section_close(t);
+}
+
 /* Makes c the running context at thread clock `now`. Under cpu the incoming context's
  * clock skips the time it was away; under wall only the driver (the thread's own
  * context) turns its time away into its innermost frame's children (rule 9). `b`: both
@@ -434,7 +458,7 @@ static void switch_at(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 	struct coprof_ctx *old = t->cur;
 	old->away = now;
 	if (!old->is_base) {
-		step_end(t, old, now, b.wall);
+		step_end(t, old, now, b.wall, old->name);
 		run_add(t, old, b);
 		old->state = CP_CTX_SUSPENDED;
 		cp_ctx_stack_trim(old);
@@ -539,7 +563,7 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 	uint64_t now = rec ? cp_now(t) : t->last;
 	struct both b = rec ? both_now(t, now) : (struct both){0, c->wall_away};
 	if (rec && t->cur == c)
-		step_end(t, c, now, b.wall); /* while its open frames are still its stack */
+		step_end(t, c, now, b.wall, c->name); /* while its open frames are still its stack */
 	if (rec)
 		cp_ctx_close_all(c, now);
 	c->vend = cp_ctx_vnow(c, now);

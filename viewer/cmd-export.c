@@ -238,8 +238,11 @@ static void write_stalls(FILE *f, const struct vw_model *m, int tasks)
 		const struct cp_stall *s = m->stalls[i].s;
 		char tn[300];
 		const char *sep = tasks ? ";" : "";
+		if (tasks && !s->task_id) /* a loop callback, run by the thread itself */
+			snprintf(tn, sizeof(tn), "[callback %s]", s->task ? s->task : "");
 		if (tasks)
-			put_who(f, s->thread, task_frame(tn, sizeof(tn), s->task_id, s->task));
+			put_who(f, s->thread,
+				s->task_id ? task_frame(tn, sizeof(tn), s->task_id, s->task) : tn);
 		for (uint32_t d = s->depth; d-- > 0; sep = ";") {
 			fputs(sep, f);
 			put_frame(f, s->frames[d].name);

@@ -309,8 +309,12 @@ static void put_stall_text(const struct cp_stall *s, uint32_t rank)
 {
 	char ms[32];
 	snprintf(ms, sizeof(ms), "%.3f ms", s->seconds * 1e3);
-	printf("%4" PRIu32 ". %12s  task %" PRIu64 " (%s)  thread %" PRIu64, rank, ms, s->task_id,
-	       vw_shown(s->task ? s->task : ""), s->thread);
+	if (s->task_id) /* 0: a loop callback, run by the thread itself (rule 11) */
+		printf("%4" PRIu32 ". %12s  task %" PRIu64 " (%s)  thread %" PRIu64, rank, ms,
+		       s->task_id, vw_shown(s->task ? s->task : ""), s->thread);
+	else
+		printf("%4" PRIu32 ". %12s  callback %s  thread %" PRIu64, rank, ms,
+		       vw_shown(s->task ? s->task : ""), s->thread);
 	if (s->behind > 0)
 		printf("  %" PRId64 " ready behind it", s->behind);
 	printf("\n");
@@ -331,7 +335,7 @@ static int print_stalls(struct report *r)
 	uint32_t shown = r->limit && r->limit < n ? (uint32_t)r->limit : n;
 	section(r, "stalls");
 	if (r->fmt == TEXT && threshold > 0)
-		printf("Stalls: %" PRIu32 " task steps of %.3f ms or more, longest first, each at "
+		printf("Stalls: %" PRIu32 " steps of %.3f ms or more, longest first, each at "
 		       "its longest point: %" PRIu32 " shown\n",
 		       n, threshold * 1e3, shown);
 	else if (r->fmt == TEXT)

@@ -519,7 +519,7 @@ int vw_export_pprof(FILE *f, const struct vw_model *m)
 			    "not full stacks");
 	if (stalls) {
 		snprintf(line, sizeof(line),
-			 "stalls: %" PRIu32 " task steps of %.3f ms or more on the %s clock, one "
+			 "stalls: %" PRIu32 " steps of %.3f ms or more on the %s clock, one "
 			 "sample each (types stalls and stall_time, label stall=true) on the "
 			 "stack of its longest point",
 			 m->nstalls, m->stall_threshold * 1e3, m->clock);

@@ -283,7 +283,10 @@ static void stall_cells(struct line *l, const struct cp_stall *st)
 	snprintf(buf, sizeof(buf), "%.3f ms", st->seconds * 1e3);
 	cell(l, buf, 12, 1, 0);
 	char task[96];
-	snprintf(task, sizeof(task), "%s %" PRIu64, st->task ? st->task : "", st->task_id);
+	if (st->task_id)
+		snprintf(task, sizeof(task), "%s %" PRIu64, st->task ? st->task : "", st->task_id);
+	else /* a loop callback, run by the thread itself (rule 11) */
+		snprintf(task, sizeof(task), "callback %s", st->task ? st->task : "");
 	cell(l, task, 24, 0, 0);
 	snprintf(buf, sizeof(buf), "%" PRIu64, st->thread);
 	cell(l, buf, 8, 1, 0);
@@ -363,7 +366,7 @@ static void draw_title(struct vw_browser *b, struct vw_screen *s)
 	case VW_SCR_STALLS:
 		if (b->m->stall_threshold > 0)
 			snprintf(line, sizeof(line),
-				 " Stalls: %" PRIu32 " task steps of %.3f ms or more, longest first",
+				 " Stalls: %" PRIu32 " steps of %.3f ms or more, longest first",
 				 s->nrows, b->m->stall_threshold * 1e3);
 		else
 			snprintf(line, sizeof(line),

@@ -189,6 +189,13 @@ COPROF_API void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
  * is ready already keeps its earlier instant; the running one, a finished one or
  * another thread's is left alone. Calling thread = t. */
 COPROF_API void coprof_ctx_ready(struct coprof_thread *t, struct coprof_ctx *c, uint64_t since);
+/* DESIGN rule 11: a loop callback that is no task's step (a protocol's data_received,
+ * a call_later callback) runs on the thread's own context, from begin to end. A
+ * stall's record names it `name` (the callback's function; copied) with task id 0.
+ * Nothing happens while a task runs; a task switched in meanwhile ends the callback's
+ * step unmeasured, and a begin while one is open starts it over. Calling thread = t. */
+COPROF_API void coprof_callback_begin(struct coprof_thread *t);
+COPROF_API void coprof_callback_end(struct coprof_thread *t, const char *name);
 COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
 /* Sample mode: a context of thread `t` made from another thread (the shim's folding
  * thread, for a stack it found in t's samples). It never runs as far as the engine

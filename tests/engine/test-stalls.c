@@ -225,3 +225,48 @@ Test(stalls, innermost_of_nested_long_calls)
 	expect_frames(&f.prof->ex.stalls[0], (const char *const[]){"inflate", "decode", "handle"},
 		      3);
 }
+
+/* A loop callback that is no task's step (rule 11) runs on the driver: a 30 ms one is
+ * a stall of task 0 named by the caller, its stack the blocking call in it, with the
+ * task made ready meanwhile behind it; a 5 ms one is none; and a callback within
+ * which a task runs is not measured (the task's step is). */
+static void callback_stalls(enum coprof_clock clock)
+{
+	fx_setup(&f, clock);
+	struct coprof_ctx *a = task(1, "waiter"), *b = task(2, "inner");
+	at(0), coprof_ctx_switch(f.t, a), enter("waiter");
+	at(1 * MS), coprof_ctx_switch(f.t, NULL);
+	at(2 * MS), enter("run_once"), enter("Handle._run");
+	coprof_callback_begin(f.t);
+	at(3 * MS), enter("data_received"), enter("decode");
+	at(4 * MS), coprof_ctx_ready(f.t, a, 0);
+	at(33 * MS), leave("decode"), leave("data_received");
+	coprof_callback_end(f.t, "Proto.data_received");
+	leave("Handle._run");
+	at(40 * MS), enter("Handle._run"), coprof_callback_begin(f.t);
+	at(45 * MS), coprof_callback_end(f.t, "short"), leave("Handle._run");
+	at(50 * MS), enter("Handle._run"), coprof_callback_begin(f.t);
+	at(51 * MS), coprof_ctx_switch(f.t, b), enter("inner");
+	at(55 * MS), coprof_ctx_switch(f.t, NULL);
+	at(90 * MS), coprof_callback_end(f.t, "nested"), leave("Handle._run");
+	leave("run_once");
+	fx_snap(&f);
+	const struct cp_extras *x = &f.prof->ex;
+	cr_assert_eq(x->nstalls, 1);
+	const struct cp_stall *s = &x->stalls[0];
+	cr_expect_eq(fx_ns(s->seconds), 31 * MS);
+	cr_expect_str_eq(s->task, "Proto.data_received");
+	cr_expect_eq(s->task_id, 0);
+	cr_expect_eq(s->behind, 1);
+	expect_frames(s, (const char *const[]){"decode", "data_received", "Handle._run", "run_once"}, 4);
+}
+
+Test(stalls, wall_loop_callback)
+{
+	callback_stalls(COPROF_CLOCK_WALL);
+}
+
+Test(stalls, cpu_loop_callback)
+{
+	callback_stalls(COPROF_CLOCK_CPU);
+}

@@ -491,7 +491,7 @@ def case_stalls_exact():
     for t in ("task-a", "task-b"):
         check(re.search(r"^\s+1\.0 \(50\.00%\): " + t + "$", tags, re.M), f"-tags:\n{tags}")
     check("Type: wall" in pprof(["-top"], pb), "time is no longer the default type")
-    check(pprof(["-comments"], pb).count("stalls: 2 task steps of 20.000 ms") == 1, "comment")
+    check(pprof(["-comments"], pb).count("stalls: 2 steps of 20.000 ms") == 1, "comment")
     spath = os.path.join(TMP, "mps.pstat")
     subprocess.run([MAKE_PROFILE, spath, "--sample"], check=True, timeout=60)
     spb, _ = export([spath], "mps.pb.gz")

@@ -125,8 +125,9 @@ def case_tasks_cpu(r, clock="cpu", unit=10000):
 def case_stalls(r, clock):
     """Stalls (doc/design.md rule 11, progs/stalls.py): blocker's two steps of 0.2 s of
     CPU each are stalls past 100 ms, kept at their longest point (decode, called by
-    blocker), on the main thread, longest first; no other task's stall holds decode,
-    and under cpu no quick step is one. `coprof report --stalls` lists them."""
+    blocker), on the main thread, longest first; so is the loop callback on_tick's
+    0.15 s, as task 0 named on_tick; no other task's stall holds decode, and under cpu
+    no quick step is one. `coprof report --stalls` lists them."""
     out, p = r.run(os.path.join(PROGS, "stalls.py"), clock=clock, COPROF_STALL_MS=100)
     check(p.stdout == "stalls: done\n", "output %r" % p.stdout)
     prof = Profile(out)
@@ -140,7 +141,12 @@ def case_stalls(r, clock):
               "blocker's stall stack %r" % (frames,))
         check(tid == prof.task("blocker")["thread"], "stall on thread %d" % tid)
         check(tid_task == prof.task("blocker")["id"], "stall of task id %d" % tid_task)
-    others = [s for s in stalls if s[2] != "blocker"]
+    callbacks = [s for s in stalls if s[1] == 0]
+    check([s[2] for s in callbacks] == ["on_tick"], "callback stalls %r" % (stalls,))
+    tid, _, _, seconds, frames, _ = callbacks[0]
+    check(seconds >= 0.15 and [k[2] for k in frames[:2]] == ["decode", "on_tick"]
+          and tid == prof.task("blocker")["thread"], "on_tick's stall %r" % (callbacks[0],))
+    others = [s for s in stalls if s[2] != "blocker" and s[1] != 0]
     check(not any("decode" in [k[2] for k in s[4]] for s in others),
           "another task's stall holds decode: %r" % (others,))
     if clock == "cpu":

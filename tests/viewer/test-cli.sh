@@ -119,7 +119,7 @@ check "--tasks: a sampled file has no ready time" bash -c \
 check "--threads lists the thread" grep -Eq '^ +4243  sched-main +4  +0.100000$' <<<"$out"
 out=$("$COPROF" report "$dir/co.pstat" --stalls)
 check "--stalls: the threshold and the count" \
-	grep -q '^Stalls: 2 task steps of 20.000 ms or more, longest first, each at its longest point: 2 shown$' <<<"$out"
+	grep -q '^Stalls: 2 steps of 20.000 ms or more, longest first, each at its longest point: 2 shown$' <<<"$out"
 check "--stalls: task-a's first, with its stack" bash -c \
 	'grep -EA2 "^ +1\. +30\.000 ms  task 1 \(task-a\)  thread 4243$" <<<"$1" | grep -Eq "^        a_root +sched\.c:[0-9]+$"' _ "$out"
 check "--stalls: task-b's with the 3 tasks ready behind it" \

@@ -175,14 +175,14 @@ expect "F goes back to the functions" '^ Functions: 6 of 6'
 keys Tab
 expect "Tab goes to the tasks" '^ Tasks: 2'
 keys S
-expect "S opens the stalls" '^ Stalls: 2 task steps of 20\.000 ms or more, longest first$'
+expect "S opens the stalls" '^ Stalls: 2 steps of 20\.000 ms or more, longest first$'
 expect_row "stall columns" 4 '^ +length task +thread +behind stack, innermost first$'
 expect_row "the longest first: task-a's, at a_work" 5 '^ +30\.000 ms task-a 1 +4243 +0 a_work < a_root$'
 expect_row "then task-b's, where it stopped" 6 '^ +20\.000 ms task-b 2 +4243 +3 b_root$'
 keys Enter
 expect "Enter on a stall: its innermost function's callers and callees" '^ a_work \(sched\.c:[0-9]+\): 1 callers, 0 callees'
 keys BSpace
-expect "back to the stalls" '^ Stalls: 2 task steps'
+expect "back to the stalls" '^ Stalls: 2 steps'
 
 # --- colour, and none under NO_COLOR --------------------------------------------------
 if T capture-pane -p -e -t vw | grep -Eq $'\e\\[[0-9;]*4[0-7]m'; then

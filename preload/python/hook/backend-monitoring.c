@@ -67,7 +67,7 @@ static inline __attribute__((always_inline)) void mon_return(PyObject *code, PyO
 	 * which runs other code, or none runs. */
 	struct pl_py_func *fn = code_func(code);
 	int suspended = how == PL_PY_MON_YIELD;
-	if (fn && ((!fn->flags && (pt->ctx || pt->t->cur->depth >= 2)) ||
+	if (fn && ((!fn->flags && !fn->sched && (pt->ctx || pt->t->cur->depth >= 2)) ||
 		   (fn->flags == PL_PY_CORO && !suspended && pt->root_code != code))) {
 		forget_last(pt);
 		ev_leave(pt->t, (uintptr_t)fn);

@@ -132,6 +132,11 @@ struct pl_py_thread {
 	/* Rule 12: how late the timer handle asyncio runs now fell due, ns (0: not a
 	 * timer's, or on time), set as each handle starts (ready.c). */
 	uint64_t late;
+	/* Rule 11: the handle asyncio runs now calls a callback that is no task's step
+	 * (a protocol's data_received, a call_later callback): a step of the driver's,
+	 * named cb_name, from Handle._run's start to its end (ready.c). */
+	uint8_t cb_open;
+	char cb_name[48];
 };
 
 /* The hook's state for the asyncio chain running in one greenlet (greenlet/greenlet.c):
@@ -253,6 +258,9 @@ PL_PY_HIDDEN void pl_py_task_ready(struct pl_py_thread *pt, PyObject *root, uint
 /* One of asyncio's scheduling points (fn->sched, PL_PY_SCHED_*) has started in fr
  * (ready.c). */
 PL_PY_HIDDEN void pl_py_sched_event(struct pl_py_thread *pt, PL_PY_FRAME *fr, unsigned kind);
+/* Handle._run (fn->sched PL_PY_SCHED_RUN) returns or unwinds: the loop callback it
+ * ran, if it was one, ends its step (rule 11). */
+PL_PY_HIDDEN void pl_py_sched_return(struct pl_py_thread *pt);
 /* Before the hook goes off: every task gets its weak reference (install.c). */
 PL_PY_HIDDEN void pl_py_watch_all(void);
 /* task.get_coro() for an asyncio Task, when that is a C method: a new reference or
@@ -542,6 +550,8 @@ static inline __attribute__((always_inline)) void on_return_fn(struct pl_py_thre
 				return;
 			yield_run(pt, back, key, passes);
 		} else {
+			if (pl_py_unlikely(fn->sched == PL_PY_SCHED_RUN))
+				pl_py_sched_return(pt);
 			ev_leave(pt->t, key);
 			if ((fn->flags & PL_PY_GEN) && last == fr && pt->root_resumed)
 				gen_returned(pt, back, pt->root_yes);
