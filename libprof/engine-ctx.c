@@ -275,7 +275,7 @@ static void count_behind(struct coprof_thread *t, uint64_t since)
 	if (!t->stalls || t->last_stall >= t->nstalls || since >= t->last_stall_wall)
 		return;
 	struct cp_stall_rec *s = &t->stalls[t->last_stall];
-	if (s->gen == t->stall_gen)
+	if (s->gen == t->stall_gen && s->behind != UINT32_MAX)
 		s->behind++;
 }
 
@@ -346,13 +346,13 @@ void cp_task_time(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t 
 	out->life = c->begun && end > c->wall_begin ? end - c->wall_begin : 0;
 }
 
-/* Keeps a stall (rule 11): the step of c that just ended, ns long, named `name` (c's
- * own, or a loop callback's). A thread keeps its CP_STALLS_KEPT longest and counts
+/* Keeps a stall (rule 11): the step of c that just ended, ns long, of the task `id`
+ * named `name` (c's own, or a loop step's: coprof_loop_step_end). A thread keeps its CP_STALLS_KEPT longest and counts
  * every one it lets go. Its stack is the step's longest call when that call held half
  * the step or more, else the stack c stopped at (the step's time was in the frames
  * still open). */
 static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns,
-		       uint64_t wall, const char *name)
+		       uint64_t wall, uint64_t id, const char *name)
 {
 	struct cp_stall_rec *s;
 	t->last_stall_wall = 0; /* behind the stall kept last no more, whatever follows */
@@ -374,8 +374,20 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 			return;
 	}
 	s->ns = ns;
-	s->ctx_id = c->id;
+	s->ctx_id = id;
 	s->behind = t->nready;
+	s->nticks = 0;
+	if (t->p->opt.mode != COPROF_MODE_TRACE) {
+		s->behind = UINT32_MAX; /* not known: no adapter says when a task is ready */
+		size_t each = CP_STEP_TICKS * sizeof(*t->stall_ticks);
+		if (!t->stall_ticks && !(t->stall_ticks = cp_pool_alloc(&t->pool, CP_STALLS_KEPT * each)))
+			t->stalls_dropped++;
+		else if (t->step_ticks) {
+			memcpy(t->stall_ticks + (s - t->stalls) * CP_STEP_TICKS, t->step_ticks,
+			       t->step_nticks * sizeof(*t->step_ticks));
+			s->nticks = t->step_nticks;
+		}
+	}
 	s->gen = ++t->stall_gen;
 	t->last_stall = (uint32_t)(s - t->stalls);
 	t->last_stall_wall = wall;
@@ -402,23 +414,31 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 		s->keys[s->depth++] = c->frames[i].rec->key;
 }
 
-/* A step of c named `name` ends at thread clock `now`, wall clock `wall` (a task
+/* A step of c, of task `id` named `name`, ends at thread clock `now`, wall clock `wall` (a task
  * suspends or finishes, or a loop callback returns: rule 11). */
 static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now,
-		     uint64_t wall, const char *name)
+		     uint64_t wall, uint64_t id, const char *name)
 {
 	if (t->step_open && now >= t->step_begin + t->p->opt.stall_ns)
-		stall_keep(t, c, now - t->step_begin, wall, name);
+		stall_keep(t, c, now - t->step_begin, wall, id, name);
 	t->step_open = 0;
 	t->step_long = UINT64_MAX;
 }
 
-/* Task c's step begins at thread clock `now`, its clock already caught up. Trace mode
- * only: in sample mode no leave tells a step's longest point. */
+/* Task c's step begins at thread clock `now`, its clock already caught up. In sample
+ * mode no leave tells a step's longest point: its ticks do (coprof_step_tick). */
 static void step_start(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now)
 {
-	if (t->p->opt.mode != COPROF_MODE_TRACE)
-		return;
+	if (t->p->opt.mode != COPROF_MODE_TRACE) {
+		/* From the pool, never malloc: a switch may run in a signal handler. */
+		if (!t->step_ticks &&
+		    !(t->step_ticks = cp_pool_alloc(&t->pool, CP_STEP_TICKS * sizeof(*t->step_ticks))))
+			return;
+		t->step_nticks = t->step_seen = 0;
+		t->step_stride = 1;
+		if (!atomic_load_explicit(&t->p->stepped, memory_order_relaxed))
+			atomic_store_explicit(&t->p->stepped, 1, memory_order_relaxed);
+	}
 	t->step_open = 1;
 	t->step_begin = now;
 	t->step_vbegin = now - c->offset;
@@ -426,7 +446,36 @@ static void step_start(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	t->step_long = t->p->opt.stall_ns / 2 ? t->p->opt.stall_ns / 2 - 1 : 0;
 }
 
-void coprof_callback_begin(struct coprof_thread *t)
+void coprof_step_tick(struct coprof_thread *t, const uintptr_t *pcs, unsigned depth)
+{
+	/* The thread itself, in a signal handler: inside an event section the step's
+	 * fields may be half made; while the profiler is paused (a dump, a clear that
+	 * gives the pool back) a section is not to be waited for here. */
+	if (!t || !depth || (atomic_load_explicit(&t->seq, memory_order_relaxed) & 1))
+		return;
+	uint32_t s, st = cp_section_try(t, &s);
+	if (st != t->seen || !t->step_open || !t->step_ticks ||
+	    t->step_seen++ % t->step_stride) {
+		cp_section_back_out(t, s);
+		return;
+	}
+	if (t->step_nticks == CP_STEP_TICKS) {
+		/* full: keep every other one, and take one tick in twice as many */
+		for (uint32_t i = 0; i < CP_STEP_TICKS / 2; i++)
+			t->step_ticks[i] = t->step_ticks[2 * i];
+		t->step_nticks = CP_STEP_TICKS / 2;
+		t->step_stride *= 2;
+	}
+	if ((t->step_seen - 1) % t->step_stride == 0) {
+		struct cp_tick_stack *k = &t->step_ticks[t->step_nticks++];
+		k->depth = depth < CP_STALL_FRAMES ? depth : CP_STALL_FRAMES;
+		for (uint32_t i = 0; i < k->depth; i++) /* the innermost frames */
+			k->keys[i] = pcs[i];
+	}
+	cp_section_close(t);
+}
+
+void coprof_loop_step_begin(struct coprof_thread *t)
 {
 	if (!t)
 		return;
@@ -437,14 +486,14 @@ void coprof_callback_begin(struct coprof_thread *t)
 	cp_section_close(t);
 }
 
-void coprof_callback_end(struct coprof_thread *t, const char *name)
+void coprof_loop_step_end(struct coprof_thread *t, uint64_t task_id, const char *name)
 {
 	if (!t)
 		return;
 	uint32_t st = cp_section_open(t);
 	if (t->cur == &t->base && t->step_open && st == t->seen) {
 		uint64_t now = cp_now(t);
-		step_end(t, &t->base, now, t->cpu ? other_now(t, now) : now, name);
+		step_end(t, &t->base, now, t->cpu ? other_now(t, now) : now, task_id, name);
 	}
 	cp_section_close(t);
 }
@@ -458,7 +507,7 @@ static void switch_at(struct coprof_thread *t, struct coprof_ctx *c, uint64_t no
 	struct coprof_ctx *old = t->cur;
 	old->away = now;
 	if (!old->is_base) {
-		step_end(t, old, now, b.wall, old->name);
+		step_end(t, old, now, b.wall, old->id, old->name);
 		run_add(t, old, b);
 		old->state = CP_CTX_SUSPENDED;
 		cp_ctx_stack_trim(old);
@@ -563,7 +612,7 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 	uint64_t now = rec ? cp_now(t) : t->last;
 	struct both b = rec ? both_now(t, now) : (struct both){0, c->wall_away};
 	if (rec && t->cur == c)
-		step_end(t, c, now, b.wall, c->name); /* while its open frames are still its stack */
+		step_end(t, c, now, b.wall, c->id, c->name); /* while its open frames are still its stack */
 	if (rec)
 		cp_ctx_close_all(c, now);
 	c->vend = cp_ctx_vnow(c, now);

@@ -289,6 +289,7 @@ static void clear_thread(struct coprof *p, struct coprof_thread *t, uint64_t now
 	t->lost_depth = 0;
 	t->foreign = 0;
 	t->stalls = NULL; /* its pool was released */
+	t->step_ticks = t->stall_ticks = NULL;
 	t->nstalls = 0;
 	t->stalls_dropped = 0;
 	t->awaits = NULL; /* as the stalls */
@@ -323,6 +324,7 @@ void cp_clear_paused(struct coprof *p)
 	for (unsigned i = 0; i < p->ndropped; i++)
 		p->dropped[i].n = 0;
 	atomic_store(&p->recorded, 0);
+	atomic_store(&p->stepped, 0);
 	atomic_store(&p->overflow, 0);
 	p->start_epoch = p->started ? epoch_now() : 0;
 	p->stop_epoch = 0;

@@ -28,6 +28,10 @@
 #define CP_DEFAULT_STALL_NS (20 * 1000000ull)
 #define CP_STALLS_KEPT 64
 #define CP_STALL_FRAMES 32
+/* Sample mode: a step keeps at most this many of its ticks' stacks, evenly spread
+ * (coprof_step_tick); a stall keeps them, and its stack is read off them when the
+ * profile is written (snapshot.c). */
+#define CP_STEP_TICKS 8
 /* Await edges (coprof_await_add) each thread keeps at most; the table starts small
  * and doubles up to this. */
 #define CP_AWAITS_KEPT 8192
@@ -159,6 +163,15 @@ struct cp_stall_rec {
 	char name[48];
 	uint32_t depth;
 	uintptr_t keys[CP_STALL_FRAMES];
+	/* Sample mode: the step's ticks kept (their stacks are the thread's stall_ticks,
+	 * CP_STEP_TICKS from this record's index on); `behind` is not known (UINT32_MAX). */
+	uint32_t nticks;
+};
+
+/* A tick's stack, innermost first, as a step in sample mode keeps it. */
+struct cp_tick_stack {
+	uint32_t depth;
+	uintptr_t keys[CP_STALL_FRAMES];
 };
 
 /* An await edge as the thread that saw it keeps it: who waited on whom, how, how often
@@ -203,6 +216,12 @@ struct coprof_thread {
 	struct cp_stall_rec *stalls; /* CP_STALLS_KEPT of them, from the pool at the first */
 	uint32_t nstalls;
 	uint64_t stalls_dropped; /* stalls seen past the kept ones */
+	/* Sample mode (rule 11): the open step's ticks, step_nticks of CP_STEP_TICKS kept,
+	 * one in step_stride of the step_seen ticks so far (the stride doubles as the
+	 * buffer fills, so the kept ones spread over the whole step); and the kept stalls'
+	 * ticks (CP_STALLS_KEPT * CP_STEP_TICKS). Both from the pool, at the first step. */
+	struct cp_tick_stack *step_ticks, *stall_ticks;
+	uint32_t step_nticks, step_stride, step_seen;
 	/* Await edges (engine-await.c): records and an open-addressing index over them
 	 * (record index + 1; twice as many slots as records), both from the pool. */
 	struct cp_await_rec *awaits;
@@ -270,6 +289,7 @@ struct coprof {
 	_Atomic size_t mem_used; /* bytes taken by every thread's pool and contexts */
 	_Atomic int overflow;	 /* sticky: a limit was hit */
 	_Atomic int recorded;	 /* an event was recorded since create or clear */
+	_Atomic int stepped;	 /* sample mode: a step began since create or clear (rule 11) */
 	int started;		 /* between start and stop (even after an overflow) */
 	uint64_t uid;		 /* unique per profiler, for the TLS cache */
 	pthread_mutex_t lock;	 /* threads list, names, resolvers, notes; held by control ops */

@@ -41,10 +41,12 @@
  *                    one, so this is not samples x period). Absent in older files.
  *      'stall_threshold': float s; 'stalls': [(tid, task id, task name, seconds,
  *                    (key, ...) innermost first, behind: int)], longest first: the
- *                    task steps that held their thread at least the threshold long
- *                    (doc/design.md rule 11), each with its longest point's stack
- *                    and the tasks ready behind it (rule 12; -1: not known). Absent
- *                    in older files; `behind` absent in files written before it.
+ *                    task steps and loop callbacks (task id 0) that held their
+ *                    thread at least the threshold long (doc/design.md rule 11),
+ *                    each with its longest point's stack and the tasks ready behind
+ *                    it (rule 12; -1: not known). Absent in older files, and where
+ *                    no step was measured (threshold 0.0); `behind` absent in files
+ *                    written before it.
  *      'awaits':   [(tid, waiter task id, waiter name, awaited task id, awaited name,
  *                    kind, count, seconds)], longest first: who awaited whom (kind
  *                    'task', 'gather', 'taskgroup' or 'shield'), how often, and for

@@ -78,6 +78,7 @@ struct snap_await {
 struct snap_stall {
 	uint64_t tid;
 	struct cp_stall_rec r;
+	struct cp_tick_stack ticks[CP_STEP_TICKS]; /* sample mode: r.nticks of them */
 };
 
 /* Makes room for `need` elements in a malloc'd array. 0 or -ENOMEM. */
@@ -288,8 +289,16 @@ static int copy_thread(struct snap *s, struct coprof_thread *t, uint64_t now, in
 	s->stalls_dropped += t->stalls_dropped;
 	if (t->nstalls && grow(&s->stalls, &s->cstalls, s->nstalls + t->nstalls, sizeof(*s->stalls)))
 		return -ENOMEM;
-	for (uint32_t i = 0; i < t->nstalls; i++)
-		s->stalls[s->nstalls++] = (struct snap_stall){t->tid, t->stalls[i]};
+	for (uint32_t i = 0; i < t->nstalls; i++) {
+		struct snap_stall *st = &s->stalls[s->nstalls++];
+		st->tid = t->tid;
+		st->r = t->stalls[i];
+		if (st->r.nticks && t->stall_ticks)
+			memcpy(st->ticks, t->stall_ticks + i * CP_STEP_TICKS,
+			       st->r.nticks * sizeof(st->ticks[0]));
+		else
+			st->r.nticks = 0;
+	}
 	s->awaits_dropped += t->awaits_dropped;
 	if (t->nawaits && grow(&s->awaits, &s->cawaits, s->nawaits + t->nawaits, sizeof(*s->awaits)))
 		return -ENOMEM;
@@ -643,8 +652,9 @@ static int fill_extras(struct snap *s)
 	if (!rc && s->awaits_dropped)
 		rc = add_counter(s, &ex->ndropped, "await edges past each thread's table",
 				 s->awaits_dropped);
-	/* Steps are measured in trace mode only (rule 11): sample mode writes no threshold. */
-	if (p->opt.mode == COPROF_MODE_TRACE)
+	/* Steps are measured in trace mode, and in sample mode where a runtime says when
+	 * its tasks switch (rule 11): a window with no step writes no threshold. */
+	if (p->opt.mode == COPROF_MODE_TRACE || atomic_load(&p->stepped))
 		ex->stall_threshold = (double)p->opt.stall_ns / 1e9;
 	for (unsigned i = 0; i < p->nnotes && !rc; i++)
 		if (!(ex->notes[ex->nnotes++] = sdup(s, p->notes[i])))
@@ -677,6 +687,43 @@ static int by_length(const void *x, const void *y)
 	return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
+/* A sampled stall's stack (rule 11, sample mode): the innermost function at least half
+ * of its step's ticks were in, with the frames above it, innermost first, into
+ * st->frames (room for CP_STALL_FRAMES). Frames are compared as functions (resolved),
+ * not as addresses: ticks in one function stopped at different instructions. */
+static int tick_stack(struct snap *s, const struct snap_stall *from, struct cp_stall *st)
+{
+	uint32_t g[CP_STEP_TICKS][CP_STALL_FRAMES], n = from->r.nticks;
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t k = 0; k < from->ticks[i].depth; k++) {
+			int rc = resolve(s, from->ticks[i].keys[k], &g[i][k]);
+			if (rc)
+				return rc;
+		}
+	/* For each tick's stack, the longest of its outermost parts that at least half
+	 * the ticks share; the longest such part of any. */
+	uint32_t best = 0, best_len = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t di = from->ticks[i].depth;
+		for (uint32_t len = best_len + 1; len <= di; len++) {
+			uint32_t share = 0;
+			for (uint32_t j = 0; j < n; j++) {
+				uint32_t dj = from->ticks[j].depth, k = 0;
+				while (k < len && len <= dj && g[j][dj - 1 - k] == g[i][di - 1 - k])
+					k++;
+				share += k == len;
+			}
+			if (2 * share < n)
+				break;
+			best = i, best_len = len;
+		}
+	}
+	uint32_t d = from->ticks[best].depth;
+	for (uint32_t k = 0; k < best_len; k++)
+		st->frames[st->depth++] = s->gkeys[g[best][d - best_len + k]];
+	return 0;
+}
+
 /* The stalls copied from the threads, longest first, their keys resolved. */
 static int add_stalls(struct snap *s)
 {
@@ -693,11 +740,24 @@ static int add_stalls(struct snap *s)
 		st->thread = s->stalls[i].tid;
 		st->task_id = r->ctx_id;
 		st->task = sdup(s, r->name);
+		/* a task's step an event loop ran (coprof_loop_step_end): the table's name */
+		for (uint32_t k = 0; !r->name[0] && r->ctx_id && k < ex->ntasks; k++)
+			if (ex->tasks[k].id == r->ctx_id && ex->tasks[k].thread == st->thread) {
+				st->task = ex->tasks[k].name;
+				break;
+			}
 		st->seconds = (double)r->ns / 1e9;
-		st->behind = r->behind;
-		st->frames = cp_arena_alloc(s->prof->arena, (r->depth + 1) * sizeof(*st->frames));
+		st->behind = r->behind == UINT32_MAX ? -1 : (int64_t)r->behind;
+		st->frames = cp_arena_alloc(s->prof->arena,
+					    (r->nticks ? CP_STALL_FRAMES : r->depth + 1) * sizeof(*st->frames));
 		if (!st->task || !st->frames)
 			return -ENOMEM;
+		if (r->nticks) {
+			int rc = tick_stack(s, &s->stalls[i], st);
+			if (rc)
+				return rc;
+			continue;
+		}
 		for (uint32_t k = 0; k < r->depth; k++) {
 			uint32_t g;
 			int rc = resolve(s, r->keys[k], &g);

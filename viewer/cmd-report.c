@@ -339,8 +339,8 @@ static int print_stalls(struct report *r)
 		       "its longest point: %" PRIu32 " shown\n",
 		       n, threshold * 1e3, shown);
 	else if (r->fmt == TEXT)
-		printf("Stalls: not measured (stalls are kept in trace mode, by coprof files "
-		       "written since they exist)\n");
+		printf("Stalls: not measured (no task's step was seen: sample mode where no "
+		       "runtime says when its tasks switch, or a file older than stalls)\n");
 	else if (r->fmt == CSV)
 		printf("seconds,task_id,task,thread,behind,stack,file\n");
 	else

@@ -370,8 +370,8 @@ static void draw_title(struct vw_browser *b, struct vw_screen *s)
 				 s->nrows, b->m->stall_threshold * 1e3);
 		else
 			snprintf(line, sizeof(line),
-				 " Stalls: not measured (trace mode keeps them, in files written "
-				 "since they exist)");
+				 " Stalls: not measured (no task's step was seen, or the file is "
+				 "older than stalls)");
 		break;
 	case VW_SCR_TREE:
 		snprintf(line, sizeof(line),

@@ -189,13 +189,20 @@ COPROF_API void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
  * is ready already keeps its earlier instant; the running one, a finished one or
  * another thread's is left alone. Calling thread = t. */
 COPROF_API void coprof_ctx_ready(struct coprof_thread *t, struct coprof_ctx *c, uint64_t since);
-/* DESIGN rule 11: a loop callback that is no task's step (a protocol's data_received,
- * a call_later callback) runs on the thread's own context, from begin to end. A
- * stall's record names it `name` (the callback's function; copied) with task id 0.
- * Nothing happens while a task runs; a task switched in meanwhile ends the callback's
- * step unmeasured, and a begin while one is open starts it over. Calling thread = t. */
-COPROF_API void coprof_callback_begin(struct coprof_thread *t);
-COPROF_API void coprof_callback_end(struct coprof_thread *t, const char *name);
+/* DESIGN rule 11: a step an event loop runs on the thread's own context, from begin to
+ * end: a loop callback that is no task's step (a protocol's data_received, a
+ * call_later callback: task_id 0, `name` the callback's), or, in sample mode, where
+ * the engine does not switch to the tasks it samples, a task's step (its id; `name`
+ * NULL: the task table's name for it). A stall's record keeps them (name copied).
+ * Nothing happens while a task runs; a task switched in meanwhile ends the step
+ * unmeasured, and a begin while one is open starts it over. Calling thread = t. */
+COPROF_API void coprof_loop_step_begin(struct coprof_thread *t);
+COPROF_API void coprof_loop_step_end(struct coprof_thread *t, uint64_t task_id, const char *name);
+/* Sample mode (rule 11): a tick of thread t's, its stack innermost first, for the
+ * stall the open step may be: a step keeps CP_STEP_TICKS of its ticks' stacks, spread
+ * over it, and a stall's stack is the innermost frame at least half of them share.
+ * Async-signal-safe: called by t itself, in its tick's handler. */
+COPROF_API void coprof_step_tick(struct coprof_thread *t, const uintptr_t *pcs, unsigned depth);
 COPROF_API struct coprof_ctx *coprof_ctx_current(const struct coprof_thread *t);
 /* Sample mode: a context of thread `t` made from another thread (the shim's folding
  * thread, for a stack it found in t's samples). It never runs as far as the engine

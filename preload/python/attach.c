@@ -76,6 +76,8 @@ static int audit(const char *event, PyObject *args, void *data)
 {
 	(void)data;
 	pl_py_greenlet_audit(event, args);
+	if (event[0] == 'i' && !pl_py_host->profile && strcmp(event, "import") == 0)
+		pl_pys_steps_install(); /* sample mode: once asyncio's events module is in */
 	if (event[0] == 'c' && strcmp(event, "cpython._PySys_ClearAuditHooks") == 0) {
 		if (!pl_py_host->profile)
 			pl_pys_tasks_closing(); /* Python finalizes: no pending call from now */

@@ -421,6 +421,35 @@ PL_PY_HIDDEN struct coprof_ctx *pl_py_greenlet_current(struct coprof_thread *t);
  * handler reads no Python frame while it runs there (sampling/walk.c). */
 extern PL_PY_HIDDEN uintptr_t pl_py_greenlet_lo, pl_py_greenlet_hi;
 
+/* --- sys.monitoring, 3.12+ (mon.c) ------------------------------------------------- */
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* sys.monitoring.events.NAME, or -1. */
+PL_PY_HIDDEN long pl_py_mon_event(PyObject *mon, const char *name);
+/* sys.monitoring.fn(*args), args built from fmt; its result dropped, any error
+ * cleared (the caller keeps the program's own exception aside). 0 or -EINVAL. */
+PL_PY_HIDDEN int pl_py_mon_call(PyObject *mon, const char *fn, const char *fmt, ...);
+/* A tool id of coprof's, 3 or 4, claimed as "coprof"; -1 when both are taken. */
+PL_PY_HIDDEN int pl_py_mon_claim(PyObject *mon);
+#endif
+
+/* --- asyncio's objects, read through their C layout (aio.c) --------------------------- */
+
+/* The C Task a scheduled callback steps or wakes (borrowed), or NULL: a builtin method
+ * bound to a task (its wakeup), or the step wrapper. GIL held. */
+PL_PY_HIDDEN PyObject *pl_py_aio_task_of(PyObject *cb);
+/* A C Task's coroutine (borrowed), or NULL. GIL held. */
+PL_PY_HIDDEN PyObject *pl_py_aio_task_coro(PyObject *task);
+/* Where `type` keeps the object slot `name` (a __slots__ member), -1 if it has none,
+ * and the type that declares it (in *owner, when not NULL). GIL held. */
+PL_PY_HIDDEN Py_ssize_t pl_py_aio_slot(PyTypeObject *type, const char *name,
+				       PyTypeObject **owner);
+/* The callback of asyncio handle h (borrowed), or NULL. GIL held. */
+PL_PY_HIDDEN PyObject *pl_py_aio_handle_callback(PyObject *h);
+/* A callback's name, for a stall's record: its function's qualified name (a bound
+ * method's too), a builtin's name, else its type's; cut to len - 1 bytes. */
+PL_PY_HIDDEN void pl_py_aio_callback_name(PyObject *cb, char *buf, size_t len);
+
 /* --- weak references (weakref.c) ---------------------------------------------------- */
 
 /* A new reference to a weak reference to o without a callback (PyWeakref_NewRef), or

@@ -443,6 +443,8 @@ __attribute__((noinline)) static void tick(void *arg)
 			rec->new_gen = py.new_gen;
 			rec->new_frames = py.task_frames;
 		}
+		/* the open step's ticks: where a stall spent its time (rule 11) */
+		coprof_step_tick(st->thread, rec->pcs, pl_stack_user_depth(rec->pcs, rec->depth));
 	}
 	pl_ring_publish(st, rec);
 }

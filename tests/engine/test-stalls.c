@@ -2,6 +2,7 @@
  * long, with the stack of its longest point. Fake clock, to the nanosecond. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -237,18 +238,18 @@ static void callback_stalls(enum coprof_clock clock)
 	at(0), coprof_ctx_switch(f.t, a), enter("waiter");
 	at(1 * MS), coprof_ctx_switch(f.t, NULL);
 	at(2 * MS), enter("run_once"), enter("Handle._run");
-	coprof_callback_begin(f.t);
+	coprof_loop_step_begin(f.t);
 	at(3 * MS), enter("data_received"), enter("decode");
 	at(4 * MS), coprof_ctx_ready(f.t, a, 0);
 	at(33 * MS), leave("decode"), leave("data_received");
-	coprof_callback_end(f.t, "Proto.data_received");
+	coprof_loop_step_end(f.t, 0, "Proto.data_received");
 	leave("Handle._run");
-	at(40 * MS), enter("Handle._run"), coprof_callback_begin(f.t);
-	at(45 * MS), coprof_callback_end(f.t, "short"), leave("Handle._run");
-	at(50 * MS), enter("Handle._run"), coprof_callback_begin(f.t);
+	at(40 * MS), enter("Handle._run"), coprof_loop_step_begin(f.t);
+	at(45 * MS), coprof_loop_step_end(f.t, 0, "short"), leave("Handle._run");
+	at(50 * MS), enter("Handle._run"), coprof_loop_step_begin(f.t);
 	at(51 * MS), coprof_ctx_switch(f.t, b), enter("inner");
 	at(55 * MS), coprof_ctx_switch(f.t, NULL);
-	at(90 * MS), coprof_callback_end(f.t, "nested"), leave("Handle._run");
+	at(90 * MS), coprof_loop_step_end(f.t, 0, "nested"), leave("Handle._run");
 	leave("run_once");
 	fx_snap(&f);
 	const struct cp_extras *x = &f.prof->ex;
@@ -269,4 +270,61 @@ Test(stalls, wall_loop_callback)
 Test(stalls, cpu_loop_callback)
 {
 	callback_stalls(COPROF_CLOCK_CPU);
+}
+
+/* Sample mode's pcs: 0x1000 + n is an instruction of decode, 0x2000 + n of parse; the
+ * fixture's resolver knows the other keys. */
+static int pc_resolve(void *arg, uintptr_t key, struct coprof_func_info *out)
+{
+	(void)arg;
+	if (key < 0x1000 || key >= 0x3000)
+		return -ENOENT;
+	*out = (struct coprof_func_info){"test.c", key < 0x2000 ? 100 : 200,
+					 key < 0x2000 ? "decode" : "parse"};
+	return 0;
+}
+
+/* Sample mode (rule 11): a step's stall has the stack of the innermost function half
+ * of its ticks were in, functions told apart once resolved (each tick stopped at
+ * another instruction). Of 32 ticks, 12 in decode then 20 in parse, the eight kept are
+ * spread over the step (one in four): three in decode, five in parse. Behind is not
+ * known in sample mode. A step of 25 ticks keeps seven. */
+Test(stalls, sample_mode_ticks)
+{
+	struct coprof_options o = {.clock = COPROF_CLOCK_WALL, .mode = COPROF_MODE_SAMPLE,
+				   .hz = 1000, .fake_clock = fk_clock};
+	fk_now = 0;
+	cr_assert_eq(coprof_create(&o, &f.p), 0);
+	cr_assert_eq(coprof_add_resolver(f.p, fx_resolve, NULL), 0);
+	cr_assert_eq(coprof_add_resolver(f.p, pc_resolve, NULL), 0);
+	cr_assert_eq(coprof_thread_register(f.p, "main", &f.t), 0);
+	cr_assert_eq(coprof_start(f.p), 0);
+	struct coprof_ctx *a = task(1, "worker-1"), *b = task(2, "quick");
+	at(0), coprof_ctx_switch(f.t, a);
+	for (uintptr_t k = 0; k < 32; k++) {
+		uintptr_t pcs[] = {k < 12 ? 0x1000 + k : 0x2000 + k, K("work"), K("worker")};
+		at(k * MS), coprof_step_tick(f.t, pcs, 3);
+	}
+	at(32 * MS), coprof_ctx_switch(f.t, NULL);
+	at(40 * MS), coprof_ctx_switch(f.t, b);
+	for (uintptr_t k = 0; k < 25; k++) {
+		uintptr_t mid = k < 8 ? K("load") : k < 16 ? K("save") : K("flush");
+		uintptr_t pcs[] = {0x1000 + k, mid, K("quick")};
+		at((40 + k) * MS), coprof_step_tick(f.t, pcs, 3);
+	}
+	at(65 * MS), coprof_ctx_switch(f.t, NULL);
+	at(70 * MS), coprof_ctx_switch(f.t, a);
+	at(75 * MS), coprof_step_tick(f.t, (uintptr_t[]){0x1000}, 1);
+	at(80 * MS), coprof_ctx_switch(f.t, NULL); /* 10 ms: no stall */
+	fx_snap(&f);
+	const struct cp_extras *x = &f.prof->ex;
+	cr_assert_eq(x->nstalls, 2);
+	const struct cp_stall *s = &x->stalls[0];
+	cr_expect_eq(fx_ns(s->seconds), 32 * MS);
+	cr_expect_str_eq(s->task, "worker-1");
+	cr_expect_eq(s->behind, -1);
+	expect_frames(s, (const char *const[]){"parse", "work", "worker"}, 3);
+	/* kept: two ticks in load, two in save, three in flush, each calling decode: no
+	 * function below quick held half of them */
+	expect_frames(&x->stalls[1], (const char *const[]){"quick"}, 1);
 }

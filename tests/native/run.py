@@ -148,6 +148,31 @@ def case_sched_wall():
             check(t["ttot"] >= 0.9 * R * (CRUNCH + NAP) / 1e3, f"crunch wall ttot {t['ttot']:.3f} s misses its naps")
 
 
+def case_sample_stalls():
+    """Stalls in sample mode (doc/design.md rule 11): the ucontext adapter says where
+    each step begins and ends, the ticks where its time went. Each of the two crunch
+    tasks' 3 steps burns 30 ms of CPU: under cpu, 6 stalls past 20 ms, of those tasks,
+    each at burn_cpu called by crunch_work in crunch; the sleeper's 3 ms steps are none;
+    the ready tasks behind are not known (-1)."""
+    out = os.path.join(TMP, "sample-stalls.pstat")
+    record(["--mode", "sample", "-c", "cpu", "--hz", "997", "-o", out],
+           [os.path.join(SAMPLES, "sched"), "3", "30", "5"])
+    prof = Profile(out)
+    ex = prof.extras
+    crunch = {t["id"] for t in ex["tasks"] if t["name"] == "crunch"}
+    check(ex["stall_threshold"] == 0.02 and len(crunch) == 2, f"threshold {ex['stall_threshold']}, tasks {ex['tasks']}")
+    stalls = ex["stalls"]
+    check(len(stalls) == 6, f"{len(stalls)} stalls: {stalls}")
+    for tid, task_id, name, seconds, frames, behind in stalls:
+        outer = [k[2] for k in reversed(frames)]
+        check(name == "crunch" and task_id in crunch and tid == ex["pid"] and seconds >= 0.03,
+              f"stall {name} {task_id} on {tid}, {seconds:.4f} s")
+        check(outer[:3] == ["crunch", "crunch_work", "burn_cpu"], f"stall stack, outermost first: {outer}")
+        check(behind == -1, f"behind {behind}")
+    rep = run([BIN, "report", "--stalls", out], base_env())
+    check("Stalls: 6 steps of 20.000 ms or more" in rep.stdout, rep.stdout)
+
+
 def case_sched_nopie():
     """A program built without PIE: the same counts, keys and lines."""
     prof, _, _ = sched("cpu", crunch=5, nap=2, exe="sched-nopie")

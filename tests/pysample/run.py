@@ -560,6 +560,48 @@ def case_idlestarved(r, clock):
     return idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
 
 
+def case_stalls(r, clock):
+    """Stalls in sample mode (doc/design.md rule 11; tests/python/progs/stalls.py, a
+    threshold of 100 ms): on 3.12+, where local events on Handle._run say when each
+    loop step begins and ends, blocker's two 0.2 s steps and the callback on_tick's
+    0.15 s, each at its longest point by the ticks (decode, under blocker or on_tick),
+    blocker's under its id in the task table, with nobody known to be ready behind
+    them; under cpu nothing else (under wall a loaded machine may stretch another
+    step past 100 ms: it may not hold decode); before 3.12 no step is measured
+    (threshold 0, no stalls)."""
+    out = os.path.join(r.tmp, "stalls.pstat")
+    prog = os.path.join(HERE, "..", "python", "progs", "stalls.py")
+    p = subprocess.run([r.a.python, prog], env=r.env(clock, COPROF_OUT=out, COPROF_STALL_MS=100),
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and p.stdout == "stalls: done\n" and "coprof:" not in p.stderr,
+          "exit %d %r: %s" % (p.returncode, p.stdout, report_of(p.stderr)))
+    prof = Profile(out)
+    ex = prof.extras
+    ver = subprocess.run([r.a.python, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    if ver != "True":
+        check(ex["stall_threshold"] == 0.0 and not ex.get("stalls"), "stalls before 3.12: %r" % ex)
+        return None
+    check(ex["stall_threshold"] == 0.1, "threshold %r" % ex["stall_threshold"])
+    blocker = [t["id"] for t in ex["tasks"] if t["name"] == "blocker"]
+    mine = [s for s in ex["stalls"] if s[2] in ("blocker", "on_tick")]
+    got = sorted((s[2], s[1] if s[1] == 0 else "blocker's" if [s[1]] == blocker else s[1])
+                 for s in mine)
+    check(got == [("blocker", "blocker's"), ("blocker", "blocker's"), ("on_tick", 0)],
+          "stalls %r (blocker's id %r)" % ([(s[1], s[2], s[3]) for s in ex["stalls"]], blocker))
+    others = [s for s in ex["stalls"] if s not in mine]
+    check(not others if clock == "cpu" else
+          not any("decode" in [k[2] for k in s[4]] for s in others), "other stalls %r" % others)
+    for tid, task_id, name, seconds, frames, behind in mine:
+        outer = [k[2] for k in reversed(frames)]
+        check(seconds >= (0.15 if task_id == 0 else 0.2) and behind == -1,
+              "%s: %.3f s, behind %d" % (name, seconds, behind))
+        at = outer.index("decode") if "decode" in outer else -1
+        check(at > 0 and outer[at - 1] == ("on_tick" if task_id == 0 else "blocker"),
+              "%s's stack, outermost first: %r" % (name, outer))
+    return None
+
+
 def case_gap(r, clock):
     """The first-scan gap: task gapped's first 0.12 s is one C call that holds the GIL,
     so the scan its first tick asked for runs only after it; those ticks are held and

@@ -88,6 +88,11 @@ void coprof_sample_n(struct coprof_thread *t, struct coprof_ctx *c, const uintpt
 		coprof_sample(t, c, pcs, depth, period_ns, waiting);
 }
 
+void coprof_step_tick(struct coprof_thread *t, const uintptr_t *pcs, unsigned depth)
+{
+	(void)t, (void)pcs, (void)depth; /* steps are the engine's: test-stalls.c */
+}
+
 void coprof_count_dropped(struct coprof *p, const char *what, uint64_t n)
 {
 	(void)p;

@@ -6,7 +6,6 @@
  * in the thread that runs the code, GIL held; start and stop hold the GIL too (the
  * audit hook, or the shim's control thread). */
 #include <errno.h>
-#include <stdarg.h>
 
 #include "hook.h"
 #include "python/callback.h" /* after Python.h */
@@ -77,10 +76,6 @@ static inline __attribute__((always_inline)) void mon_return(PyObject *code, PyO
 	if (fr)
 		on_return_fn(pt, fr, fn, arg, suspended);
 }
-
-/* Tool ids to try: 0-2 are debugger, coverage and profiler (cProfile uses 2), 5 is
- * the optimizer's. */
-static const int tool_ids[] = {3, 4};
 
 static int tool = -1; /* the id coprof holds; -1: none */
 
@@ -213,35 +208,6 @@ static int make_callbacks(void)
 	return 0;
 }
 
-/* sys.monitoring.events.NAME, or -1. */
-static long event_bit(PyObject *mon, const char *name)
-{
-	PyObject *evs = PyObject_GetAttrString(mon, "events");
-	PyObject *v = evs ? PyObject_GetAttrString(evs, name) : NULL;
-	long bit = v && PyLong_Check(v) ? PyLong_AsLong(v) : -1;
-	Py_XDECREF(v);
-	Py_XDECREF(evs);
-	return bit;
-}
-
-/* sys.monitoring.fn(*args), args built from fmt; its result dropped, any error
- * cleared (the caller keeps the program's own exception aside). 0 or -EINVAL. */
-static int call_mon(PyObject *mon, const char *fn, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	PyObject *args = Py_VaBuildValue(fmt, ap);
-	va_end(ap);
-	PyObject *f = args ? PyObject_GetAttrString(mon, fn) : NULL;
-	PyObject *r = f ? PyObject_Call(f, args, NULL) : NULL;
-	int rc = r ? 0 : -EINVAL;
-	Py_XDECREF(r);
-	Py_XDECREF(f);
-	Py_XDECREF(args);
-	PyErr_Clear();
-	return rc;
-}
-
 /* Registers every callback and turns its events on (on), or unregisters them (None)
  * and turns every event off. 0 or -EINVAL. */
 static int wire(PyObject *mon, int on)
@@ -251,17 +217,17 @@ static int wire(PyObject *mon, int on)
 	for (size_t i = 0; i < NEVENTS; i++) {
 		if (events[i].builtins && !pl_py_host->builtins)
 			continue;
-		long bit = event_bit(mon, events[i].name);
+		long bit = pl_py_mon_event(mon, events[i].name);
 		if (bit <= 0) {
 			rc = -EINVAL;
 			continue;
 		}
 		PyObject *cb = on ? callbacks[events[i].def] : Py_None;
-		if (call_mon(mon, "register_callback", "(ilO)", tool, bit, cb) != 0)
+		if (pl_py_mon_call(mon, "register_callback", "(ilO)", tool, bit, cb) != 0)
 			rc = -EINVAL;
 		mask |= bit;
 	}
-	if (call_mon(mon, "set_events", "(il)", tool, on ? mask : 0L) != 0)
+	if (pl_py_mon_call(mon, "set_events", "(il)", tool, on ? mask : 0L) != 0)
 		rc = -EINVAL;
 	return rc;
 }
@@ -275,13 +241,10 @@ int pl_py_monitor_start(void)
 	pl_py_exc_save(&e);
 	PyObject *mon = PySys_GetObject("monitoring"); /* borrowed */
 	int rc = mon && make_callbacks() == 0 ? -EBUSY : -ENOENT;
-	for (size_t i = 0; rc == -EBUSY && i < sizeof(tool_ids) / sizeof(tool_ids[0]); i++) {
-		if (call_mon(mon, "use_tool_id", "(is)", tool_ids[i], "coprof") == 0) {
-			tool = tool_ids[i];
-			rc = wire(mon, 1);
-			if (rc != 0)
-				pl_py_monitor_stop();
-		}
+	if (rc == -EBUSY && (tool = pl_py_mon_claim(mon)) >= 0) {
+		rc = wire(mon, 1);
+		if (rc != 0)
+			pl_py_monitor_stop();
 	}
 	if (rc != 0 && !said) {
 		said = 1;
@@ -302,7 +265,7 @@ void pl_py_monitor_stop(void)
 	PyObject *mon = PySys_GetObject("monitoring");
 	if (mon) {
 		(void)wire(mon, 0);
-		(void)call_mon(mon, "free_tool_id", "(i)", tool);
+		(void)pl_py_mon_call(mon, "free_tool_id", "(i)", tool);
 	}
 	tool = -1;
 	pl_py_exc_restore(&e);

@@ -51,6 +51,10 @@ static inline int pl_pys_finalizing(void)
 	return _Py_IsFinalizing();
 #endif
 }
+/* steps.c: 3.12+, puts local events on asyncio's Handle._run once asyncio is loaded,
+ * so that the loop's steps, and their stalls, are measured (GIL held: each import's
+ * audit event, and each task scan, call it until it is on). */
+PL_PY_HIDDEN void pl_pys_steps_install(void);
 /* The engine's resolver for those keys (dump time, any thread). */
 PL_PY_HIDDEN int pl_pys_resolve(void *arg, uintptr_t key, struct coprof_func_info *out);
 

@@ -764,6 +764,7 @@ static void scan_now(unsigned what)
 {
 	if (atomic_exchange(&scanning, 1))
 		return;
+	pl_pys_steps_install();
 	struct pl_py_exc e;
 	pl_py_exc_save(&e);
 	int names = interned(&s_get_coro, "get_coro") && interned(&s_get_name, "get_name") &&
