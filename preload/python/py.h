@@ -429,8 +429,9 @@ PL_PY_HIDDEN long pl_py_mon_event(PyObject *mon, const char *name);
 /* sys.monitoring.fn(*args), args built from fmt; its result dropped, any error
  * cleared (the caller keeps the program's own exception aside). 0 or -EINVAL. */
 PL_PY_HIDDEN int pl_py_mon_call(PyObject *mon, const char *fn, const char *fmt, ...);
-/* A tool id of coprof's, 3 or 4, claimed as "coprof"; -1 when both are taken. */
-PL_PY_HIDDEN int pl_py_mon_claim(PyObject *mon);
+/* A tool id claimed as "coprof": 3 or 4; for a tool of local events only (`local`), 5,
+ * 4 or 3; -1 when all are taken. */
+PL_PY_HIDDEN int pl_py_mon_claim(PyObject *mon, int local);
 #endif
 
 /* --- asyncio's objects, read through their C layout (aio.c) --------------------------- */

@@ -241,7 +241,7 @@ int pl_py_monitor_start(void)
 	pl_py_exc_save(&e);
 	PyObject *mon = PySys_GetObject("monitoring"); /* borrowed */
 	int rc = mon && make_callbacks() == 0 ? -EBUSY : -ENOENT;
-	if (rc == -EBUSY && (tool = pl_py_mon_claim(mon)) >= 0) {
+	if (rc == -EBUSY && (tool = pl_py_mon_claim(mon, 0)) >= 0) {
 		rc = wire(mon, 1);
 		if (rc != 0)
 			pl_py_monitor_stop();

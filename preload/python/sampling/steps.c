@@ -111,7 +111,7 @@ void pl_pys_steps_install(void)
 	long ret = mon ? pl_py_mon_event(mon, "PY_RETURN") : -1;
 	PyObject *cb_start = pl_py_callback_new(&callback_type, on_start);
 	PyObject *cb_return = pl_py_callback_new(&callback_type, on_return);
-	int tool = start > 0 && ret > 0 && cb_start && cb_return ? pl_py_mon_claim(mon) : -1;
+	int tool = start > 0 && ret > 0 && cb_start && cb_return ? pl_py_mon_claim(mon, 1) : -1;
 	if (tool >= 0 &&
 	    (pl_py_mon_call(mon, "register_callback", "(ilO)", tool, start, cb_start) != 0 ||
 	     pl_py_mon_call(mon, "register_callback", "(ilO)", tool, ret, cb_return) != 0 ||
@@ -120,8 +120,8 @@ void pl_pys_steps_install(void)
 		tool = -1;
 	}
 	if (tool < 0)
-		pl_py_host->say("sample mode: sys.monitoring's tool ids 3 and 4 are taken; the "
-				"event loop's stalls are not measured");
+		pl_py_host->say("sample mode: sys.monitoring's tool ids 5, 4 and 3 are taken; "
+				"the event loop's stalls are not measured");
 	/* the callbacks stay referenced by sys.monitoring, or are not needed */
 	Py_XDECREF(cb_start);
 	Py_XDECREF(cb_return);
