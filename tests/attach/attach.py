@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """attach.py CASE [PYTHON]: one test of `coprof attach` and `coprof detach` on a real
-process started without coprof (tests/attach/target.c, or PYTHON running aio.py).
+process started without coprof (tests/attach/target.c, or PYTHON running aio.py), or on
+a real server under load: Debian's redis-server under redis-benchmark, an aiohttp
+server (aioserver.py, in a venv with aiohttp from PyPI) under ab.
+`attach.py --make-venv PYTHON BUILD` only makes that venv (tests/lib/make_venvs.py).
 
 Asserts what is exact: exit codes, the one line each refusal says, the files written
 and read back (coprof report, and pstats with coprof's extras), which task ran which
@@ -20,11 +23,12 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from coprof_test import Profile, base_env, check, control_name, wait_for  # noqa: E402
+from coprof_test import (Profile, base_env, check, control_name, venv_python,  # noqa: E402
+                         wait_for)
 
-BIN = os.environ["COPROF_BIN"]
-LIB = os.path.realpath(os.environ["COPROF_PRELOAD_LIB"])
-TARGET = os.environ["COPROF_ATTACH_TARGET"]
+BIN = os.environ.get("COPROF_BIN", "")
+LIB = os.path.realpath(os.environ.get("COPROF_PRELOAD_LIB", ""))
+TARGET = os.environ.get("COPROF_ATTACH_TARGET", "")
 STATIC = os.environ.get("COPROF_ATTACH_STATIC", "")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TMP = tempfile.mkdtemp(prefix="coprof-attach-")
@@ -563,10 +567,165 @@ def case_python_gil_held(python):
     check(held >= 12.0 and "end" in t.text(), t.text())
     check(not os.path.exists(os.path.join(TMP, "g-%d.pstat" % t.pid)), "a profile was written")
 
+# --- real servers under load: attached, detached, serving on ---------------------------
+
+def free_port():
+    """A port free now on 127.0.0.1 (the system's pick for a socket bound to port 0)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def thread_ids(pid):
+    return {int(x) for x in os.listdir("/proc/%d/task" % pid)}
+
+
+REDIS_LOG_PREFIX = re.compile(r"^\d+:[A-Za-z] \d+ \w+ \d+ [0-9:.]+ ")
+
+
+def redis_log_kinds(lines):
+    """redis-server's log lines without their pid, role and time: what each line says."""
+    return [REDIS_LOG_PREFIX.sub("", line) for line in lines]
+
+
+def redis_bench(port, n):
+    """redis-benchmark's SET and GET, n requests each over its 50 connections: exit 0,
+    each test's every request completed. Returns {test: requests per second}."""
+    b = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "get,set",
+                        "-n", str(n)], capture_output=True, text=True, timeout=120)
+    check(b.returncode == 0, "redis-benchmark: %d %r" % (b.returncode, b.stderr[-400:]))
+    rps = {}
+    for test in ("SET", "GET"):
+        m = re.search(r"====== %s ======\s+(\d+) requests completed in [0-9.]+ seconds.*?"
+                      r"throughput summary: ([0-9.]+) requests per second" % test, b.stdout, re.S)
+        check(m and int(m.group(1)) == n, "redis-benchmark %s: %r" % (test, b.stdout[-600:]))
+        rps[test] = float(m.group(2))
+    return rps
+
+
+def case_redis():
+    """Debian's redis-server, unmodified, under redis-benchmark before the attach, while
+    attached in sample mode and after the detach: every request of each run completed,
+    it answers PING after, its log has no line of a kind it had not printed before it
+    was attached (no coprof line, no warning), the profile holds its event loop and
+    every thread it had, and it is left untraced; it then shuts down cleanly on SIGTERM."""
+    server, bench = shutil.which("redis-server"), shutil.which("redis-benchmark")
+    if not server or not bench or not shutil.which("redis-cli"):
+        print("SKIP: needs redis-server, redis-benchmark and redis-cli (scripts/setup.sh)")
+        sys.exit(SKIP)
+    port, n = free_port(), 100000
+    t = Target([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--dir", TMP], ready=False)
+    wait_for(lambda: "Ready to accept connections" in t.text() or t.p.poll() is not None, 20,
+             "redis-server to start")
+    check(t.p.poll() is None, "redis-server exited: %r" % t.text()[-600:])
+    redis_bench(port, n)
+    before = t.text().splitlines()
+    tids = thread_ids(t.pid)
+    r = coprof("attach", "--mode", "sample", "-o", "redis-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    check("sampling %d of its %d threads\n" % (len(tids), len(tids)) in r.stdout, r.stdout)
+    redis_bench(port, n)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and "detached" in r.stdout, "detach: %r %r" % (r.stdout, r.stderr))
+    path = wrote(r.stdout)
+    check(path == os.path.join(TMP, "redis-%d.pstat" % t.pid), path)
+    runs_on(t, shim=True, busy=False)
+    check(control_state(t.pid) == "S", "control thread: %s" % control_state(t.pid))
+    redis_bench(port, n)
+    ping = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "ping"],
+                          capture_output=True, text=True, timeout=30)
+    check(ping.returncode == 0 and ping.stdout.strip() == "PONG", "PING: %r" % ping.stdout)
+    after = t.text().splitlines()
+    check(after[:len(before)] == before, "the log changed")
+    new = [line for line, kind in zip(after[len(before):], redis_log_kinds(after[len(before):]))
+           if kind not in redis_log_kinds(before) or "coprof" in line]
+    check(not new, "redis-server printed new kinds of line: %r" % new)
+    prof = Profile(path)
+    check(prof.extras["mode"] == "sample" and prof.extras["pid"] == t.pid, "mode, pid")
+    exe = os.path.realpath(server)  # Debian's redis-server is a link to redis-check-rdb
+    check(prof.nc("aeMain", exe) > 0, "redis' event loop not sampled")
+    rows = {th["tid"]: th for th in prof.extras["threads"]}
+    check(tids <= set(rows), "threads %s, not all of %s" % (sorted(rows), sorted(tids)))
+    check(rows[t.pid]["ttot"] > 0, "the main thread has no time: %r" % rows[t.pid])
+    os.kill(t.pid, signal.SIGTERM)
+    check(t.p.wait(30) == 0, "redis-server exited %d: %r" % (t.p.returncode, t.text()[-600:]))
+
+
+def aiohttp_python(python, build=None):
+    """BUILD/venv-aiohttp-X.Y: a venv of `python` with aiohttp from PyPI (venv_python),
+    BUILD the build directory (coprof's, from COPROF_BIN) or $COPROF_VENV_DIR."""
+    return venv_python(python, "aiohttp", ["aiohttp"],
+                       build or os.path.dirname(os.path.dirname(os.path.abspath(BIN))))
+
+
+def ab_load(port, n):
+    """ab, n GETs of / over 8 kept-alive connections: every one complete, none failed
+    and none answered other than 2xx."""
+    b = subprocess.run(["ab", "-k", "-q", "-n", str(n), "-c", "8", "http://127.0.0.1:%d/" % port],
+                       capture_output=True, text=True, timeout=120)
+    check(b.returncode == 0, "ab: %d %r" % (b.returncode, b.stderr[-400:]))
+    done = re.search(r"^Complete requests:\s+(\d+)$", b.stdout, re.M)
+    failed = re.search(r"^Failed requests:\s+(\d+)$", b.stdout, re.M)
+    other = re.search(r"^Non-2xx responses:\s+(\d+)$", b.stdout, re.M)
+    check(done and int(done.group(1)) == n and failed and failed.group(1) == "0"
+          and (not other or other.group(1) == "0"), "ab: %r" % b.stdout[-800:])
+
+
+def case_python_aiohttp(python):
+    """An aiohttp server (aioserver.py) under ab before the attach, while attached in
+    trace mode by the wall clock, and after the detach: every request answered, 2xx;
+    the server prints nothing from the attach to its exit but its own count, which is
+    every request; in the profile, its handler called once per request of the attached
+    run, each call in a task of its own (aiohttp runs each request's handler in a task),
+    every task kept; and it is left untraced."""
+    if not shutil.which("ab"):
+        print("SKIP: needs ab (apache2-utils, scripts/setup.sh)")
+        sys.exit(SKIP)
+    n = 3000
+    t = Target([aiohttp_python(python), os.path.join(HERE, "aioserver.py")])
+    port = int(re.search(r"^ready port (\d+)$", t.text(), re.M).group(1))
+    ab_load(port, n)
+    said = t.text()
+    r = coprof("attach", "--mode", "trace", "-c", "wall", "-o", "aio-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    ab_load(port, n)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and "detached" in r.stdout, "detach: %r %r" % (r.stdout, r.stderr))
+    path = wrote(r.stdout)
+    runs_on(t, shim=True, busy=False)
+    check(control_state(t.pid) == "S", "control thread: %s" % control_state(t.pid))
+    ab_load(port, n)
+    check(t.text() == said, "the server printed: %r" % t.text()[len(said):][-400:])
+    os.kill(t.pid, signal.SIGTERM)
+    check(t.p.wait(30) == 0, "the server exited %d: %r" % (t.p.returncode, t.text()[-400:]))
+    check(t.text() == said + "served %d\n" % (3 * n), "the server said %r" % t.text()[-400:])
+    prof = Profile(path)
+    check(prof.extras["mode"] == "trace" and prof.extras["clock"] == "wall", "mode, clock")
+    check(prof.nc("handle_hello") == n, "handle_hello: %d calls, %d requests" % (
+        prof.nc("handle_hello"), n))
+    check(not prof.extras["dropped"], "dropped: %r" % prof.extras["dropped"])
+    handlers = [task for task in prof.tasks()
+                if any(k[2] == "handle_hello" for k in task["stats"])]
+    check(len(handlers) == n, "%d tasks hold handle_hello, %d requests" % (len(handlers), n))
+    for task in handlers:
+        calls = {k[2]: v[1] for k, v in task["stats"].items() if k[2] in ("handle_hello", "digest")}
+        check(task["runtime"] == "asyncio" and task["state"] == "finished"
+              and calls == {"handle_hello": 1, "digest": 1}, "task %r: %r" % (task["name"], calls))
+
+
 
 def main():
     cases = {n[5:].replace("_", "-"): f for n, f in globals().items() if n.startswith("case_")}
     name = sys.argv[1] if len(sys.argv) > 1 else ""
+    if name == "--make-venv" and len(sys.argv) == 4:
+        try:
+            print(aiohttp_python(sys.argv[2], sys.argv[3]))
+        except AssertionError as e:
+            print("no aiohttp venv for %s: %s" % (sys.argv[2], e))
+        shutil.rmtree(TMP, ignore_errors=True)
+        return
     if name not in cases:
         sys.exit("usage: attach.py {%s} [PYTHON]" % ",".join(cases))
     try:

@@ -8,6 +8,7 @@ other drivers beside them).
 - Running: check, wait_for, catches (a process handles a signal), base_env, toggle,
   toggle_window, sched_measured (what the sched sample measured), resp_windows (a resp
   server profiled in windows under redis-benchmark) and run_cases.
+- Third-party packages: venv_python (a venv with packages from PyPI, made once).
 
 Tests assert what is exact (calls, keys, tree shape, which task got which function,
 files, exit codes); tolerances on times and sampled shares are bench/'s. Runs in the
@@ -224,6 +225,48 @@ def sched_measured(stdout):
     v = [float(x) / 1e3 for x in m.groups()]
     return {"crunch_work": v[0], "sleeper_work": v[1], "crunch": sorted(v[2:4]), "sleeper": v[4],
             "scheduler": v[5]}
+
+
+def venv_python(python, name, packages, build, modules=None):
+    """The interpreter of DIR/venv-NAME-X.Y, a venv made from `python` (X.Y its version)
+    with `packages` from PyPI, DIR $COPROF_VENV_DIR or else `build` (the build
+    directory). Made once; a lock keeps two tests from making it at once, and a venv
+    whose pip failed is removed. `python` itself is never changed. It is ready when its
+    interpreter finds `modules` (the packages' names by default): looked for, not
+    imported (importing eventlet took a second a test)."""
+    modules = modules or packages
+    ver = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    # COPROF_VENV_DIR: another build directory's venvs (scripts/test.sh points the
+    # sanitizer build at the gcc build's, made minutes before: the same packages, and
+    # making them took each build a minute of pip, mostly the network's).
+    venv = os.path.join(os.environ.get("COPROF_VENV_DIR") or build, "venv-%s-%s" % (name, ver))
+    py = os.path.join(venv, "bin", "python")
+    probe = [py, "-c", "import importlib.util as u, sys; "
+             "sys.exit(not all(u.find_spec(m) for m in %r))" % list(modules)]
+
+    def ready():
+        return os.access(py, os.X_OK) and subprocess.run(probe, capture_output=True).returncode == 0
+
+    if ready():
+        return py
+    # The first test to get here makes it, the others wait. flock, not a file made with
+    # O_EXCL: a holder killed mid-install (a test run stopped) releases it.
+    import fcntl
+    import shutil
+    with open(venv + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ready():
+            shutil.rmtree(venv, ignore_errors=True)
+            p = subprocess.run([python, "-m", "venv", venv], capture_output=True, text=True)
+            check(p.returncode == 0, "cannot make %s: %s" % (venv, p.stderr[-1000:]))
+            p = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+                               + list(packages), capture_output=True, text=True, timeout=1200)
+            if p.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+            check(p.returncode == 0, "pip install %s into %s: %s"
+                  % (" ".join(packages), venv, p.stderr[-2000:]))
+    return py
 
 
 def run_cases(namespace):

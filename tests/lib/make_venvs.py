@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make_venvs.py BUILD: makes the PyPI venvs BUILD's tests would make on first use
-(tests/python's gevent venv per Python, tests/snakeviz's venv-snakeviz), each by the
-test driver's own code (run.py --make-venv, --venv-only), all at once. scripts/test.sh
+(tests/python's gevent venv per Python, tests/attach's aiohttp venv per Python,
+tests/snakeviz's venv-snakeviz), each by the test driver's own code (run.py
+--make-venv, attach.py --make-venv, --venv-only), all at once. scripts/test.sh
 runs it beside the compiler on a fresh build directory: half of making them is pip
 waiting on the network, which otherwise held test slots (the other cases of the same
 Python waited on the venv's lock). Where a venv is there already it only checks it.
@@ -27,6 +28,10 @@ def jobs(build):
             key = ("gevent", opt["--python"])
             out.setdefault(key, cmd[:2] + ["--python", opt["--python"], "--shim", opt["--shim"],
                                            "--make-venv"])
+        elif any(c.endswith(os.path.join("tests", "attach", "attach.py")) for c in cmd) and \
+                cmd[-2] == "python-aiohttp":
+            out.setdefault(("aiohttp", cmd[-1]), cmd[:2] + ["--make-venv", cmd[-1],
+                                                            os.path.abspath(build)])
         elif any(c.endswith(os.path.join("tests", "snakeviz", "run.py")) for c in cmd):
             out.setdefault(("snakeviz", ""), cmd[:4] + ["--venv-only"])
     return out

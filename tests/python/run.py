@@ -1793,52 +1793,18 @@ GEVENT_PACKAGES = ["gevent", "greenlet", "eventlet"]
 def gevent_python(r):
     """An interpreter that imports gevent and eventlet for r.python: Debian's own
     (python3-gevent, python3-eventlet, scripts/setup.sh) for /usr/bin/python3, else
-    BUILD/venv-gevent-X.Y made here from r.python with gevent, greenlet and eventlet
-    from PyPI (once; a lock keeps two tests from making it at once), BUILD the build
-    directory or $COPROF_VENV_DIR. The interpreter itself is never changed. The
-    packages are looked for, not imported: importing eventlet took a second a test.
-    A venv whose pip failed is removed."""
-    probe = [r.python, "-c", "import importlib.util as u, sys; "
-             "sys.exit(not all(u.find_spec(m) for m in %r))" % GEVENT_PACKAGES]
+    BUILD/venv-gevent-X.Y with gevent, greenlet and eventlet from PyPI
+    (coprof_test.venv_python), BUILD the build directory or $COPROF_VENV_DIR."""
     if r.python.startswith("/usr/bin/"):
+        probe = [r.python, "-c", "import importlib.util as u, sys; "
+                 "sys.exit(not all(u.find_spec(m) for m in %r))" % GEVENT_PACKAGES]
         p = subprocess.run(probe, capture_output=True, text=True)
         check(p.returncode == 0, "%s has no gevent or eventlet (python3-gevent, "
               "python3-eventlet, scripts/setup.sh): %s"
               % (r.python, p.stderr[-500:]))
         return r.python
-    ver = subprocess.run([r.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    # COPROF_VENV_DIR: another build directory's venvs (scripts/test.sh points the
-    # sanitizer build at the gcc build's, made minutes before: the same packages, and
-    # making them took each build a minute of pip, mostly the network's).
-    build = (os.environ.get("COPROF_VENV_DIR") or
-             os.path.dirname(os.path.dirname(os.path.abspath(r.shim))))
-    venv = os.path.join(build, "venv-gevent-" + ver)
-    py = os.path.join(venv, "bin", "python")
-    probe[0] = py
-
-    def ready():
-        return os.access(py, os.X_OK) and subprocess.run(probe, capture_output=True).returncode == 0
-
-    if ready():
-        return py
-    # The first test to get here makes it, the others wait. flock, not a file made with
-    # O_EXCL: a holder killed mid-install (a test run stopped) releases it.
-    import fcntl
-    with open(venv + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ready():
-            import shutil
-            shutil.rmtree(venv, ignore_errors=True)
-            p = subprocess.run([r.python, "-m", "venv", venv], capture_output=True, text=True)
-            check(p.returncode == 0, "cannot make %s: %s" % (venv, p.stderr[-1000:]))
-            p = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-                               + GEVENT_PACKAGES, capture_output=True, text=True, timeout=1200)
-            if p.returncode != 0:
-                shutil.rmtree(venv, ignore_errors=True)
-            check(p.returncode == 0, "pip install %s into %s: %s"
-                  % (" ".join(GEVENT_PACKAGES), venv, p.stderr[-2000:]))
-    return py
+    build = os.path.dirname(os.path.dirname(os.path.abspath(r.shim)))
+    return coprof_test.venv_python(r.python, "gevent", GEVENT_PACKAGES, build)
 
 
 def greenlet_run(r, kind, clock, mode, scale):
