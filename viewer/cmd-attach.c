@@ -433,11 +433,22 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 		sampled += clean;
 		worst = ts.stopped_ms > worst ? ts.stopped_ms : worst;
 	}
+	/* the threads the shim says it armed a tick for, of those that took the entry */
+	uint64_t sampled_at;
+	unsigned armed;
+	int entered = sampled;
+	if (sample &&
+	    vw_remote_symbol(t->pid, "libcoprof-preload.so", "coprof_attach_sampled", &sampled_at) == 0 &&
+	    vw_remote_read(t->pid, sampled_at, &armed, sizeof(armed)) == 0 && (int)armed < sampled)
+		sampled = (int)armed;
 	if (vw_inject_close(j, clean) != 0)
 		clean = 0;
 	printf("%d: profiling on (attached through thread %d, stopped %.2f ms%s)\n", (int)t->pid,
 	       (int)st.tid, worst, st.restarted ? ", its system call restarted" : "");
-	if (sample)
+	if (sample && sampled < entered)
+		printf("%d: sampling %d of its %d threads (%d could not arm a tick source)\n",
+		       (int)t->pid, sampled, others + 1, entered - sampled);
+	else if (sample)
 		printf("%d: sampling %d of its %d threads%s\n", (int)t->pid, sampled, others + 1,
 		       sampled <= others ? " (the others were never at a safe point)" : "");
 	if (!clean)

@@ -29,6 +29,10 @@ PL_EXPORT char coprof_attach_out[PATH_MAX];
  * leaves the window shut, rather than profile a process nobody waits for. */
 PL_EXPORT int coprof_attach_cancel;
 
+/* Threads coprof_attach_thread made sampled (their tick source armed): `coprof attach`
+ * says how many of the program's threads are sampled from it. */
+PL_EXPORT unsigned coprof_attach_sampled;
+
 /* Calls of the entries that returned: `coprof attach` waits for the count before it
  * takes the trampoline out of the process (it reads it through /proc/PID/mem). */
 PL_EXPORT unsigned coprof_attach_calls;
@@ -216,6 +220,8 @@ PL_EXPORT int coprof_attach_thread(const char *unused)
 	(void)unused;
 	if (!pl_active || pl_cfg.mode != COPROF_MODE_SAMPLE)
 		return returned(1);
-	pl_sampler_thread_here();
+	if (pl_sampler_thread_here() != 0)
+		return returned(1);
+	__atomic_add_fetch(&coprof_attach_sampled, 1, __ATOMIC_RELEASE);
 	return returned(0);
 }

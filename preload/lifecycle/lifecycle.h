@@ -76,6 +76,7 @@ PL_EXPORT int coprof_attach_entry(const char *options);
 PL_EXPORT int coprof_attach_thread(const char *unused);
 extern PL_EXPORT char coprof_attach_out[PATH_MAX];
 extern PL_EXPORT unsigned coprof_attach_calls;
+extern PL_EXPORT unsigned coprof_attach_sampled;
 extern PL_EXPORT int coprof_attach_cancel;
 
 /* --- exec.c ------------------------------------------------------------------------ */

@@ -842,10 +842,11 @@ int pl_sampler_init_attached(void)
 	return sampler_init(0);
 }
 
-void pl_sampler_thread_here(void)
+int pl_sampler_thread_here(void)
 {
 	if (sampler_ready)
 		thread_start();
+	return pl_sampler_tls && atomic_load(&pl_sampler_on) ? 0 : -1;
 }
 
 static int sampler_init(int own_thread)

@@ -327,7 +327,7 @@ PL_HIDDEN int pl_sampler_init(void);
 /* For `coprof attach` (lifecycle/attach.c): the same set-up from a helper thread,
  * which is not sampled; then each thread to sample calls pl_sampler_thread_here. */
 PL_HIDDEN int pl_sampler_init_attached(void);
-PL_HIDDEN void pl_sampler_thread_here(void);
+PL_HIDDEN int pl_sampler_thread_here(void); /* 0: the thread is sampled, -1: not */
 /* Called by the runtimes on the switching thread, outside any signal, just before
  * every switch from context `from` to `to` (NULL: the thread's own context), with
  * pl_tls()->in_switch already set. In sample mode under wall the sampler captures the
