@@ -419,10 +419,12 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now,
 		     uint64_t wall, uint64_t id, const char *name)
 {
+	uint32_t gen = t->stall_gen;
 	if (t->step_open && now >= t->step_begin + t->p->opt.stall_ns)
 		stall_keep(t, c, now - t->step_begin, wall, id, name);
 	t->step_open = 0;
 	t->step_long = UINT64_MAX;
+	t->step_kept = t->stall_gen != gen;
 }
 
 /* Task c's step begins at thread clock `now`, its clock already caught up. In sample
@@ -486,15 +488,29 @@ void coprof_loop_step_begin(struct coprof_thread *t)
 	cp_section_close(t);
 }
 
-void coprof_loop_step_end(struct coprof_thread *t, uint64_t task_id, const char *name)
+int coprof_loop_step_end(struct coprof_thread *t, uint64_t task_id, const char *name)
 {
 	if (!t)
-		return;
+		return 0;
+	int kept = 0;
 	uint32_t st = cp_section_open(t);
 	if (t->cur == &t->base && t->step_open && st == t->seen) {
 		uint64_t now = cp_now(t);
 		step_end(t, &t->base, now, t->cpu ? other_now(t, now) : now, task_id, name);
+		kept = t->step_kept;
 	}
+	cp_section_close(t);
+	return kept;
+}
+
+void coprof_stall_behind(struct coprof_thread *t, uint32_t n)
+{
+	if (!t)
+		return;
+	uint32_t st = cp_section_open(t);
+	if (st == t->seen && t->step_kept && t->stalls && t->last_stall < t->nstalls &&
+	    t->stalls[t->last_stall].gen == t->stall_gen)
+		t->stalls[t->last_stall].behind = n;
 	cp_section_close(t);
 }
 

@@ -241,6 +241,7 @@ struct coprof_thread {
 	uint64_t rec_wall;
 	uint32_t nready;
 	uint32_t stall_gen, last_stall;
+	uint8_t step_kept; /* the step that ended last was kept as a stall */
 	uint64_t last_stall_wall;
 	struct cp_pool pool;
 	/* Behind each record's one-entry cache: calls seen lately on this thread. Wiped

@@ -197,7 +197,13 @@ COPROF_API void coprof_ctx_ready(struct coprof_thread *t, struct coprof_ctx *c, 
  * Nothing happens while a task runs; a task switched in meanwhile ends the step
  * unmeasured, and a begin while one is open starts it over. Calling thread = t. */
 COPROF_API void coprof_loop_step_begin(struct coprof_thread *t);
-COPROF_API void coprof_loop_step_end(struct coprof_thread *t, uint64_t task_id, const char *name);
+/* 1 when the step was kept as a stall (coprof_stall_behind may then say more), else 0. */
+COPROF_API int coprof_loop_step_end(struct coprof_thread *t, uint64_t task_id, const char *name);
+/* The stall thread t kept last had `n` tasks ready behind it, as an adapter that sees
+ * no task become ready (sample mode) counted them at its end; unknown otherwise (-1 in
+ * the file). Calling thread = t, right after the coprof_loop_step_end that kept it
+ * (after any other step's end it does nothing). */
+COPROF_API void coprof_stall_behind(struct coprof_thread *t, uint32_t n);
 /* Sample mode (rule 11): a tick of thread t's, its stack innermost first, for the
  * stall the open step may be: a step keeps CP_STEP_TICKS of its ticks' stacks, spread
  * over it, and a stall's stack is the innermost frame at least half of them share.

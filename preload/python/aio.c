@@ -141,3 +141,62 @@ void pl_py_aio_callback_name(PyObject *cb, char *buf, size_t len)
 		buf[n] = s[n];
 	buf[n] = 0;
 }
+
+/* The object in slot `at` of o (borrowed), or NULL. */
+static PyObject *slot_of(PyObject *o, Py_ssize_t at)
+{
+	return at > 0 ? *(PyObject **)((char *)o + at) : NULL;
+}
+
+/* Where a handle keeps its loop and its cancelled flag: 0, not found yet; -1, never. */
+static Py_ssize_t loop_at, cancelled_at;
+
+PyObject *pl_py_aio_handle_loop(PyObject *h)
+{
+	if (!pl_py_aio_handle_callback(h)) /* not a handle (and handle_type unknown) */
+		return NULL;
+	if (!loop_at)
+		loop_at = pl_py_aio_slot(handle_type, "_loop", NULL);
+	if (!cancelled_at)
+		cancelled_at = pl_py_aio_slot(handle_type, "_cancelled", NULL);
+	return cancelled_at > 0 ? slot_of(h, loop_at) : NULL;
+}
+
+int pl_py_aio_behind(PyObject *loop, double now)
+{
+	static Py_ssize_t when_at;
+	static PyTypeObject *timer;
+	if (cancelled_at <= 0)
+		return -1;
+	struct pl_py_exc e;
+	pl_py_exc_save(&e);
+	int n = 0;
+	/* The timers that fell due before now, which the loop has not moved to the ready
+	 * queue yet: each counts as the task it wakes (an asyncio.sleep's). */
+	PyObject *due = PyObject_GetAttrString(loop, "_scheduled");
+	for (Py_ssize_t i = 0; due && PyList_Check(due) && i < PyList_GET_SIZE(due); i++) {
+		PyObject *th = PyList_GET_ITEM(due, i);
+		if (!timer) {
+			timer = Py_TYPE(th);
+			when_at = pl_py_aio_slot(timer, "_when", NULL);
+		}
+		PyObject *when = Py_TYPE(th) == timer ? slot_of(th, when_at) : NULL;
+		n += when && PyFloat_CheckExact(when) && PyFloat_AS_DOUBLE(when) <= now &&
+		     slot_of(th, cancelled_at) != Py_True;
+	}
+	/* The ready queue: a task's step or wakeup, or a timer moved there (due). */
+	PyObject *ready = PyObject_GetAttrString(loop, "_ready");
+	PyObject *it = ready ? PyObject_GetIter(ready) : NULL, *x;
+	while (it && (x = PyIter_Next(it))) {
+		PyObject *cb = pl_py_aio_handle_callback(x);
+		n += cb && slot_of(x, cancelled_at) != Py_True &&
+		     ((timer && Py_TYPE(x) == timer) || pl_py_aio_task_of(cb));
+		Py_DECREF(x);
+	}
+	Py_XDECREF(due);
+	Py_XDECREF(it);
+	Py_XDECREF(ready);
+	PyErr_Clear();
+	pl_py_exc_restore(&e);
+	return n;
+}

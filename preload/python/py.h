@@ -447,6 +447,13 @@ PL_PY_HIDDEN Py_ssize_t pl_py_aio_slot(PyTypeObject *type, const char *name,
 				       PyTypeObject **owner);
 /* The callback of asyncio handle h (borrowed), or NULL. GIL held. */
 PL_PY_HIDDEN PyObject *pl_py_aio_handle_callback(PyObject *h);
+/* The loop of asyncio handle h (borrowed), or NULL. GIL held. */
+PL_PY_HIDDEN PyObject *pl_py_aio_handle_loop(PyObject *h);
+/* How many tasks wait behind a step `loop` (pl_py_aio_handle_loop) ran, at its end
+ * `now` (the loop's clock, s): those whose step or wakeup is in the loop's ready queue,
+ * and the timers that fell due by now, each as the task it wakes; -1 when the loop
+ * cannot be read. GIL held, in the loop's thread; no Python code runs. */
+PL_PY_HIDDEN int pl_py_aio_behind(PyObject *loop, double now);
 /* A callback's name, for a stall's record: its function's qualified name (a bound
  * method's too), a builtin's name, else its type's; cut to len - 1 bytes. */
 PL_PY_HIDDEN void pl_py_aio_callback_name(PyObject *cb, char *buf, size_t len);

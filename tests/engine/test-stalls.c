@@ -316,9 +316,21 @@ Test(stalls, sample_mode_ticks)
 	at(70 * MS), coprof_ctx_switch(f.t, a);
 	at(75 * MS), coprof_step_tick(f.t, (uintptr_t[]){0x1000}, 1);
 	at(80 * MS), coprof_ctx_switch(f.t, NULL); /* 10 ms: no stall */
+	/* a loop's step of task 2 on the thread's own context (asyncio's Handle._run in
+	 * sample mode): 25 ms, a stall named from the task table, with the 2 tasks the
+	 * adapter counted behind it; a 5 ms one is none */
+	at(90 * MS), coprof_loop_step_begin(f.t);
+	at(100 * MS), coprof_step_tick(f.t, (uintptr_t[]){0x2000, K("handler")}, 2);
+	at(115 * MS);
+	cr_expect_eq(coprof_loop_step_end(f.t, 2, NULL), 1);
+	coprof_stall_behind(f.t, 2);
+	at(120 * MS), coprof_loop_step_begin(f.t);
+	at(125 * MS);
+	cr_expect_eq(coprof_loop_step_end(f.t, 0, "short"), 0);
+	coprof_stall_behind(f.t, 7); /* no stall was kept by that step: the last one stays */
 	fx_snap(&f);
 	const struct cp_extras *x = &f.prof->ex;
-	cr_assert_eq(x->nstalls, 2);
+	cr_assert_eq(x->nstalls, 3);
 	const struct cp_stall *s = &x->stalls[0];
 	cr_expect_eq(fx_ns(s->seconds), 32 * MS);
 	cr_expect_str_eq(s->task, "worker-1");
@@ -327,4 +339,10 @@ Test(stalls, sample_mode_ticks)
 	/* kept: two ticks in load, two in save, three in flush, each calling decode: no
 	 * function below quick held half of them */
 	expect_frames(&x->stalls[1], (const char *const[]){"quick"}, 1);
+	s = &x->stalls[2];
+	cr_expect_eq(fx_ns(s->seconds), 25 * MS);
+	cr_expect_str_eq(s->task, "quick");
+	cr_expect_eq(s->task_id, 2);
+	cr_expect_eq(s->behind, 2);
+	expect_frames(s, (const char *const[]){"parse", "handler"}, 2);
 }

@@ -565,8 +565,9 @@ def case_stalls(r, clock):
     threshold of 100 ms): on 3.12+, where local events on Handle._run say when each
     loop step begins and ends, blocker's two 0.2 s steps and the callback on_tick's
     0.15 s, each at its longest point by the ticks (decode, under blocker or on_tick),
-    blocker's under its id in the task table, with nobody known to be ready behind
-    them; under cpu nothing else (under wall a loaded machine may stretch another
+    blocker's under its id in the task table, with the tasks behind it counted from
+    the loop's queues at its end (some of the other four: the quick tasks' timers fell
+    due during it); under cpu nothing else (under wall a loaded machine may stretch another
     step past 100 ms: it may not hold decode); before 3.12 no step is measured
     (threshold 0, no stalls)."""
     out = os.path.join(r.tmp, "stalls.pstat")
@@ -594,7 +595,7 @@ def case_stalls(r, clock):
           not any("decode" in [k[2] for k in s[4]] for s in others), "other stalls %r" % others)
     for tid, task_id, name, seconds, frames, behind in mine:
         outer = [k[2] for k in reversed(frames)]
-        check(seconds >= (0.15 if task_id == 0 else 0.2) and behind == -1,
+        check(seconds >= (0.15 if task_id == 0 else 0.2) and 1 <= behind <= 4,
               "%s: %.3f s, behind %d" % (name, seconds, behind))
         at = outer.index("decode") if "decode" in outer else -1
         check(at > 0 and outer[at - 1] == ("on_tick" if task_id == 0 else "blocker"),

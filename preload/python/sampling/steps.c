@@ -14,17 +14,21 @@
  * steps there. A handle whose callback raises SystemExit or KeyboardInterrupt
  * unwinds, which no local event tells: its step ends unmeasured at the next start. */
 #include <errno.h>
+#include <time.h>
 
-#include "sampling.h"
-#include "python/callback.h" /* after Python.h */
+#include "sampling.h" /* Python.h first */
+#include "coprof-private.h"
+#include "python/callback.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
 
 #define NAME_MAX_STEP 48
 
-/* The step this thread's loop runs: open, of task `id` (0: a callback named `name`). */
+/* The step this thread's loop runs: open, of task `id` (0: a callback named `name`),
+ * run by `loop` (borrowed: the loop outlives its step). */
 static __thread struct {
 	int open;
+	PyObject *loop;
 	uint64_t id;
 	char name[NAME_MAX_STEP];
 } step;
@@ -54,6 +58,7 @@ static PyObject *on_start(PyObject *self, PyObject *const *args, size_t nargsf, 
 	if (!t)
 		Py_RETURN_NONE;
 	PyObject *task = pl_py_aio_task_of(cb);
+	step.loop = pl_py_aio_handle_loop(h);
 	step.id = (uint64_t)(uintptr_t)task;
 	if (!task)
 		pl_py_aio_callback_name(cb, step.name, sizeof(step.name));
@@ -62,7 +67,9 @@ static PyObject *on_start(PyObject *self, PyObject *const *args, size_t nargsf, 
 	Py_RETURN_NONE;
 }
 
-/* Handle._run returns. */
+/* Handle._run returns (its `self` is None by then: it drops it to break cycles). A
+ * stall counts the tasks behind it from the loop's queues (rule 12's count, as of its
+ * end: sample mode sees no task become ready). */
 static PyObject *on_return(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw)
 {
 	(void)self, (void)args, (void)nargsf, (void)kw;
@@ -70,8 +77,12 @@ static PyObject *on_return(PyObject *self, PyObject *const *args, size_t nargsf,
 		Py_RETURN_NONE;
 	step.open = 0;
 	struct coprof_thread *t = pl_py_host->thread();
-	if (t)
-		coprof_loop_step_end(t, step.id, step.id ? NULL : step.name);
+	if (!t || !coprof_loop_step_end(t, step.id, step.id ? NULL : step.name))
+		Py_RETURN_NONE;
+	double now = (double)cp_clock_gettime_ns(CLOCK_MONOTONIC) / 1e9;
+	int n = step.loop ? pl_py_aio_behind(step.loop, now) : -1;
+	if (n >= 0)
+		coprof_stall_behind(t, (uint32_t)n);
 	Py_RETURN_NONE;
 }
 
