@@ -62,11 +62,11 @@ static inline __attribute__((always_inline)) void mon_return(PyObject *code, PyO
 	/* A plain function's return needs its frame only when it may be the thread's
 	 * outermost (on_return then sweeps the ended tasks): not while a task runs (its
 	 * driver's frames are below), nor above another frame the running context
-	 * recorded. A coroutine's end needs it only to tell the running task's root,
+	 * recorded; Handle._run's always goes there (a loop callback's step ends). A coroutine's end needs it only to tell the running task's root,
 	 * which runs other code, or none runs. */
 	struct pl_py_func *fn = code_func(code);
 	int suspended = how == PL_PY_MON_YIELD;
-	if (fn && ((!fn->flags && !fn->sched && (pt->ctx || pt->t->cur->depth >= 2)) ||
+	if (fn && ((!fn->flags && fn->sched != PL_PY_SCHED_RUN && (pt->ctx || pt->t->cur->depth >= 2)) ||
 		   (fn->flags == PL_PY_CORO && !suspended && pt->root_code != code))) {
 		forget_last(pt);
 		ev_leave(pt->t, (uintptr_t)fn);
