@@ -347,8 +347,8 @@ void cp_task_time(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t 
 }
 
 /* Keeps a stall (rule 11): the step of c that just ended, ns long, of the task `id`
- * named `name` (c's own, or a loop step's: coprof_loop_step_end). A thread keeps its CP_STALLS_KEPT longest and counts
- * every one it lets go. Its stack is the step's longest call when that call held half
+ * named `name` (c's own, or a loop step's: coprof_loop_step_end). A thread keeps its
+ * CP_STALLS_KEPT longest and counts every one it lets go. Its stack is the step's longest call when that call held half
  * the step or more, else the stack c stopped at (the step's time was in the frames
  * still open). */
 static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t ns,
@@ -380,9 +380,9 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	if (t->p->opt.mode != COPROF_MODE_TRACE) {
 		s->behind = UINT32_MAX; /* not known: no adapter says when a task is ready */
 		size_t each = CP_STEP_TICKS * sizeof(*t->stall_ticks);
-		if (!t->stall_ticks && !(t->stall_ticks = cp_pool_alloc(&t->pool, CP_STALLS_KEPT * each)))
-			t->stalls_dropped++;
-		else if (t->step_ticks) {
+		if (!t->stall_ticks) /* none to be had: the stall is kept without a stack */
+			t->stall_ticks = cp_pool_alloc(&t->pool, CP_STALLS_KEPT * each);
+		if (t->stall_ticks && t->step_ticks) {
 			memcpy(t->stall_ticks + (s - t->stalls) * CP_STEP_TICKS, t->step_ticks,
 			       t->step_nticks * sizeof(*t->step_ticks));
 			s->nticks = t->step_nticks;
@@ -414,8 +414,8 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 		s->keys[s->depth++] = c->frames[i].rec->key;
 }
 
-/* A step of c, of task `id` named `name`, ends at thread clock `now`, wall clock `wall` (a task
- * suspends or finishes, or a loop callback returns: rule 11). */
+/* A step of c, of task `id` named `name`, ends at thread clock `now`, wall clock
+ * `wall` (a task suspends or finishes, or a loop step returns: rule 11). */
 static void step_end(struct coprof_thread *t, const struct coprof_ctx *c, uint64_t now,
 		     uint64_t wall, uint64_t id, const char *name)
 {
@@ -628,7 +628,8 @@ void coprof_ctx_finish(struct coprof_thread *t, struct coprof_ctx *c)
 	uint64_t now = rec ? cp_now(t) : t->last;
 	struct both b = rec ? both_now(t, now) : (struct both){0, c->wall_away};
 	if (rec && t->cur == c)
-		step_end(t, c, now, b.wall, c->id, c->name); /* while its open frames are still its stack */
+		/* while its open frames are still its stack */
+		step_end(t, c, now, b.wall, c->id, c->name);
 	if (rec)
 		cp_ctx_close_all(c, now);
 	c->vend = cp_ctx_vnow(c, now);
