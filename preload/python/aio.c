@@ -162,10 +162,23 @@ PyObject *pl_py_aio_handle_loop(PyObject *h)
 	return cancelled_at > 0 ? slot_of(h, loop_at) : NULL;
 }
 
+/* The timer handle type once seen, and where it keeps `_when`: 0, not found yet; -1,
+ * never. */
+static PyTypeObject *timer_type;
+static Py_ssize_t when_at;
+
+double pl_py_aio_timer_when(PyObject *h)
+{
+	if (!timer_type && strcmp(Py_TYPE(h)->tp_name, "TimerHandle") == 0) {
+		timer_type = Py_TYPE(h);
+		when_at = pl_py_aio_slot(timer_type, "_when", NULL);
+	}
+	PyObject *when = Py_TYPE(h) == timer_type ? slot_of(h, when_at) : NULL;
+	return when && PyFloat_CheckExact(when) ? PyFloat_AS_DOUBLE(when) : -1.0;
+}
+
 int pl_py_aio_behind(PyObject *loop, double now)
 {
-	static Py_ssize_t when_at;
-	static PyTypeObject *timer;
 	if (cancelled_at <= 0)
 		return -1;
 	struct pl_py_exc e;
@@ -176,13 +189,8 @@ int pl_py_aio_behind(PyObject *loop, double now)
 	PyObject *due = PyObject_GetAttrString(loop, "_scheduled");
 	for (Py_ssize_t i = 0; due && PyList_Check(due) && i < PyList_GET_SIZE(due); i++) {
 		PyObject *th = PyList_GET_ITEM(due, i);
-		if (!timer) {
-			timer = Py_TYPE(th);
-			when_at = pl_py_aio_slot(timer, "_when", NULL);
-		}
-		PyObject *when = Py_TYPE(th) == timer ? slot_of(th, when_at) : NULL;
-		n += when && PyFloat_CheckExact(when) && PyFloat_AS_DOUBLE(when) <= now &&
-		     slot_of(th, cancelled_at) != Py_True;
+		double when = pl_py_aio_timer_when(th);
+		n += when >= 0 && when <= now && slot_of(th, cancelled_at) != Py_True;
 	}
 	/* The ready queue: a task's step or wakeup, or a timer moved there (due). */
 	PyObject *ready = PyObject_GetAttrString(loop, "_ready");
@@ -190,7 +198,7 @@ int pl_py_aio_behind(PyObject *loop, double now)
 	while (it && (x = PyIter_Next(it))) {
 		PyObject *cb = pl_py_aio_handle_callback(x);
 		n += cb && slot_of(x, cancelled_at) != Py_True &&
-		     ((timer && Py_TYPE(x) == timer) || pl_py_aio_task_of(cb));
+		     (Py_TYPE(x) == timer_type || pl_py_aio_task_of(cb));
 		Py_DECREF(x);
 	}
 	Py_XDECREF(due);

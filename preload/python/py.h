@@ -447,6 +447,9 @@ PL_PY_HIDDEN Py_ssize_t pl_py_aio_slot(PyTypeObject *type, const char *name,
 				       PyTypeObject **owner);
 /* The callback of asyncio handle h (borrowed), or NULL. GIL held. */
 PL_PY_HIDDEN PyObject *pl_py_aio_handle_callback(PyObject *h);
+/* When timer handle h falls due (its `_when`, the loop's clock, s), or -1 when h is no
+ * timer handle. GIL held. */
+PL_PY_HIDDEN double pl_py_aio_timer_when(PyObject *h);
 /* The loop of asyncio handle h (borrowed), or NULL. GIL held. */
 PL_PY_HIDDEN PyObject *pl_py_aio_handle_loop(PyObject *h);
 /* How many tasks wait behind a step `loop` (pl_py_aio_handle_loop) ran, at its end

@@ -15,11 +15,6 @@
 
 #include "hook.h"
 
-/* The timer handle type once seen, and where it keeps `_when` (a __slots__ member):
- * 0, not found yet; -1, never. */
-static PyTypeObject *timer_type;
-static Py_ssize_t when_at;
-
 /* _call_soon(self, callback, args, context) has started in frame fr. */
 static void call_soon(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 {
@@ -63,18 +58,11 @@ static void handle_run(struct pl_py_thread *pt, PL_PY_FRAME *fr)
 	if (!h)
 		return;
 	callback_begin(pt, h);
-	if (!timer_type && strcmp(Py_TYPE(h)->tp_name, "TimerHandle") == 0) {
-		timer_type = Py_TYPE(h);
-		when_at = pl_py_aio_slot(timer_type, "_when", NULL);
-	}
-	if (Py_TYPE(h) != timer_type || when_at < 0)
-		return;
-	PyObject *when = *(PyObject **)((char *)h + when_at);
-	if (!when || !PyFloat_CheckExact(when))
-		return;
-	double due = PyFloat_AS_DOUBLE(when) * 1e9;
+	double due = pl_py_aio_timer_when(h) * 1e9;
+	if (due <= 0)
+		return; /* no timer's */
 	uint64_t now = pl_py_monotonic_ns();
-	if (due > 0 && due < (double)now)
+	if (due < (double)now)
 		pt->late = now - (uint64_t)due;
 }
 
