@@ -157,7 +157,8 @@ def checks(a, py, env, venv, work):
 
     lib = run_out([py, "-c", "import coprof, os; print(os.path.dirname(coprof.shim_path()))"],
                   env).strip()
-    step("the installed engine exports coprof_* only, the shim its API's and attach's doors",
+    step("the installed engine exports coprof_* only, the shim its API's, attach's and "
+         "control pipe's doors",
          ["sh", "-c", "nm -D --defined-only %s/libcoprof.so; echo --; "
           "nm -D --defined-only %s/libcoprof-preload.so" % (lib, lib)], env=env,
          ok=exports_ok)
@@ -193,7 +194,7 @@ def exports_ok(out):
     names = lambda t: [ln.split()[-1] for ln in t.splitlines() if ln.strip()]  # noqa: E731
     bad = [n for n in names(engine) if not n.startswith("coprof_")]
     bad += [n for n in names(shim) if n.startswith("coprof")
-            and not n.startswith(("coprof_api_", "coprof_attach_"))]
+            and not n.startswith(("coprof_api_", "coprof_attach_", "coprof_control_"))]
     if not [n for n in names(shim) if n.startswith("coprof_api_")]:
         bad.append("(no coprof_api_* in the shim)")
     return "unexpected exports: %s" % bad if bad else None
