@@ -486,41 +486,6 @@ Test(clock, concurrent_first_calibrations_agree)
 		cr_expect_eq(mult[i], mult[0]);
 }
 
-static void *read_wall(void *arg)
-{
-	uint64_t *back = arg;
-	struct cp_clock w;
-	cp_clock_init(&w, COPROF_CLOCK_WALL);
-	uint64_t prev = cp_clock_read(&w);
-	for (int i = 0; i < 200000; i++) {
-		uint64_t v = cp_clock_read(&w);
-		if (v < prev && prev - v > *back)
-			*back = prev - v;
-		prev = v;
-		if (i % 1000 == 0)
-			sched_yield();
-	}
-	cp_clock_fini(&w);
-	return NULL;
-}
-
-/* Before the monotonic clamp, the raw TSC wall clock barely steps back at a resync:
- * the rate is right, so the clamp hides nanoseconds, not milliseconds. Three threads
- * on two CPUs migrate and get preempted while reading. */
-Test(clock, tsc_wall_raw_steps_back_less_than_20_us)
-{
-	pin_to_two_cpus();
-	uint64_t back[3] = {0, 0, 0};
-	pthread_t t[3];
-	for (int i = 0; i < 3; i++)
-		cr_assert_eq(pthread_create(&t[i], NULL, read_wall, &back[i]), 0);
-	for (int i = 0; i < 3; i++) {
-		pthread_join(t[i], NULL);
-		cr_expect_lt(back[i], 20000, "thread %d stepped back %llu ns", i,
-			     (unsigned long long)back[i]);
-	}
-}
-
 Test(clock, now_never_goes_backwards)
 {
 	struct cp_clock w, c;
