@@ -51,6 +51,17 @@ void fx_setup(struct fx *x, enum coprof_clock clock)
 	cr_assert_eq(coprof_start(x->p), 0);
 }
 
+void fx_setup_sample(struct fx *x, enum coprof_clock clock)
+{
+	struct coprof_options o = {
+	    .clock = clock, .mode = COPROF_MODE_SAMPLE, .hz = 1000, .fake_clock = fk_clock};
+	memset(x, 0, sizeof(*x));
+	fk_now = 0;
+	cr_assert_eq(coprof_create(&o, &x->p), 0);
+	cr_assert_eq(coprof_add_resolver(x->p, fx_resolve, NULL), 0);
+	cr_assert_eq(coprof_thread_register(x->p, "main", &x->t), 0);
+}
+
 void fx_snap(struct fx *x)
 {
 	if (x->prof)

@@ -26,6 +26,8 @@ struct fx {
 
 /* A started profiler with the fake clock and fx_resolve, and the calling thread. */
 void fx_setup(struct fx *f, enum coprof_clock clock);
+/* The same in sample mode at 1000 Hz, registered but not started. */
+void fx_setup_sample(struct fx *f, enum coprof_clock clock);
 /* Takes a snapshot into f->prof (replacing the previous one). */
 void fx_snap(struct fx *f);
 void fx_teardown(struct fx *f);

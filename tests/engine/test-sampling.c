@@ -9,20 +9,9 @@
 
 TestSuite(sampling, .fini = fx_fini);
 
-/* A profiler in sample mode at 1000 Hz on the fake clock, with the fixture's resolver
- * and its thread "main" registered (not started). */
-static void sample_profiler(enum coprof_clock clock)
-{
-	struct coprof_options o = {
-	    .clock = clock, .mode = COPROF_MODE_SAMPLE, .hz = 1000, .fake_clock = fk_clock};
-	cr_assert_eq(coprof_create(&o, &f.p), 0);
-	cr_assert_eq(coprof_add_resolver(f.p, fx_resolve, NULL), 0);
-	cr_assert_eq(coprof_thread_register(f.p, "main", &f.t), 0);
-}
-
 Test(sampling, samples_reach_the_profile_with_their_task)
 {
-	sample_profiler(COPROF_CLOCK_WALL);
+	fx_setup_sample(&f, COPROF_CLOCK_WALL);
 	struct coprof_ctx *c;
 	cr_assert_eq(coprof_ctx_create(f.t, 0x5, "co", "ucontext", &c), 0);
 	uintptr_t pcs[] = {K("leaf"), K("root")};
@@ -68,7 +57,7 @@ static void *make_sampled(void *arg)
 
 Test(sampling, a_context_made_from_another_thread_is_a_task_with_its_samples_time)
 {
-	sample_profiler(COPROF_CLOCK_CPU);
+	fx_setup_sample(&f, COPROF_CLOCK_CPU);
 	cr_assert_eq(coprof_start(f.p), 0);
 	struct coprof_ctx *own, *c = NULL;
 	cr_assert_eq(coprof_ctx_create(f.t, 0x5, "co", "ucontext", &own), 0);

@@ -291,13 +291,8 @@ static int pc_resolve(void *arg, uintptr_t key, struct coprof_func_info *out)
  * known in sample mode. A step of 25 ticks keeps seven. */
 Test(stalls, sample_mode_ticks)
 {
-	struct coprof_options o = {.clock = COPROF_CLOCK_WALL, .mode = COPROF_MODE_SAMPLE,
-				   .hz = 1000, .fake_clock = fk_clock};
-	fk_now = 0;
-	cr_assert_eq(coprof_create(&o, &f.p), 0);
-	cr_assert_eq(coprof_add_resolver(f.p, fx_resolve, NULL), 0);
+	fx_setup_sample(&f, COPROF_CLOCK_WALL);
 	cr_assert_eq(coprof_add_resolver(f.p, pc_resolve, NULL), 0);
-	cr_assert_eq(coprof_thread_register(f.p, "main", &f.t), 0);
 	cr_assert_eq(coprof_start(f.p), 0);
 	struct coprof_ctx *a = task(1, "worker-1"), *b = task(2, "quick");
 	at(0), coprof_ctx_switch(f.t, a);
