@@ -56,6 +56,11 @@ static int masks_reach_guard(void)
 static int (*init2_fn)(void *cursor, void *uc, int flag);
 static int (*step_fn)(void *cursor);
 static int (*get_reg_fn)(void *cursor, int reg, uintptr_t *val);
+/* unw_get_proc_info. For a pc no unwind information covers, x86-64's libunwind makes
+ * up a procedure one byte long at that pc (start_ip, end_ip: its first two words)
+ * rather than fail. Its unw_proc_info_t is 10 words; PROC_INFO_WORDS leaves room. */
+#define PROC_INFO_WORDS 32
+static int (*proc_info_fn)(void *cursor, void *info);
 
 int pl_unw_load(void)
 {
@@ -77,6 +82,7 @@ int pl_unw_load(void)
 	init2_fn = (int (*)(void *, void *, int))dlsym(lib, "_ULx86_64_init_local2");
 	step_fn = (int (*)(void *))dlsym(lib, "_ULx86_64_step");
 	get_reg_fn = (int (*)(void *, int, uintptr_t *))dlsym(lib, "_ULx86_64_get_reg");
+	proc_info_fn = (int (*)(void *, void *))dlsym(lib, "_ULx86_64_get_proc_info");
 #endif
 	return 0;
 }
@@ -231,10 +237,18 @@ int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int ma
 	sig_atomic_t saved;
 	if (!init2_fn || !step_fn || !get_reg_fn || busy(uc) || begin_walk(tls, &saved) < 0)
 		return -1;
-	uint64_t cursor[UNW_CURSOR_WORDS];
-	int n = 0, rc = -1;
+	uint64_t cursor[UNW_CURSOR_WORDS], info[PROC_INFO_WORDS];
+	int n = 0, rc = -1, trusted = 1;
 	uintptr_t ip, sp, last = 0;
 	if (init2_fn(cursor, (void *)uc, UNW_INIT_SIGNAL_FRAME_FLAG) == 0) {
+		/* A tick in code no unwind information covers (a runtime's switch written in
+		 * assembly, State Threads' register restore, halfway between two stacks):
+		 * libunwind then follows the frame pointer, which may lead into another
+		 * stack's frames, and its end is no stack's. The pcs are kept; no base. */
+		uintptr_t pc;
+		if (proc_info_fn && get_reg_fn(cursor, UNW_REG_IP_X86_64, &pc) == 0 &&
+		    (proc_info_fn(cursor, info) < 0 || (info[0] == pc && info[1] == pc + 1)))
+			trusted = 0;
 		do {
 			if (get_reg_fn(cursor, UNW_REG_IP_X86_64, &ip) < 0 ||
 			    get_reg_fn(cursor, UNW_REG_SP_X86_64, &sp) < 0) {
@@ -253,7 +267,7 @@ int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int ma
 	/* No caller of the interrupted frame itself is no end: libunwind says so of code
 	 * with no unwind information when the frame pointer is 0, as in a switch written
 	 * in assembly that has just popped a new coroutine's zeroed registers. */
-	if (rc == 0 && n > 1)
+	if (rc == 0 && n > 1 && trusted)
 		*base = last;
 	end_walk(tls, saved);
 	return n ? n : -1;

@@ -13,6 +13,7 @@
 #include "stub-shim.h"
 
 #include "sampler.h"
+#include "signal-safe.h"
 #include "state/state.h"
 
 struct pl_config pl_cfg;
@@ -226,6 +227,11 @@ int stub_cpu_timer(void)
 int stub_perf(void)
 {
 	return pl_sconf.perf;
+}
+
+int stub_unw_walk(const ucontext_t *uc, uintptr_t *pcs, int max, uintptr_t *base)
+{
+	return pl_unw_walk(pl_tls(), uc, pcs, max, base);
 }
 
 void stub_force_timer(int on)

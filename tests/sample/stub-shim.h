@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <ucontext.h>
 
 #define STUB_API __attribute__((visibility("default")))
 #define STUB_DEPTH 16
@@ -35,5 +36,8 @@ STUB_API int stub_signo(void); /* the tick signal */
 STUB_API int stub_cpu_timer(void); /* the CPU-time timer alone serves the rate */
 STUB_API int stub_perf(void);	   /* ticks come from perf task-clock events */
 STUB_API void stub_force_timer(int on); /* before stub_init: no perf events */
+/* pl_unw_walk on `uc` (after stub_init): the depth, and in *base the outermost frame's
+ * stack pointer when the walk reached the stack's end and trusts it, else 0. */
+STUB_API int stub_unw_walk(const ucontext_t *uc, uintptr_t *pcs, int max, uintptr_t *base);
 
 #endif

@@ -119,6 +119,44 @@ static void sleep_ms(unsigned ms, unsigned *eintr)
 	}
 }
 
+/* Code no unwind information covers, as a runtime's switch written in assembly is (State
+ * Threads' register restore): no .cfi directives, so no FDE. */
+__asm__(".text\n"
+	".globl no_cfi_code\n"
+	".type no_cfi_code, @function\n"
+	"no_cfi_code:\n"
+	"\tnop\n"
+	"\tret\n"
+	".size no_cfi_code, .-no_cfi_code\n");
+void no_cfi_code(void);
+
+/* A tick's walk that reaches its stack's end gives that end (the fold keys a stack no
+ * adapter knows by it); one from code without unwind information gives none, whatever
+ * libunwind's frame-pointer guess reached: under load a tick in State Threads' restore
+ * made a third task of a two-coroutine program. The same stack, the same frames: only
+ * the interrupted pc differs. */
+__attribute__((noinline)) static void walk_ends(void)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	ucontext_t uc;
+	uintptr_t pcs[64], base = 0;
+	cr_assert_eq(getcontext(&uc), 0);
+	int n = stub_unw_walk(&uc, pcs, 64, &base);
+	cr_assert(n > 2, "a walk of %d frames", n);
+	cr_assert_neq(base, 0, "the walk from a function with unwind information ends");
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&no_cfi_code;
+	n = stub_unw_walk(&uc, pcs, 64, &base);
+	cr_assert(n >= 1 && pcs[0] == (uintptr_t)&no_cfi_code, "%d frames from %#lx", n,
+		  (unsigned long)pcs[0]);
+	cr_expect_eq(base, 0, "a walk from code with no unwind information gave end %#lx",
+		     (unsigned long)base);
+}
+
+Test(sampler, walk_from_code_without_unwind_info_has_no_end)
+{
+	walk_ends();
+}
+
 Test(sampler, cpu_split_two_thirds)
 {
 	cr_assert_eq(stub_init(0, 997), 0);
