@@ -52,8 +52,9 @@ static void usage(FILE *f)
 	    "Loads the profiler into a running process (with ptrace) and starts profiling\n"
 	    "it; `coprof toggle` and `coprof detach` then drive it as a process run under\n"
 	    "coprof record with profiling off at start. Attaching again reuses what is loaded.\n"
-	    "  --mode MODE     trace (Python 3.10-3.13, the default there) or sample (native\n"
-	    "                  stacks, the default otherwise)\n"
+	    "  --mode MODE     trace (Python 3.10-3.13, the default there; or a native\n"
+	    "                  program built with -finstrument-functions) or sample\n"
+	    "                  (native stacks, the default otherwise)\n"
 	    "  -c, --clock C   cpu (default) or wall\n"
 	    "  --hz N          sample mode's rate (default %d)\n"
 	    "  -o, --output F  the profile's path (%%p: pid, %%n: number; default\n"
@@ -327,9 +328,21 @@ static int wait_started(struct vw_target *t)
 {
 	double end = now() + START_WAIT_S;
 	struct timespec pause = {0, 2 * 1000 * 1000};
+	uint64_t failed_at = 0;
+	char why[256];
 	while (now() < end) {
 		if (vw_find_control(t) == 0 && t->st.run == PL_RUN_ON)
 			return 0;
+		/* the shim's set-up gave up, and says why */
+		if ((failed_at ||
+		     vw_remote_symbol(t->pid, "libcoprof-preload.so", "coprof_attach_failed",
+				      &failed_at) == 0) &&
+		    vw_remote_read(t->pid, failed_at, why, sizeof(why)) == 0 && why[0]) {
+			why[sizeof(why) - 1] = 0;
+			fprintf(stderr, "%s: %d: %s; the process runs on, not profiled\n",
+				vw_toggle_who, (int)t->pid, why);
+			return 1;
+		}
 		if (kill(t->pid, 0) != 0 && errno == ESRCH) {
 			fprintf(stderr, "%s: %d exited\n", vw_toggle_who, (int)t->pid);
 			return 1;
@@ -631,12 +644,11 @@ int vw_cmd_attach(int argc, char **argv)
 		       : o.duration > 0 || o.until_signal ? window_then_stop(&t, &o)
 							  : 0;
 	}
-	if (o.mode && !strcmp(o.mode, "trace") && !py_minor)
-		return fail(t.pid,
-			    "trace mode needs Python 3.%d to 3.%d in the process (a native "
-			    "program's functions are not hooked once it runs); use --mode "
-			    "sample",
-			    PY_MIN, PY_MAX);
+	if (o.mode && !strcmp(o.mode, "trace") && !py_minor &&
+	    !vw_remote_imports(t.pid, "__cyg_profile_func_enter"))
+		return fail(t.pid, "trace mode needs a native program built with "
+				   "-finstrument-functions, and none of this one's files calls "
+				   "its hooks; use --mode sample");
 	if (py_minor && !adapter_there(t.pid, shim, py_minor))
 		return fail(t.pid, "no coprof adapter for Python 3.%d was built next to %s",
 			    py_minor, shim);

@@ -181,7 +181,9 @@ static int elf_open(pid_t pid, const struct maps *all, const struct map *m, stru
 }
 
 /* The address of dynamic symbol `name` (defined; its default version first). */
-static int elf_symbol(struct elf *e, const char *name, uint64_t *addr)
+/* The address of the dynamic symbol `name` that `e` defines (its default version);
+ * with `undef`, 0 when `e` has it undefined (imports it), and *addr is untouched. */
+static int elf_symbol_ex(struct elf *e, const char *name, int undef, uint64_t *addr)
 {
 	Elf64_Shdr *sh = calloc(e->eh.e_shnum, sizeof(*sh));
 	if (!sh || e->eh.e_shentsize != sizeof(*sh) ||
@@ -216,11 +218,13 @@ static int elf_symbol(struct elf *e, const char *name, uint64_t *addr)
 			}
 		for (size_t k = 0; k < nsym; k++) {
 			const Elf64_Sym *y = &syms[k];
-			if (y->st_shndx == SHN_UNDEF || y->st_name > s->sh_size ||
+			if ((y->st_shndx == SHN_UNDEF) != undef || y->st_name > s->sh_size ||
 			    strcmp(str + y->st_name, name))
 				continue;
-			*addr = e->bias + y->st_value;
 			rc = 0;
+			if (undef)
+				break;
+			*addr = e->bias + y->st_value;
 			if (!ver || !(ver[k] & 0x8000)) /* the default version */
 				break;
 		}
@@ -231,6 +235,30 @@ static int elf_symbol(struct elf *e, const char *name, uint64_t *addr)
 	free(syms);
 	free(sh);
 	return rc;
+}
+
+static int elf_symbol(struct elf *e, const char *name, uint64_t *addr)
+{
+	return elf_symbol_ex(e, name, 0, addr);
+}
+
+int vw_remote_imports(pid_t pid, const char *name)
+{
+	struct maps m;
+	if (read_maps(pid, &m) != 0)
+		return 0;
+	int found = 0;
+	for (size_t i = 0; !found && i < m.n; i++) {
+		/* each file once: at its first mapping (offset 0, where its ELF header is) */
+		struct elf e;
+		uint64_t unused;
+		if (m.v[i].path[0] != '/' || m.v[i].off != 0 || elf_open(pid, &m, &m.v[i], &e) != 0)
+			continue;
+		found = elf_symbol_ex(&e, name, 1, &unused) == 0;
+		elf_close(&e);
+	}
+	free(m.v);
+	return found;
 }
 
 int vw_remote_symbol(pid_t pid, const char *suffix, const char *name, uint64_t *addr)

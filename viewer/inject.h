@@ -81,6 +81,9 @@ int vw_inject_close(struct vw_inject *j, int restore);
  * with `suffix` (the first such mapping): 0 and *addr set, or -errno. For reading the
  * shim's exported data (its output path). */
 int vw_remote_symbol(pid_t pid, const char *suffix, const char *name, uint64_t *addr);
+/* Whether some ELF file mapped in `pid` imports the dynamic symbol `name` (has it
+ * undefined): 1 or 0. */
+int vw_remote_imports(pid_t pid, const char *name);
 
 /* Reads `len` bytes at `addr` of process `pid` (/proc/PID/mem). 0 or -errno. */
 int vw_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len);

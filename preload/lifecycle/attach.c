@@ -6,10 +6,14 @@
  * have, with no toggle signal, and opens a window at once, from a thread of its own (a
  * Python's takes the GIL for the adapter, as api.c's late setup has it; the calling
  * thread may hold it). In sample mode each of the program's threads then registers
- * with the sampler in coprof_attach_thread. */
+ * with the sampler in coprof_attach_thread. The interposers a preloaded shim would
+ * have had bound (`bound` below) are bound into the program's objects (bind.c): threads
+ * started from then on register as they start, exec and _exit write the window, and an
+ * instrumented program's -finstrument-functions hooks are ours (trace mode). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +36,10 @@ PL_EXPORT int coprof_attach_cancel;
 /* Threads coprof_attach_thread made sampled (their tick source armed): `coprof attach`
  * says how many of the program's threads are sampled from it. */
 PL_EXPORT unsigned coprof_attach_sampled;
+
+/* Why the set-up gave up, for `coprof attach` to say at once (it reads it through
+ * /proc/PID/mem); empty while it has not. */
+PL_EXPORT char coprof_attach_failed[256];
 
 /* Calls of the entries that returned: `coprof attach` waits for the count before it
  * takes the trampoline out of the process (it reads it through /proc/PID/mem). */
@@ -70,6 +78,60 @@ static int copy_opts(const char *s)
 	return 0;
 }
 
+/* Says why the set-up gives up, on the program's stderr (as the preload says its
+ * problems) and in coprof_attach_failed for `coprof attach`. */
+__attribute__((format(printf, 1, 2))) static void give_up(const char *fmt, ...)
+{
+	char why[sizeof(coprof_attach_failed)];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pl_say("attach: %s; not profiling", why);
+	memcpy(coprof_attach_failed, why, sizeof(why));
+}
+
+/* The interposers bound into the program's objects, those a preloaded shim has that
+ * are right from a running program's middle: thread starts and names, exec and _exit
+ * (each writes the window first; exec hands nothing over: the new image has no shim),
+ * vfork (its child's hooks touch nothing of the parent's), and the hooks of
+ * -finstrument-functions (trace mode). Not the signal, mask and credential functions, nor the
+ * coroutine switches: their wrappers keep state from the process's start. */
+static struct pl_bind_name bound[] = {
+    {.name = "pthread_create"}, {.name = "pthread_setname_np"},
+    {.name = "_exit"}, {.name = "_Exit"},
+    {.name = "execve"}, {.name = "execv"}, {.name = "execvpe"}, {.name = "execvp"},
+    {.name = "fexecve"}, {.name = "execveat"}, {.name = "execl"}, {.name = "execlp"},
+    {.name = "execle"}, {.name = "vfork"}, {.name = "__vfork"},
+    /* last: not in sample mode (bind_interposers) */
+    {.name = "__cyg_profile_func_enter"}, {.name = "__cyg_profile_func_exit"},
+};
+#define N_BOUND (sizeof(bound) / sizeof(bound[0]))
+
+/* Entries pl_bind pointed at the shim's function `name`. */
+static unsigned bound_count(const char *name)
+{
+	for (size_t i = 0; i < N_BOUND; i++)
+		if (!strcmp(bound[i].name, name))
+			return bound[i].bound;
+	return 0;
+}
+
+/* Binds the interposers; says when some entry could not be written (the others are
+ * bound all the same). The -finstrument-functions hooks only in trace mode: in sample
+ * mode they would follow an instrumented program's switches by the stack pointer,
+ * where an attached shim finds coroutines by their stacks at ticks (adapter-stack.c). */
+static void bind_interposers(void)
+{
+	size_t n = N_BOUND;
+	if (pl_cfg.mode == COPROF_MODE_SAMPLE)
+		n -= 2; /* the hooks, last */
+	int rc = pl_bind(bound, n);
+	if (rc != 0)
+		pl_say("attach: some of the program's calls of the C library stay unseen: %s",
+		       strerror(-rc));
+}
+
 static const struct pl_lend lend = {
     .threads_pause = pl_control_fork_pause,
     .threads_resume = pl_control_fork_resume,
@@ -93,7 +155,7 @@ static int setup(void)
 	if (rc == 0 && (rc = coprof_create(&opt, &pl_prof)) != 0)
 		snprintf(err, sizeof(err), "cannot create the profiler: %s", coprof_strerror(rc));
 	if (rc != 0) {
-		pl_say("attach: %s; not profiling", err);
+		give_up("%s", err);
 		pl_prof = NULL;
 		t->guard = 0;
 		return rc < 0 ? rc : -EINVAL;
@@ -122,18 +184,31 @@ static int setup(void)
 	return 0;
 }
 
-/* The set-up thread of a native program (sample mode): opens the window; each thread
- * arms its tick source at once when it registers (coprof_attach_thread). */
+/* The set-up thread of a native program. Sample mode: each thread arms its tick source
+ * at once when it registers (coprof_attach_thread, or the bound pthread_create's start).
+ * Trace mode: the program's -finstrument-functions hooks, once bound, are the
+ * instrument runtime's; a program with none gives up. Then opens the window. */
 static void *native_setup(void *arg)
 {
 	(void)arg;
-	if (setup() == 0) {
-		pl_tls_data.guard = 1;
+	if (setup() != 0)
+		return NULL;
+	pl_tls_data.guard = 1;
+	if (pl_cfg.mode == COPROF_MODE_SAMPLE) {
 		pl_sampler_init_attached();
-		pl_tls_data.guard = 0;
-		pl_control_start();
-		pl_control_republish(); /* the control thread's name says so */
+	} else {
+		pl_stack_init();
+		pl_instrument_init();
 	}
+	bind_interposers();
+	pl_tls_data.guard = 0;
+	if (pl_cfg.mode != COPROF_MODE_SAMPLE && !bound_count("__cyg_profile_func_enter")) {
+		give_up("trace mode needs a program built with -finstrument-functions, and no "
+			"object of this one calls its hooks; use --mode sample");
+		return NULL;
+	}
+	pl_control_start();
+	pl_control_republish(); /* the control thread's name says so */
 	return NULL;
 }
 
@@ -147,7 +222,7 @@ static void *python_setup(void *arg)
 	int (*ensure)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Ensure");
 	void (*release)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "PyGILState_Release");
 	if (!initialized || !ensure || !release || !initialized()) {
-		pl_say("attach: the Python interpreter is not running; not profiling");
+		give_up("the Python interpreter is not running");
 		return NULL;
 	}
 	if (setup() != 0)
@@ -163,13 +238,13 @@ static void *python_setup(void *arg)
 	/* Sample mode: the tick handler reads the frames through the adapter; each thread
 	 * registers with the sampler when coprof's trampoline calls coprof_attach_thread
 	 * on it (this thread cannot wait for the first: it may hold the GIL). */
-	if (pl_cfg.mode == COPROF_MODE_SAMPLE) {
-		pl_tls_data.guard = 1;
+	pl_tls_data.guard = 1;
+	if (pl_cfg.mode == COPROF_MODE_SAMPLE)
 		pl_sampler_init_attached();
-		pl_tls_data.guard = 0;
-	}
+	bind_interposers();
+	pl_tls_data.guard = 0;
 	if (!pl_runtime_on("python")) {
-		pl_say("attach: the CPython adapter could not attach (said above); not profiling");
+		give_up("the CPython adapter could not attach (said above)");
 		return NULL;
 	}
 	pl_control_start();

@@ -514,8 +514,9 @@ int pl_control_exec_prepare(char *state, size_t len)
 	/* A pid that wrote files goes on numbering them after exec (and naming them as a
 	 * forked child, if it was one), so the new image overwrites none of them. One that
 	 * wrote none starts afresh, as a program a launcher (timeout, sh) forks and execs
-	 * did before exec was hooked: it writes the name COPROF_OUT gives. */
-	if (dumps + exec_wrote > 0)
+	 * did before exec was hooked: it writes the name COPROF_OUT gives. An attached
+	 * shim hands nothing over: the new image has no shim to take the variable out. */
+	if (dumps + exec_wrote > 0 && !attached_control)
 		snprintf(state, len, "%ld:%u:%d", (long)getpid(), dumps + exec_wrote, forked);
 	pthread_mutex_unlock(&lock);
 	return was_running;

@@ -41,6 +41,20 @@ PL_HIDDEN int pl_fd_adopt(struct pl_fd *f, int fd);
  * a number the program reused is never closed); f is none afterwards. */
 PL_HIDDEN void pl_fd_close(struct pl_fd *f);
 
+/* --- the interposers bound into a running program (bind.c) ------------------------ */
+
+/* A name to bind; pl_bind fills in the shim's function of that name (NULL: none) and
+ * how many entries it pointed at it. */
+struct pl_bind_name {
+	const char *name;
+	void *ours;
+	unsigned bound;
+};
+/* Points every loaded object's GOT entries for the names at the shim's functions (not
+ * the shim's own, the loader's or the vDSO's). 0, or the -errno of the first entry it
+ * could not write (the others are bound all the same). */
+PL_HIDDEN int pl_bind(struct pl_bind_name *names, size_t n);
+
 /* --- the signal guard (signal-guard.c): signals the shim owns ------------------------ */
 
 /* pl_sig_guard keeps `signo` (whose handler the caller has just installed) the shim's:

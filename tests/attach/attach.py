@@ -39,11 +39,12 @@ started = []  # every process this script started, killed by pid at the end
 class Target:
     """A process started without coprof, its stdout in a file."""
 
-    def __init__(self, cmd, ready=True, env=None):
+    def __init__(self, cmd, ready=True, env=None, orders=False):
         self.out = os.path.join(TMP, "target-%d.out" % len(started))
         with open(self.out, "w") as f:
             self.p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=TMP,
-                                      env=env or base_env())
+                                      env=env or base_env(),
+                                      stdin=subprocess.PIPE if orders else None)
         started.append(self.p)
         self.pid = self.p.pid
         if ready:
@@ -54,6 +55,11 @@ class Target:
     def text(self):
         with open(self.out) as f:
             return f.read()
+
+    def order(self, line):
+        """One order on the target's stdin (target.c orders, late.py)."""
+        self.p.stdin.write(line.encode() + b"\n")
+        self.p.stdin.flush()
 
     def rounds(self):
         got = re.findall(r"^rounds (\d+)$", self.text(), re.M)
@@ -305,6 +311,99 @@ def case_threads():
     runs_on(t, shim=True)
 
 
+def attached_window(t, *opts):
+    """attach with a window left open (no --duration): 0, said, the padding clean."""
+    r = coprof("attach", *opts, "-o", "w-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    clean(r.stdout)
+    return os.path.join(TMP, "w-%d.pstat" % t.pid)
+
+
+def late_thread(t):
+    """Orders the target to start a thread, and gives it half a second: its tid."""
+    before = set(os.listdir("/proc/%d/task" % t.pid))
+    t.order("thread")
+    wait_for(lambda: "started" in t.text(), 10, "the late thread to start")
+    time.sleep(0.5)
+    new = set(os.listdir("/proc/%d/task" % t.pid)) - before
+    check(len(new) == 1, "new threads %r" % new)
+    return int(new.pop())
+
+
+def case_late_thread():
+    """A thread the program starts after the attach (the bound pthread_create) is
+    sampled from its start: its function is in the profile, and its tid in the file's
+    threads beside the two there before."""
+    t = Target([TARGET, "orders"], orders=True)
+    path = attached_window(t)
+    tid = late_thread(t)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    prof = native_profile(path)
+    check(prof.nc("late_thread") > 0, "late_thread not sampled")
+    tids = sorted(th.get("tid") for th in prof.extras["threads"])
+    check(len(tids) == 3 and tid in tids, "threads %r, the late one %d" % (tids, tid))
+    runs_on(t, shim=True)
+
+
+def case_trace_native():
+    """Trace mode on a native program built with -finstrument-functions: its hooks are
+    bound, so from the attach on every call is counted. spin_inner is called only by
+    spin_outer, 100 times a call (the window cuts at most one call of spin_outer at each
+    end); the late thread's function is called once."""
+    t = Target([os.environ["COPROF_ATTACH_TARGET_INSTR"], "orders"], orders=True)
+    path = attached_window(t, "--mode", "trace")
+    late_thread(t)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    prof = Profile(path)
+    check(prof.extras["mode"] == "trace", "mode %s" % prof.extras["mode"])
+    outer, inner = prof.nc("spin_outer"), prof.nc("spin_inner")
+    check(outer > 0 and abs(inner - 100 * outer) <= 100, "calls %d outer, %d inner" % (
+        outer, inner))
+    callers = {k[2] for k in prof.one("spin_inner")[4]}
+    check(callers == {"spin_outer"}, "spin_inner called by %r" % callers)
+    check(prof.nc("late_thread") == 1, "late_thread called %d times" % prof.nc("late_thread"))
+    runs_on(t, shim=True)
+
+
+def case_exec_writes():
+    """A program that execs while attached: the window is written first, and the new
+    image (env, which prints its environment) sees no variable of coprof's."""
+    t = Target([TARGET, "orders"], orders=True)
+    path = attached_window(t)
+    time.sleep(0.3)
+    t.order("exec")
+    check(t.p.wait(20) == 0, "exit %s" % t.p.returncode)
+    check("PATH=" in t.text() and "COPROF" not in t.text(), t.text()[-600:])
+    native_profile(path)
+
+
+def case_exit_writes():
+    """A program that leaves through _exit while attached: the window is written."""
+    t = Target([TARGET, "orders"], orders=True)
+    path = attached_window(t)
+    time.sleep(0.3)
+    t.order("_exit")
+    check(t.p.wait(20) == 0, "exit %s" % t.p.returncode)
+    native_profile(path)
+
+
+def case_python_late_thread(python):
+    """A Python thread started after a sample-mode attach is sampled (the bound
+    pthread_create registers it): late_crunch is in the profile, on its own thread."""
+    t = Target([python, os.path.join(HERE, "late.py")], orders=True)
+    path = attached_window(t, "--mode", "sample")
+    tid = late_thread(t)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    prof = Profile(path)
+    check(prof.nc("late_crunch") > 0 and prof.nc("main_crunch") > 0, "crunch not sampled")
+    tids = [th.get("tid") for th in prof.extras["threads"]]
+    check(tid in tids, "threads %r, the late one %d" % (tids, tid))
+    check(t.p.poll() is None and "Traceback" not in t.text(), t.text()[-400:])
+
+
 def case_bad_input():
     """Bad usage: one line, exit 2, nothing attached."""
     t = Target([TARGET, "busy"])
@@ -314,7 +413,7 @@ def case_bad_input():
             (["--duration", "1", "--until-signal", str(t.pid)], "exclude each other"),
             (["--hz", "0", str(t.pid)], "--hz is a rate"),
             (["-5"], "not a pid"),
-            (["--mode", "trace", str(t.pid)], "trace mode needs Python"),
+            (["--mode", "trace", str(t.pid)], "built with -finstrument-functions"),
             (["x1"], "not a pid")):
         refused(coprof("attach", *args), words)
     r = coprof("detach", str(t.pid))

@@ -9,7 +9,11 @@
  *   target main-exits  a busy thread runs on after main's pthread_exit
  *   target forks    sleeps a second, forks, and both are busy
  *   target gaps     busy, printing the longest pause between two rounds every 250 ms
- *                   (bench/attach/stop.py) */
+ *                   (bench/attach/stop.py)
+ *   target orders   busy, and takes orders on stdin, a line each, from a thread that
+ *                   reads them: "thread" starts a busy thread (late_thread) and prints
+ *                   "started"; "exec" execs env (which prints the environment);
+ *                   "_exit" leaves through _exit(0) */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -85,6 +89,36 @@ static void *busy_thread(void *arg)
 	return NULL;
 }
 
+/* A thread the program starts once coprof may be attached. */
+__attribute__((noinline)) static void *late_thread(void *arg)
+{
+	(void)arg;
+	uint64_t x = 11;
+	for (;;)
+		sink = x = spin_outer(x);
+	return NULL;
+}
+
+static void *orders(void *arg)
+{
+	(void)arg;
+	char line[64];
+	while (fgets(line, sizeof(line), stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!strcmp(line, "thread")) {
+			pthread_t t;
+			if (pthread_create(&t, NULL, late_thread, NULL) == 0)
+				printf("started\n");
+		} else if (!strcmp(line, "exec")) {
+			execl("/usr/bin/env", "env", (char *)NULL);
+			perror("exec");
+		} else if (!strcmp(line, "_exit")) {
+			_exit(0);
+		}
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -140,12 +174,15 @@ int main(int argc, char **argv)
 		pthread_create(&t, NULL, busy_thread, NULL);
 		printf("ready\n");
 		pthread_exit(NULL);
+	} else if (argc == 2 && !strcmp(argv[1], "orders")) {
+		pthread_t t;
+		pthread_create(&t, NULL, orders, NULL);
 	} else if (argc == 2 && !strcmp(argv[1], "threads")) {
 		pthread_t t[2];
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|seccomp|main-exits|forks|gaps|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|orders|seccomp|main-exits|forks|gaps|sleep N\n");
 		return 2;
 	}
 	printf("ready\n");
