@@ -479,6 +479,46 @@ def reuse(delay, side):
     print("reuse done")
 
 
+def handles():
+    """What a program prints of asyncio's Handle._run, which sample mode watches (on
+    3.10 and 3.11 by a stand-in on its class): the stack a callback sees, the traceback
+    of a callback that raises (through the loop's exception handler), a task's, and how
+    the class shows the method."""
+    import asyncio
+    import traceback
+
+    def show_stack():
+        print("".join(traceback.format_stack()[-4:]).replace(sys.prefix, "PREFIX"))
+
+    def fail():
+        raise ValueError("callback failed")
+
+    async def failing_task():
+        await asyncio.sleep(0)
+        raise KeyError("task failed")
+
+    def on_error(loop, context):
+        e = context.get("exception")
+        print("handler:", context["message"])
+        print("".join(traceback.format_exception(type(e), e, e.__traceback__)))
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(on_error)
+        loop.call_soon(show_stack)
+        loop.call_soon(fail)
+        await asyncio.sleep(0.01)
+        try:
+            await asyncio.create_task(failing_task())
+        except KeyError:
+            traceback.print_exc(file=sys.stdout)
+        h = asyncio.events.Handle(show_stack, (), loop)
+        h._run()
+        print(callable(asyncio.events.Handle._run), repr(h).split(" ")[0])
+    asyncio.run(main())
+    print("handles done")
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     arg = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
@@ -490,4 +530,4 @@ if __name__ == "__main__":
      "atoggle": atoggle, "afork": afork, "achurn": lambda: achurn(arg),
      "tchurn": lambda: achurn(arg, 2),
      "idle": lambda: idle(int(arg), sys.argv[3]), "gap": gap,
-     "reuse": lambda: reuse(arg, sys.argv[3])}[what]()
+     "reuse": lambda: reuse(arg, sys.argv[3]), "handles": handles}[what]()
