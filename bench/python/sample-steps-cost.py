@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """sample-steps-cost.py: what sample mode's loop steps cost (doc/design.md rule 11,
-python/sampling/steps.c: local sys.monitoring events on asyncio's Handle._run, 3.12+).
+python/sampling/steps.c: local sys.monitoring events on asyncio's Handle._run on 3.12+,
+a C stand-in for it on its class on 3.10 and 3.11).
 
 Runs a hotpath.py workload (pyperformance's async_tree by default) unprofiled and in
 sample mode under two shims, interleaved (the order turns each run), and prints each

@@ -7,8 +7,8 @@ fork      os.fork(): the child spins in child_work, the parent in parent_work
 stress    frame races: threads make and drop functions, lambdas, generators and exec'd
           code objects as fast as they can, for SECONDS (argv[2])
 tasks     asyncio: tasks "three" (named by create_task) and "one" (named by set_name)
-          share the CPU 3:1 for SECONDS of CPU; "sleeper" awaits fetch(), which awaits
-          asyncio.sleep(0.5) after running for far less than a tick
+          share the CPU 3:1 for SECONDS of CPU; "sleeper" awaits fetch(), which waits
+          for the split to end (an asyncio.Event) after running for far less than a tick
 tthreads  tasks' program in two event loops at once, each in a thread of its own
           (threading.Thread(target=asyncio.run)), the main thread blocked in join():
           SECONDS of each loop thread's CPU; the second's tasks are three_b, one_b and
@@ -206,17 +206,17 @@ async def worker(fn, n, spent):
         await asyncio.sleep(0)
 
 
-async def fetch():
-    """Sleeps 0.5 s; returns the wall time the await took, resumed late on a loaded
-    machine (the loop's thread waits for the CPU or the GIL)."""
-    import asyncio
+async def fetch(done):
+    """Waits until the split is over (`done`, an asyncio.Event); returns the wall time the
+    await took. Not a fixed sleep: on a loaded machine the first scan of the tasks came
+    after a 0.5 s sleep had ended, and no wait was sampled at all."""
     t0 = time.perf_counter()
-    await asyncio.sleep(0.5)
+    await done.wait()
     return time.perf_counter() - t0
 
 
-async def waiter():
-    return await fetch()
+async def waiter(done):
+    return await fetch(done)
 
 
 async def big_b(n):
@@ -234,13 +234,15 @@ async def split_tasks(seconds, cpu_clock, suffix="", fns=(big, small)):
     caller prints it: two threads' prints may interleave)."""
     import asyncio
     spent = {"three": [0.0, 0.0], "one": [0.0, 0.0]}
-    sleeper = asyncio.create_task(waiter(), name="sleeper" + suffix)
+    done = asyncio.Event()
+    sleeper = asyncio.create_task(waiter(done), name="sleeper" + suffix)
     a = asyncio.create_task(worker(fns[0], 30000, spent["three"]), name="three" + suffix)
     b = asyncio.create_task(worker(fns[1], 10000, spent["one"]))
     b.set_name("one" + suffix)
     end = cpu_clock() + seconds
     while cpu_clock() < end:
         await asyncio.sleep(0.02)
+    done.set()
     a.cancel()
     b.cancel()
     await asyncio.gather(a, b, sleeper, return_exceptions=True)

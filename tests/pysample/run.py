@@ -382,8 +382,8 @@ def case_tasks(r, clock, seconds=0.3):
     """Per task: each sample is charged to the asyncio task running, named by
     Task.get_name() (create_task(name=) and set_name): of a 3:1 split between two
     tasks, each task's function in that task only; each task's stacks start at its
-    root coroutine; under wall, a task that awaits fetch(), which awaits
-    asyncio.sleep(0.5), has that wait at fetch's stack, ending in [waiting] in the
+    root coroutine; under wall, a task that awaits fetch(), which waits for the split
+    to end, has that wait at fetch's stack, ending in [waiting] in the
     collapsed export, and under cpu nothing is waiting (check_tasks). Returns
     check_tasks' figures with the shares the tasks measured and the wall time the
     sleeper's await took."""
