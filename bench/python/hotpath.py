@@ -95,6 +95,18 @@ def workload(which, scale=1):
                     c.send(None)
             except StopIteration:
                 pass
+    elif which == "handle_run":
+        # a million asyncio Handle._run calls of a callback that does nothing: what
+        # watching each loop step costs (sample-steps-cost.py), per call
+        def cb():
+            pass
+
+        async def main():
+            h = asyncio.events.Handle(cb, (), asyncio.get_running_loop())
+            for _ in range(1000000 // scale):
+                h._run()
+        t0 = time.process_time()
+        asyncio.run(main())
     elif which in ("await", "task"):
         async def add(a, b):
             return a + b
