@@ -305,6 +305,7 @@ void coprof_ctx_ready(struct coprof_thread *t, struct coprof_ctx *c, uint64_t si
 	if (!t || !c)
 		return;
 	uint32_t st = cp_section_open(t);
+	t->ready_seen = 1;
 	if (c->t != t || c == t->cur || c->is_base || c->state != CP_CTX_SUSPENDED || c->is_ready)
 		goto out;
 	if (st != t->seen && !cp_thread_begin(t, st))
@@ -375,7 +376,7 @@ static void stall_keep(struct coprof_thread *t, const struct coprof_ctx *c, uint
 	}
 	s->ns = ns;
 	s->ctx_id = id;
-	s->behind = t->nready;
+	s->behind = t->ready_seen ? t->nready : UINT32_MAX;
 	s->nticks = 0;
 	if (t->p->opt.mode != COPROF_MODE_TRACE) {
 		s->behind = UINT32_MAX; /* not known: no adapter says when a task is ready */

@@ -240,6 +240,10 @@ struct coprof_thread {
 	uint64_t in_cpu, in_wall;
 	uint64_t rec_wall;
 	uint32_t nready;
+	/* Something told this thread that a task became ready (coprof_ctx_ready): only then
+	 * does a trace-mode stall know the tasks behind it (else -1: the native adapters
+	 * never say, and 0 would claim that none waited). */
+	uint8_t ready_seen;
 	uint32_t stall_gen, last_stall;
 	uint8_t step_kept; /* the step that ended last was kept as a stall */
 	uint64_t last_stall_wall;

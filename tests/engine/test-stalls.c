@@ -210,6 +210,33 @@ Test(stalls, cpu_one_step_innermost_half)
 	one_step_task(COPROF_CLOCK_CPU);
 }
 
+/* Who knows the tasks behind a trace-mode stall: a thread where nothing ever said a
+ * task became ready (a native runtime's adapter never does) writes -1, not a 0 that
+ * claims none waited; once coprof_ctx_ready has been heard there, the count. Two 30 ms
+ * steps of task a while b is suspended: b made ready only before the second. */
+Test(stalls, behind_unknown_until_readiness_is_heard)
+{
+	fx_setup(&f, COPROF_CLOCK_WALL);
+	struct coprof_ctx *a = task(1, "runner"), *b = task(2, "other");
+	at(0), coprof_ctx_switch(f.t, b), enter("other");
+	at(1 * MS), coprof_ctx_switch(f.t, a), enter("run");
+	at(31 * MS), coprof_ctx_switch(f.t, NULL);
+	at(32 * MS), coprof_ctx_ready(f.t, b, 0);
+	at(33 * MS), coprof_ctx_switch(f.t, a);
+	at(63 * MS), coprof_ctx_switch(f.t, NULL);
+	fx_snap(&f);
+	const struct cp_extras *x = &f.prof->ex;
+	cr_assert_eq(x->nstalls, 2);
+	/* longest first: both 30 ms; the first step's is the one kept first */
+	int64_t first = x->stalls[0].behind, second = x->stalls[1].behind;
+	if (fx_ns(x->stalls[0].seconds) == fx_ns(x->stalls[1].seconds) && first != -1) {
+		int64_t t = first;
+		first = second, second = t;
+	}
+	cr_expect_eq(first, -1, "the first step's tasks behind: %lld", (long long)first);
+	cr_expect_eq(second, 1, "the second step's tasks behind: %lld", (long long)second);
+}
+
 /* The innermost call that held half the step is the one kept when it is the first
  * long one: inflate (60 ms of a 100 ms step) inside decode inside handle. */
 Test(stalls, innermost_of_nested_long_calls)

@@ -173,6 +173,25 @@ def case_sample_stalls():
     check("Stalls: 6 steps of 20.000 ms or more" in rep.stdout, rep.stdout)
 
 
+def case_trace_stalls():
+    """The same stalls in trace mode: the shadow stack gives each its longest point
+    (burn_cpu, under crunch_work in crunch), 6 of them, the sleeper's steps none; the
+    ucontext adapter never says when a coroutine becomes ready, so the tasks behind
+    are not known (-1), not none (0)."""
+    out = os.path.join(TMP, "trace-stalls.pstat")
+    record(["-c", "cpu", "-o", out], [os.path.join(SAMPLES, "sched"), "3", "30", "5"])
+    ex = Profile(out).extras
+    crunch = {t["id"] for t in ex["tasks"] if t["name"] == "crunch"}
+    stalls = ex["stalls"]
+    check(len(stalls) == 6 and len(crunch) == 2, f"{len(stalls)} stalls: {stalls}")
+    for tid, task_id, name, seconds, frames, behind in stalls:
+        outer = [k[2] for k in reversed(frames)]
+        check(name == "crunch" and task_id in crunch and seconds >= 0.03,
+              f"stall {name} {task_id}, {seconds:.4f} s")
+        check(outer[:3] == ["crunch", "crunch_work", "burn_cpu"], f"stall stack, outermost first: {outer}")
+        check(behind == -1, f"behind {behind}")
+
+
 def case_sched_nopie():
     """A program built without PIE: the same counts, keys and lines."""
     prof, _, _ = sched("cpu", crunch=5, nap=2, exe="sched-nopie")
