@@ -640,11 +640,13 @@ def case_reuse(r, clock):
     sampled time and the part in its task (bench/python/accuracy.py: all of it)."""
     out = os.path.join(r.tmp, "reuse.pstat")
     side = os.path.join(r.tmp, "reuse.json")
-    delay = 0.6
     # A loaded machine may run reused_a for longer than the delay (its 0.05 s of CPU),
-    # or run the delayed scan after reused_b's end: a scan then lists reused_a, or none
-    # reused_b, and the run tests nothing; it is run again.
+    # or hold the main task's first tick or the folding thread long enough that the
+    # delayed scan falls in reused_a, or run it after reused_b's end: a scan then lists
+    # reused_a, or none reused_b, and the run tests nothing. It is run again with the
+    # delay doubled (a loaded tier run failed all three at 0.6 s).
     for attempt in range(3):
+        delay = 0.6 * 2 ** attempt
         r.run(["reuse", str(delay), side], clock, out, base=["reuse", "0", side],
               COPROF_TEST_SCAN_DELAY_MS=int(delay * 1000))
         with open(side) as f:
