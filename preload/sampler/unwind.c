@@ -56,9 +56,8 @@ static int masks_reach_guard(void)
 static int (*init2_fn)(void *cursor, void *uc, int flag);
 static int (*step_fn)(void *cursor);
 static int (*get_reg_fn)(void *cursor, int reg, uintptr_t *val);
-/* unw_get_proc_info. For a pc no unwind information covers, x86-64's libunwind makes
- * up a procedure one byte long at that pc (start_ip, end_ip: its first two words)
- * rather than fail. Its unw_proc_info_t is 10 words; PROC_INFO_WORDS leaves room. */
+/* unw_get_proc_info (no_unwind_info). Its unw_proc_info_t is 10 words on x86-64;
+ * PROC_INFO_WORDS leaves room. */
 #define PROC_INFO_WORDS 32
 static int (*proc_info_fn)(void *cursor, void *info);
 
@@ -231,24 +230,25 @@ __attribute__((no_sanitize("address"))) static int busy(const ucontext_t *uc)
 	return 0;
 }
 
+/* Whether the cursor's frame lies in code no unwind information covers. x86-64's
+ * libunwind makes up a procedure one byte long at such a pc (start_ip, end_ip: the
+ * first two words of unw_proc_info_t) rather than fail. */
+static int no_unwind_info(void *cursor, uintptr_t pc)
+{
+	uint64_t info[PROC_INFO_WORDS];
+	return proc_info_fn && (proc_info_fn(cursor, info) < 0 || (info[0] == pc && info[1] == pc + 1));
+}
+
 int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int max, uintptr_t *base)
 {
 	*base = 0;
 	sig_atomic_t saved;
 	if (!init2_fn || !step_fn || !get_reg_fn || busy(uc) || begin_walk(tls, &saved) < 0)
 		return -1;
-	uint64_t cursor[UNW_CURSOR_WORDS], info[PROC_INFO_WORDS];
-	int n = 0, rc = -1, trusted = 1;
+	uint64_t cursor[UNW_CURSOR_WORDS];
+	int n = 0, rc = -1;
 	uintptr_t ip, sp, last = 0;
 	if (init2_fn(cursor, (void *)uc, UNW_INIT_SIGNAL_FRAME_FLAG) == 0) {
-		/* A tick in code no unwind information covers (a runtime's switch written in
-		 * assembly, State Threads' register restore, halfway between two stacks):
-		 * libunwind then follows the frame pointer, which may lead into another
-		 * stack's frames, and its end is no stack's. The pcs are kept; no base. */
-		uintptr_t pc;
-		if (proc_info_fn && get_reg_fn(cursor, UNW_REG_IP_X86_64, &pc) == 0 &&
-		    (proc_info_fn(cursor, info) < 0 || (info[0] == pc && info[1] == pc + 1)))
-			trusted = 0;
 		do {
 			if (get_reg_fn(cursor, UNW_REG_IP_X86_64, &ip) < 0 ||
 			    get_reg_fn(cursor, UNW_REG_SP_X86_64, &sp) < 0) {
@@ -261,13 +261,25 @@ int pl_unw_walk(struct pl_tls *tls, const ucontext_t *uc, uintptr_t *pcs, int ma
 			}
 			pcs[n++] = ip;
 			last = sp;
+			/* Code no unwind information covers: libunwind would go on by the frame
+			 * pointer, which may lead into another stack's frames (once: past a
+			 * hand-written switch's start routine, a cycle rt_parse, 0x0, rt_parse
+			 * that no root reached). The interrupted frame there (a runtime's switch
+			 * in assembly, State Threads' register restore, halfway between two
+			 * stacks) is kept alone, with no end: the fold charges it by its stack
+			 * pointer. A caller there (a coroutine's start routine) is the stack's
+			 * outermost frame, as when the frame pointer it finds is 0. */
+			if (no_unwind_info(cursor, ip)) {
+				rc = n > 1 ? 0 : -1;
+				break;
+			}
 			rc = n < max ? step_fn(cursor) : -1;
 		} while (rc > 0);
 	}
 	/* No caller of the interrupted frame itself is no end: libunwind says so of code
 	 * with no unwind information when the frame pointer is 0, as in a switch written
 	 * in assembly that has just popped a new coroutine's zeroed registers. */
-	if (rc == 0 && n > 1 && trusted)
+	if (rc == 0 && n > 1)
 		*base = last;
 	end_walk(tls, saved);
 	return n ? n : -1;

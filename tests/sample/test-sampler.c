@@ -130,11 +130,26 @@ __asm__(".text\n"
 	".size no_cfi_code, .-no_cfi_code\n");
 void no_cfi_code(void);
 
+/* The same for a caller: calls the function in its first argument, as a coroutine's
+ * start routine written in assembly calls the coroutine's entry. */
+__asm__(".text\n"
+	".globl no_cfi_call\n"
+	".type no_cfi_call, @function\n"
+	"no_cfi_call:\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tcall *%rdi\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	".size no_cfi_call, .-no_cfi_call\n");
+void no_cfi_call(void (*fn)(void));
+
 /* A tick's walk that reaches its stack's end gives that end (the fold keys a stack no
- * adapter knows by it); one from code without unwind information gives none, whatever
- * libunwind's frame-pointer guess reached: under load a tick in State Threads' restore
- * made a third task of a two-coroutine program. The same stack, the same frames: only
- * the interrupted pc differs. */
+ * adapter knows by it); one from code without unwind information gives the pc alone
+ * and no end, whatever libunwind's frame-pointer guess would reach: under load a tick
+ * in State Threads' restore made a third task of a two-coroutine program, and one in a
+ * hand-written switch a cycle of frames no root reached. The same stack, the same
+ * frames: only the interrupted pc differs. */
 __attribute__((noinline)) static void walk_ends(void)
 {
 	cr_assert_eq(stub_init(0, 997), 0);
@@ -146,7 +161,7 @@ __attribute__((noinline)) static void walk_ends(void)
 	cr_assert_neq(base, 0, "the walk from a function with unwind information ends");
 	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)&no_cfi_code;
 	n = stub_unw_walk(&uc, pcs, 64, &base);
-	cr_assert(n >= 1 && pcs[0] == (uintptr_t)&no_cfi_code, "%d frames from %#lx", n,
+	cr_assert(n == 1 && pcs[0] == (uintptr_t)&no_cfi_code, "%d frames from %#lx", n,
 		  (unsigned long)pcs[0]);
 	cr_expect_eq(base, 0, "a walk from code with no unwind information gave end %#lx",
 		     (unsigned long)base);
@@ -155,6 +170,34 @@ __attribute__((noinline)) static void walk_ends(void)
 Test(sampler, walk_from_code_without_unwind_info_has_no_end)
 {
 	walk_ends();
+}
+
+static uintptr_t inside_pcs[64], inside_base;
+static int inside_n;
+
+__attribute__((noinline)) static void walk_inside(void)
+{
+	ucontext_t uc;
+	if (getcontext(&uc) == 0)
+		inside_n = stub_unw_walk(&uc, inside_pcs, 64, &inside_base);
+	__asm__ volatile("" ::: "memory"); /* no tail call: the frame stays */
+}
+
+/* A frame without unwind information above the interrupted one is the stack's
+ * outermost, as a coroutine's start routine is: the walk ends there (its stack pointer
+ * the end), and never goes on by the frame pointer into frames of another stack (past
+ * it here: the test's own callers; once, past a hand-written switch's start, a cycle of
+ * frames that no root reached). */
+Test(sampler, walk_ends_at_a_caller_without_unwind_info)
+{
+	cr_assert_eq(stub_init(0, 997), 0);
+	no_cfi_call(walk_inside);
+	cr_assert(inside_n >= 2, "a walk of %d frames", inside_n);
+	uintptr_t last = inside_pcs[inside_n - 1];
+	cr_expect(last > (uintptr_t)&no_cfi_call && last < (uintptr_t)&no_cfi_call + 16,
+		  "the walk went on past no_cfi_call: %d frames, the last at %#lx", inside_n,
+		  (unsigned long)last);
+	cr_expect_neq(inside_base, 0, "no end");
 }
 
 Test(sampler, cpu_split_two_thirds)
