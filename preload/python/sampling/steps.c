@@ -70,6 +70,26 @@ static void step_end(void)
 		coprof_stall_behind(t, (uint32_t)n);
 }
 
+/* asyncio.events.Handle (a new reference, in *cls) and its _run function (a new
+ * reference), when asyncio is loaded and _run is a Python function; NULL otherwise,
+ * with no error set. Imports nothing. */
+static PyObject *handle_run(PyObject **cls)
+{
+	PyObject *name = PyUnicode_FromString("asyncio.events");
+	PyObject *m = name ? PyImport_GetModule(name) : NULL;
+	PyObject *h = m ? PyObject_GetAttrString(m, "Handle") : NULL;
+	PyObject *run = h ? PyObject_GetAttrString(h, "_run") : NULL;
+	if (run && !PyFunction_Check(run))
+		Py_CLEAR(run);
+	if (run)
+		*cls = Py_NewRef(h);
+	Py_XDECREF(h);
+	Py_XDECREF(m);
+	Py_XDECREF(name);
+	PyErr_Clear();
+	return run;
+}
+
 #if PY_VERSION_HEX >= 0x030C0000
 
 /* The frame running now, when it runs `code`. */
@@ -106,16 +126,10 @@ static PyTypeObject callback_type = PL_PY_CALLBACK_TYPE("coprof.step_callback");
  * loaded; NULL otherwise. Imports nothing. */
 static PyObject *handle_run_code(void)
 {
-	PyObject *name = PyUnicode_FromString("asyncio.events");
-	PyObject *m = name ? PyImport_GetModule(name) : NULL;
-	PyObject *h = m ? PyObject_GetAttrString(m, "Handle") : NULL;
-	PyObject *run = h ? PyObject_GetAttrString(h, "_run") : NULL;
-	PyObject *code = run && PyFunction_Check(run) ? Py_NewRef(PyFunction_GET_CODE(run)) : NULL;
+	PyObject *h = NULL, *run = handle_run(&h);
+	PyObject *code = run ? Py_NewRef(PyFunction_GET_CODE(run)) : NULL;
 	Py_XDECREF(run);
 	Py_XDECREF(h);
-	Py_XDECREF(m);
-	Py_XDECREF(name);
-	PyErr_Clear();
 	return code;
 }
 
@@ -203,14 +217,11 @@ void pl_pys_steps_install(void)
 		return;
 	struct pl_py_exc e;
 	pl_py_exc_save(&e);
-	PyObject *name = PyUnicode_FromString("asyncio.events");
-	PyObject *m = name ? PyImport_GetModule(name) : NULL;
-	PyObject *h = m ? PyObject_GetAttrString(m, "Handle") : NULL;
-	PyObject *run = h ? PyObject_GetAttrString(h, "_run") : NULL;
+	PyObject *h = NULL, *run = handle_run(&h);
 	if (run)
 		installed = 1;
 	struct step_run *r = NULL;
-	if (run && PyFunction_Check(run) && PyType_Ready(&run_type) == 0 &&
+	if (run && PyType_Ready(&run_type) == 0 &&
 	    (r = PyObject_New(struct step_run, &run_type))) {
 		r->call = run_call;
 		r->orig = run; /* kept for good, as the class is */
@@ -222,8 +233,6 @@ void pl_pys_steps_install(void)
 	}
 	Py_XDECREF(run);
 	Py_XDECREF(h);
-	Py_XDECREF(m);
-	Py_XDECREF(name);
 	PyErr_Clear();
 	pl_py_exc_restore(&e);
 }
