@@ -204,9 +204,9 @@ def case_uc_preempt_sample():
                 check("done" in p.stdout and "allocations in the handler: 0" in p.stdout,
                       f"{what}: {p.stdout}")
                 check(not coprof_lines(p), f"{what}: stderr {p.stderr}")
-                # (once, under stress --cpu 2, the toggled run wrote no file and said
-                # nothing: the window recorded no tick before the program's 400 ms
-                # ended; say so plainly if it happens again)
+                # (under stress --cpu 2 a toggled run wrote no file: the program had
+                # made 20 switches when its 400 ms ran out, and the window no tick;
+                # it now runs on to 100 switches. Say so plainly if it happens again)
                 check(os.path.exists(out), f"{what}: no profile written; stdout {p.stdout!r}, "
                       f"stderr {p.stderr!r}")
                 ran = samples_in(Profile(out).extras, "green_work")

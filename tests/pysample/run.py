@@ -556,7 +556,8 @@ def case_idlestarved(r, clock):
     idle_waits checks idle. bench/python/accuracy.py holds each task to about the same
     wait: none loses what its slot measured but had not handed over when the program
     ended (before, each slot kept up to ten scans of it, at its own turn: waits of
-    0.0-0.9 s for a wait of 1 s)."""
+    0.0-0.9 s for a wait of 1 s). Under wall only (meson.build): cpu has no waits, and
+    its listing of the tasks is idle_cpu's."""
     return idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
 
 

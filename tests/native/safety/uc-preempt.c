@@ -1,8 +1,8 @@
 /* uc-preempt.c: preemptive green threads. Two coroutines, green_a and green_b, burn CPU
  * while a SIGALRM timer (every 2 ms) switches between them with swapcontext from inside
- * its handler, for 400 ms. Built with -DCOUNT_ALLOC it also counts the allocations made
- * while the handler runs (it allocates nothing itself: any are the profiler's) and
- * prints them. `uc-preempt toggle` raises SIGUSR2 as the timer starts (run it with the
+ * its handler, for 400 ms and at least 100 switches. Built with -DCOUNT_ALLOC it also
+ * counts the allocations made while the handler runs (it allocates nothing itself: any
+ * are the profiler's) and prints them. `uc-preempt toggle` raises SIGUSR2 as the timer starts (run it with the
  * profiler waiting for that signal: the window opens while the handler switches).
  *
  * SIGALRM is blocked wherever a switch could go wrong, as a real preemptive scheduler
@@ -84,10 +84,14 @@ static void on_alarm(int sig)
 	in_handler = 0; /* resumed: back in this green thread's own handler frame */
 }
 
+/* 400 ms, and at least MIN_SWITCHES handlers: on a loaded machine 400 ms of wall time
+ * gave the program 20 (a toggled window then had no time to record a tick), where a
+ * quiet one gives 200. */
+#define MIN_SWITCHES 100
 __attribute__((noinline)) static void green_work(void)
 {
 	volatile unsigned long x = 0;
-	while (now() < deadline)
+	while (now() < deadline || switches < MIN_SWITCHES)
 		x++;
 }
 
