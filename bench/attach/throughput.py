@@ -17,9 +17,14 @@ same run's unprofiled figure, which a machine whose other load comes and goes fr
 to run disturbs less; the server's CPU time per request (all its threads, user and
 system, from /proc/PID/stat: the profiler's own threads count), which other load on
 the machine moves much less than requests/s; and the load average before and after.
+With --perf, `perf record -p` samples the server during the attached and the
+preloaded loads, and a second table gives the part of those samples in coprof's own
+objects (libcoprof*.so, coprof-python*.so): a share of the server's own CPU, which the
+machine's other load does not move, so it compares attached with preloaded where
+requests/s cannot.
 
 usage: throughput.py --coprof BIN --lib LIBCOPROF_PRELOAD --python PY_WITH_AIOHTTP
-                     [--runs N] [--redis-n N] [--ab-n N]"""
+                     [--runs N] [--redis-n N] [--ab-n N] [--perf]"""
 import argparse
 import os
 import re
@@ -123,11 +128,38 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(server, pid):
-    """One load: (requests/s, the server's CPU microseconds per request)."""
+PERF = None  # --perf: a directory for perf's files
+
+
+def coprof_share(data):
+    """The percentage of perf's samples in data that fell in coprof's objects."""
+    r = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso",
+                        "--stdio"], capture_output=True, text=True)
+    share = 0.0
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+(\S+)", line)
+        if m and "coprof" in m.group(2):
+            share += float(m.group(1))
+    return share
+
+
+def measure(server, pid, sampled=False):
+    """One load: (requests/s, the server's CPU microseconds per request), and with
+    --perf, for a profiled server (sampled), coprof's share of its samples."""
+    rec = None
+    if PERF and sampled:
+        data = os.path.join(PERF, "perf.data")
+        rec = subprocess.Popen(["perf", "record", "-q", "-F", "999", "-p", str(pid), "-o",
+                                data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.3)  # perf is sampling before the load starts
     before = cpu_seconds(pid)
     rps = server.load()
-    return rps, (cpu_seconds(pid) - before) * 1e6 / server.requests
+    cpu = (cpu_seconds(pid) - before) * 1e6 / server.requests
+    if rec is None:
+        return rps, cpu
+    rec.send_signal(signal.SIGINT)
+    rec.wait()
+    return rps, cpu, coprof_share(data)
 
 
 def clean_env():
@@ -157,7 +189,7 @@ def plain(server, coprof, tmp):
                            capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("coprof attach: %r" % r.stderr)
-        got["attached"] = measure(server, p.pid)
+        got["attached"] = measure(server, p.pid, sampled=True)
         r = subprocess.run([coprof, "detach", str(p.pid)], capture_output=True, text=True)
         if r.returncode != 0 or "wrote" not in r.stdout:
             sys.exit("coprof detach: %r %r" % (r.stdout, r.stderr))
@@ -174,7 +206,7 @@ def preloaded(server, lib, tmp):
     p = server.start(tmp, env)
     try:
         server.load()  # warm-up
-        got = {"preloaded": measure(server, p.pid)}
+        got = {"preloaded": measure(server, p.pid, sampled=True)}
     finally:
         stop(p)
     # the shim profiled all along: it writes its file as the server exits
@@ -191,11 +223,16 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--redis-n", type=int, default=100000)
     ap.add_argument("--ab-n", type=int, default=4000)
+    ap.add_argument("--perf", action="store_true",
+                    help="also coprof's share of the server's samples (perf record)")
     a = ap.parse_args()
-    for tool in ("redis-server", "redis-benchmark", "ab"):
+    global PERF
+    for tool in ("redis-server", "redis-benchmark", "ab") + (("perf",) if a.perf else ()):
         if not shutil.which(tool):
             sys.exit("%s is not installed (scripts/setup.sh)" % tool)
     lib = os.path.realpath(a.lib)
+    if a.perf:
+        PERF = tempfile.mkdtemp(prefix="coprof-bench-perf-")
     servers = [Redis(a.redis_n), Aiohttp(os.path.abspath(a.python), a.ab_n)]
     rows = {(s.name, v): [] for s in servers for v in VARIANTS}
     load_before = os.getloadavg()
@@ -206,8 +243,8 @@ def main():
                 order = [plain, preloaded] if run % 2 == 0 else [preloaded, plain]
                 for f in order:
                     got = f(s, a.coprof if f is plain else lib, tmp)
-                    for v, rps in got.items():
-                        rows[(s.name, v)].append(rps)
+                    for v, fig in got.items():
+                        rows[(s.name, v)].append(fig)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         print("run %d of %d done" % (run + 1, a.runs), file=sys.stderr, flush=True)
@@ -217,17 +254,28 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for s in servers:
         unprof = rows[(s.name, "unprofiled")]
-        base = statistics.median(r for r, _ in unprof)
-        cpu_base = statistics.median(c for _, c in unprof)
+        base = statistics.median(f[0] for f in unprof)
+        cpu_base = statistics.median(f[1] for f in unprof)
         for v in VARIANTS:
-            rps = [r for r, _ in rows[(s.name, v)]]
-            cpu = [c for _, c in rows[(s.name, v)]]
-            own = [r / u for r, (u, _) in zip(rps, unprof)]
+            rps = [f[0] for f in rows[(s.name, v)]]
+            cpu = [f[1] for f in rows[(s.name, v)]]
+            own = [r / u[0] for r, u in zip(rps, unprof)]
             print(("| %s | %s | %.0f (%.0f-%.0f) | %.3f | %.3f (%.3f-%.3f) "
                    "| %.1f (%.1f-%.1f) | %.3f |")
                   % (s.name, v, statistics.median(rps), min(rps), max(rps),
                      statistics.median(rps) / base, statistics.median(own), min(own), max(own),
                      statistics.median(cpu), min(cpu), max(cpu), statistics.median(cpu) / cpu_base))
+    if PERF:
+        print()
+        print("| server | variant | coprof's share of the server's perf samples, %: "
+              "median (min-max) |")
+        print("|---|---|---|")
+        for s in servers:
+            for v in ("preloaded", "attached"):
+                sh = [f[2] for f in rows[(s.name, v)]]
+                print("| %s | %s | %.2f (%.2f-%.2f) |" % (s.name, v, statistics.median(sh),
+                                                         min(sh), max(sh)))
+        shutil.rmtree(PERF, ignore_errors=True)
     print()
     print("%d runs; load average (1, 5, 15 min) before %.2f %.2f %.2f, after %.2f %.2f %.2f; "
           "%s UTC" % ((a.runs,) + load_before + load_after

@@ -8,7 +8,9 @@
  * thread may hold it). In sample mode each of the program's threads then registers
  * with the sampler in coprof_attach_thread. The interposers a preloaded shim would
  * have had bound (`bound` below) are bound into the program's objects (bind.c): threads
- * started from then on register as they start, exec and _exit write the window, and an
+ * started from then on register as they start, exec and _exit write the window, the
+ * coroutine switches of ucontext and Boost.Context are seen from the next one, handlers
+ * installed from then on are known (and the sampler's tick signal is guarded), and an
  * instrumented program's -finstrument-functions hooks are ours (trace mode). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -94,15 +96,24 @@ __attribute__((format(printf, 1, 2))) static void give_up(const char *fmt, ...)
 /* The interposers bound into the program's objects, those a preloaded shim has that
  * are right from a running program's middle: thread starts and names, exec and _exit
  * (each writes the window first; exec hands nothing over: the new image has no shim),
- * vfork (its child's hooks touch nothing of the parent's), and the hooks of
- * -finstrument-functions (trace mode). Not the signal, mask and credential functions, nor the
- * coroutine switches: their wrappers keep state from the process's start. */
+ * vfork (its child's hooks touch nothing of the parent's); the coroutine switches of
+ * ucontext and Boost.Context (a coroutine made from then on is followed as under the
+ * preload; one made before is no coroutine of theirs, and is found by its stack at
+ * ticks, adapter-stack.c); the functions that install handlers (the handlers installed
+ * before were noted at the set-up, pl_sig_note_handlers: a switch inside one makes no
+ * context, which allocates); and the hooks of -finstrument-functions (trace mode). Not
+ * the mask functions, sigset, nor the credential functions: their wrappers keep state
+ * from the process's start (which signals the program believes it blocked, the
+ * credentials coprof-keeper was told). */
 static struct pl_bind_name bound[] = {
     {.name = "pthread_create"}, {.name = "pthread_setname_np"},
     {.name = "_exit"}, {.name = "_Exit"},
     {.name = "execve"}, {.name = "execv"}, {.name = "execvpe"}, {.name = "execvp"},
     {.name = "fexecve"}, {.name = "execveat"}, {.name = "execl"}, {.name = "execlp"},
     {.name = "execle"}, {.name = "vfork"}, {.name = "__vfork"},
+    {.name = "makecontext"}, {.name = "swapcontext"}, {.name = "setcontext"},
+    {.name = "make_fcontext"}, {.name = "jump_fcontext"}, {.name = "ontop_fcontext"},
+    {.name = "sigaction"}, {.name = "signal"}, {.name = "bsd_signal"}, {.name = "sysv_signal"},
     /* last: not in sample mode (bind_interposers) */
     {.name = "__cyg_profile_func_enter"}, {.name = "__cyg_profile_func_exit"},
 };
@@ -179,6 +190,7 @@ static int setup(void)
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
 	pl_control_init_attached();
 	pl_fork_init();
+	pl_sig_note_handlers();
 	pl_active = 1;
 	t->guard = 0;
 	return 0;
@@ -194,12 +206,13 @@ static void *native_setup(void *arg)
 	if (setup() != 0)
 		return NULL;
 	pl_tls_data.guard = 1;
-	if (pl_cfg.mode == COPROF_MODE_SAMPLE) {
+	pl_uctx_init();
+	pl_fctx_init();
+	pl_stack_init();
+	if (pl_cfg.mode == COPROF_MODE_SAMPLE)
 		pl_sampler_init_attached();
-	} else {
-		pl_stack_init();
+	else
 		pl_instrument_init();
-	}
 	bind_interposers();
 	pl_tls_data.guard = 0;
 	if (pl_cfg.mode != COPROF_MODE_SAMPLE && !bound_count("__cyg_profile_func_enter")) {
@@ -230,6 +243,9 @@ static void *python_setup(void *arg)
 	/* The GIL only for the adapter: the program's Python code waits meanwhile. */
 	int g = ensure();
 	pl_tls_data.guard = 1;
+	pl_uctx_init();
+	pl_fctx_init();
+	pl_stack_init();
 	pl_python_init(&lend);
 	pl_tls_data.guard = 0;
 	release(g);

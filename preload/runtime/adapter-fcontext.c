@@ -34,14 +34,31 @@ static struct pl_addrmap map = {
     .full = "too many fcontext handles; further fibers count as part of their thread",
 };
 
+PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_transfer));
+PL_EXPORT struct pl_transfer jump_fcontext(pl_fctx to, void *vp);
+PL_EXPORT struct pl_transfer ontop_fcontext(pl_fctx to, void *vp,
+					    struct pl_transfer (*fn)(struct pl_transfer));
+
+/* Boost.Context's function `name`: next after the shim when it is preloaded; when
+ * `coprof attach` loaded it (bind.c), libboost_context is no dependency of the shim's,
+ * so it is the program's definition, which is not ours (`own`). */
+static void *real_fn(const char *name, void *own)
+{
+	void *p = dlsym(RTLD_NEXT, name);
+	if (!p && (p = dlsym(RTLD_DEFAULT, name)) == own)
+		p = NULL;
+	return p;
+}
+
 static void resolve(void)
 {
 	if (!real_make)
-		real_make = (__typeof__(real_make))dlsym(RTLD_NEXT, "make_fcontext");
+		real_make = (__typeof__(real_make))real_fn("make_fcontext", (void *)make_fcontext);
 	if (!real_jump)
-		real_jump = (__typeof__(real_jump))dlsym(RTLD_NEXT, "jump_fcontext");
+		real_jump = (__typeof__(real_jump))real_fn("jump_fcontext", (void *)jump_fcontext);
 	if (!real_ontop)
-		real_ontop = (__typeof__(real_ontop))dlsym(RTLD_NEXT, "ontop_fcontext");
+		real_ontop =
+		    (__typeof__(real_ontop))real_fn("ontop_fcontext", (void *)ontop_fcontext);
 }
 
 static const struct pl_runtime fcontext_runtime = {.name = "fcontext", .native = 1};
@@ -163,11 +180,6 @@ static struct pl_transfer on_top(struct pl_transfer t)
 	pl_stls.ontop_done = 1;
 	return r;
 }
-
-PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_transfer));
-PL_EXPORT struct pl_transfer jump_fcontext(pl_fctx to, void *vp);
-PL_EXPORT struct pl_transfer ontop_fcontext(pl_fctx to, void *vp,
-					    struct pl_transfer (*fn)(struct pl_transfer));
 
 PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_transfer))
 {

@@ -76,6 +76,10 @@ PL_HIDDEN void pl_sig_restore(const sigset_t *old);
 PL_HIDDEN void pl_sig_raw_masks_from(uintptr_t lo, uintptr_t hi);
 /* In a forked child, forgets a view change another thread was making. */
 PL_HIDDEN void pl_sig_after_fork_child(void);
+/* Notes the handlers installed now, as the interposers note those installed later
+ * (pl_sig_maybe_in_handler's evidence): for a shim attached to a running program,
+ * whose handlers went in before it. */
+PL_HIDDEN void pl_sig_note_handlers(void);
 #ifndef SS_AUTODISARM
 #define SS_AUTODISARM (1U << 31) /* <linux/signal.h>; glibc 2.36 has no name for it */
 #endif

@@ -170,6 +170,15 @@ static void note_handler(int signo, const struct sigaction *act)
 		atomic_fetch_and(&handled, ~bit);
 }
 
+void pl_sig_note_handlers(void)
+{
+	for (int s = 1; s <= 64; s++) {
+		struct sigaction now;
+		if (s != SIGKILL && s != SIGSTOP && pl_sig_real_action(s, NULL, &now) == 0)
+			note_handler(s, &now);
+	}
+}
+
 static int view_only(const struct guard *g, const struct sigaction *act)
 {
 	if (act->sa_flags & SA_SIGINFO)

@@ -13,7 +13,10 @@
  *   target orders   busy, and takes orders on stdin, a line each, from a thread that
  *                   reads them: "thread" starts a busy thread (late_thread) and prints
  *                   "started"; "exec" execs env (which prints the environment);
- *                   "_exit" leaves through _exit(0) */
+ *                   "_exit" leaves through _exit(0)
+ *   target coros    main runs ucontext coroutines in turn, each spinning a round at a
+ *                   time: two made at its start (old_coro), and one more (new_coro,
+ *                   printing "made") for each order "coro" on stdin, read as in orders */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 static volatile uint64_t sink;
@@ -99,6 +103,58 @@ __attribute__((noinline)) static void *late_thread(void *arg)
 	return NULL;
 }
 
+/* coros: the coroutines, main's context, and orders of "coro" not served yet */
+#define MAX_COROS 8
+static ucontext_t coro_main, coros[MAX_COROS];
+static int ncoros;
+static volatile int coros_wanted;
+
+/* A round of spinning, then back to main, for ever. */
+__attribute__((noinline)) static void old_coro(int k)
+{
+	uint64_t x = (uint64_t)k + 3;
+	for (;;) {
+		sink = x = spin_outer(x);
+		swapcontext(&coros[k], &coro_main);
+	}
+}
+
+__attribute__((noinline)) static void new_coro(int k)
+{
+	uint64_t x = (uint64_t)k + 5;
+	for (;;) {
+		sink = x = spin_outer(x);
+		swapcontext(&coros[k], &coro_main);
+	}
+}
+
+static void make_coro(void (*fn)(int))
+{
+	static char stacks[MAX_COROS][128 * 1024];
+	ucontext_t *uc = &coros[ncoros];
+	getcontext(uc);
+	uc->uc_stack.ss_sp = stacks[ncoros];
+	uc->uc_stack.ss_size = sizeof(stacks[ncoros]);
+	uc->uc_link = NULL; /* they never return */
+	makecontext(uc, (void (*)(void))fn, 1, ncoros);
+	ncoros++;
+}
+
+static void run_coros(void)
+{
+	make_coro(old_coro);
+	make_coro(old_coro);
+	printf("ready\n");
+	for (int k = 0;; k = (k + 1) % ncoros) {
+		if (coros_wanted && ncoros < MAX_COROS) {
+			coros_wanted--;
+			make_coro(new_coro);
+			printf("made\n");
+		}
+		swapcontext(&coro_main, &coros[k]);
+	}
+}
+
 static void *orders(void *arg)
 {
 	(void)arg;
@@ -114,6 +170,8 @@ static void *orders(void *arg)
 			perror("exec");
 		} else if (!strcmp(line, "_exit")) {
 			_exit(0);
+		} else if (!strcmp(line, "coro")) {
+			__atomic_add_fetch(&coros_wanted, 1, __ATOMIC_RELEASE);
 		}
 	}
 	return NULL;
@@ -177,12 +235,16 @@ int main(int argc, char **argv)
 	} else if (argc == 2 && !strcmp(argv[1], "orders")) {
 		pthread_t t;
 		pthread_create(&t, NULL, orders, NULL);
+	} else if (argc == 2 && !strcmp(argv[1], "coros")) {
+		pthread_t t;
+		pthread_create(&t, NULL, orders, NULL);
+		run_coros();
 	} else if (argc == 2 && !strcmp(argv[1], "threads")) {
 		pthread_t t[2];
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|orders|seccomp|main-exits|forks|gaps|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|orders|coros|seccomp|main-exits|forks|gaps|sleep N\n");
 		return 2;
 	}
 	printf("ready\n");
