@@ -376,6 +376,22 @@ def case_coros():
     runs_on(t, shim=True, busy=False)
 
 
+def case_fibers():
+    """Boost.Context fibers made after the attach (fibers.cpp: a new one each round) are
+    followed through the bound make_fcontext and jump_fcontext, as under the preload:
+    tasks of runtime fcontext, and fiber_spin sampled in them only."""
+    t = Target([os.environ["COPROF_ATTACH_FIBERS"]])
+    path = attached_window(t)
+    time.sleep(1)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    ex = Profile(path).extras
+    holding = [(tk["name"], tk["runtime"]) for tk in ex["tasks"] if funcs(tk["stats"], "fiber_spin")]
+    check(holding and all(rt == "fcontext" for _, rt in holding),
+          "tasks holding fiber_spin %r" % holding[:10])
+    runs_on(t, shim=True, busy=False)
+
+
 def case_trace_native():
     """Trace mode on a native program built with -finstrument-functions: its hooks are
     bound, so from the attach on every call is counted. spin_inner is called only by
