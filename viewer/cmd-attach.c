@@ -406,13 +406,44 @@ static int threads_of(pid_t pid, pid_t *tids, int max)
 	return n;
 }
 
+/* One of the shim's own threads (its control thread, set-up thread and folding thread
+ * are named coprof...): no entry for those. */
+static int shim_thread(pid_t pid, pid_t tid)
+{
+	char path[64], comm[32] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 1; /* gone */
+	int got = fgets(comm, sizeof(comm), f) != NULL;
+	fclose(f);
+	return got && strncmp(comm, "coprof", 6) == 0;
+}
+
+/* The threads of the process now that were not in `tids` (n of them) and are not the
+ * shim's: those the program started while the shim set up, before the binding
+ * (those started after register themselves, and the entry does nothing on them). */
+static int started_since(pid_t pid, const pid_t *tids, int n, pid_t *out, int max)
+{
+	int m = threads_of(pid, out, max), k = 0;
+	for (int i = 0; i < m; i++) {
+		int known = 0;
+		for (int j = 0; j < n && !known; j++)
+			known = tids[j] == out[i];
+		if (!known && !shim_thread(pid, out[i]))
+			out[k++] = out[i];
+	}
+	return k;
+}
+
 /* Loads the shim through one thread and waits for profiling to be on; in sample mode
  * then makes each thread the program had register with the sampler, one after the
- * other (each leaves the trampoline before the next gets it). Last, the padding
- * gets its zeros back once no thread can be in it. 0, or 1/2 after a line. */
+ * other (each leaves the trampoline before the next gets it), and after them those it
+ * started meanwhile. Last, the padding gets its zeros back once no thread can be in
+ * it. 0, or 1/2 after a line. */
 static int load(struct vw_target *t, const char *shim, const char *opts, int sample)
 {
-	static pid_t tids[MAX_THREADS];
+	static pid_t tids[2 * MAX_THREADS];
 	char err[512];
 	struct vw_inject *j;
 	struct vw_inject_stats st, ts;
@@ -436,6 +467,8 @@ static int load(struct vw_target *t, const char *shim, const char *opts, int sam
 		    vw_inject_wait_left(j, st.tid, calls_at, want, LEAVE_WAIT_S) == 0;
 	int sampled = 0, others = 0;
 	double worst = st.stopped_ms;
+	if (sample && clean && n >= 0)
+		n += started_since(t->pid, tids, n, tids + n, MAX_THREADS);
 	for (int i = 0; sample && i < n; i++) {
 		/* the first thread too: the entry only starts the set-up */
 		others += tids[i] != st.tid;

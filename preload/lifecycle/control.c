@@ -286,6 +286,18 @@ static int start_control_thread(void)
 	return 0;
 }
 
+/* COPROF_TEST_CONTROL_DELAY_MS (tests only): spawn_control waits that long once the
+ * control thread runs, so that a toggle comes while it would have found no pipe. */
+static void test_control_delay(void)
+{
+	const char *v = getenv("COPROF_TEST_CONTROL_DELAY_MS");
+	long ms = v ? atol(v) : 0;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	if (ms > 0 && ms <= 10000)
+		while (nanosleep(&ts, &ts) != 0)
+			;
+}
+
 /* A new pipe, and a control thread unless `defer` (at start, and in a forked child).
  * Without them the program is still profiled; only the toggle is lost. */
 static int spawn_control(int defer)
@@ -305,19 +317,30 @@ static int spawn_control(int defer)
 	/* none: never paused */
 	pl_fd_adopt(&quit_fd, eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	control_up = 0;
+	/* The pipe is the toggle's before the thread runs: once it names its state, `coprof
+	 * toggle` sends, through the pipe it reads here or by the signal, whose handler
+	 * writes to pl_toggle_fd; published after the thread's start, a toggle between the
+	 * two was lost (a forked child's first toggle, 1 in some 200 under load: the
+	 * thread waited in poll, the request nowhere). Bytes written before the thread
+	 * runs wait in the pipe. */
+	pl_toggle_fd.dev = wfd.dev;
+	pl_toggle_fd.ino = wfd.ino;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	pl_toggle_fd.fd = wfd.fd;
+	publish_pipe(wfd.fd);
 	int rc = defer ? 0 : start_control_thread();
 	if (rc != 0) {
+		publish_pipe(-1);
+		pl_toggle_fd.fd = -1;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		pl_fd_close(&read_fd);
 		pl_fd_close(&wfd);
 		pl_fd_close(&quit_fd);
 		return rc;
 	}
 	control_wanted = 1;
-	pl_toggle_fd.dev = wfd.dev;
-	pl_toggle_fd.ino = wfd.ino;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	pl_toggle_fd.fd = wfd.fd;
-	publish_pipe(wfd.fd);
+	if (!defer)
+		test_control_delay();
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -249,6 +250,8 @@ static void *fold_loop(void *arg)
 {
 	(void)arg;
 	folder_tid = (pid_t)syscall(SYS_gettid);
+	/* named as the shim's threads are: `coprof attach` gives them no entry */
+	prctl(PR_SET_NAME, "coprof-fold", 0, 0, 0);
 	unsigned folds = 0;
 	while (!atomic_load_explicit(&folder_quit, memory_order_relaxed)) {
 		struct timespec ts = {0, FOLD_NS};

@@ -165,7 +165,9 @@ def case_sample_stalls():
     check(len(stalls) == 6, f"{len(stalls)} stalls: {stalls}")
     for tid, task_id, name, seconds, frames, behind in stalls:
         outer = [k[2] for k in reversed(frames)]
-        check(name == "crunch" and task_id in crunch and tid == ex["pid"] and seconds >= 0.03,
+        # (30 ms by the program's clock; the engine's read 29.9 ms once under load: the
+        # threshold is what holds)
+        check(name == "crunch" and task_id in crunch and tid == ex["pid"] and seconds >= 0.02,
               f"stall {name} {task_id} on {tid}, {seconds:.4f} s")
         check(outer[:3] == ["crunch", "crunch_work", "burn_cpu"], f"stall stack, outermost first: {outer}")
         check(behind == -1, f"behind {behind}")
@@ -186,7 +188,7 @@ def case_trace_stalls():
     check(len(stalls) == 6 and len(crunch) == 2, f"{len(stalls)} stalls: {stalls}")
     for tid, task_id, name, seconds, frames, behind in stalls:
         outer = [k[2] for k in reversed(frames)]
-        check(name == "crunch" and task_id in crunch and seconds >= 0.03,
+        check(name == "crunch" and task_id in crunch and seconds >= 0.02,
               f"stall {name} {task_id}, {seconds:.4f} s")
         check(outer[:3] == ["crunch", "crunch_work", "burn_cpu"], f"stall stack, outermost first: {outer}")
         check(behind == -1, f"behind {behind}")
@@ -383,7 +385,10 @@ def stop(p):
 
 
 def control_seen(pid):
-    return any(open(t).read().startswith("coprof") for t in glob.glob(f"/proc/{pid}/task/*/comm"))
+    """The shim's control thread runs in pid (its name is coprof and its state; the
+    shim's other threads are coprof-...)."""
+    return any(open(t).read().startswith("coprof") and not open(t).read().startswith("coprof-")
+               for t in glob.glob(f"/proc/{pid}/task/*/comm"))
 
 
 def case_toggle_targets():
@@ -518,12 +523,16 @@ def case_toggle_fork_child():
     """A forked child gets its own control thread: coprof toggle finds it, and names the
     file the child writes (its pid inserted, the template having no %p). (At 997 Hz, so
     that even a child starved of the CPU is sampled in its half second; the toggles wait
-    25 s for an answer: a sanitizer build under load once took more than the default 10.)"""
+    25 s for an answer: a sanitizer build under load once took more than the default 10.)
+    The child's shim waits 0.3 s once its control thread runs
+    (COPROF_TEST_CONTROL_DELAY_MS), and the first toggle comes as soon as the thread is
+    named: the pipe must be published by then (it was after the thread's start, and a
+    toggle in between was lost: 1 child in some 200 under load)."""
     tmpl = os.path.join(TMP, "sub.%n.pstat")
     # bash's ( ... ) is a fork without exec: the child runs the shim's fork path
     p = subprocess.Popen(["bash", "-c", "( while :; do :; done ) & echo $!; wait"],
                          env=preload_env(COPROF_START="0", COPROF_MODE="sample", COPROF_HZ="997",
-                                         COPROF_OUT=tmpl),
+                                         COPROF_OUT=tmpl, COPROF_TEST_CONTROL_DELAY_MS="300"),
                          cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kid = int(p.stdout.readline())
     try:

@@ -1043,7 +1043,12 @@ def toggle_applied(pid):
     """Sends the toggle signal and waits, as `coprof toggle` does, until the control
     thread has applied it (its name changed): on a loaded machine it may wait long for
     the GIL, and a stop applied right after its start recorded nothing. Returns the run
-    letter: R running, S stopped (a file written), E stopped with nothing recorded."""
+    letter: R running, S stopped (a file written), E stopped with nothing recorded.
+    The control thread is waited for first: after an os.fork it starts again, and a
+    loaded run's toggle came before it had named itself, so that its first name, not
+    yet the toggle's, passed for the answer."""
+    coprof_test.wait_for(lambda: coprof_test.control_name(pid) is not None, 60,
+                         "process %d's control thread" % pid)
     before = coprof_test.control_name(pid)
     toggle_delivered(pid)
     coprof_test.wait_for(lambda: coprof_test.control_name(pid) not in (None, before), 60,
@@ -1347,7 +1352,8 @@ def case_forked_toggle_cmd(r):
         kid = int(p.stdout.readline())
         end = time.time() + 20
         while time.time() < end and not any(
-                open(t).read().startswith("coprof") for t in glob.glob("/proc/%d/task/*/comm" % kid)):
+                open(t).read().startswith("coprof") and not open(t).read().startswith("coprof-")
+                for t in glob.glob("/proc/%d/task/*/comm" % kid)):
             time.sleep(0.02)
         check(coprof_toggle(kid) == "%d: profiling on" % kid, "child on")
         time.sleep(0.3)
