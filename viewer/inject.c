@@ -142,8 +142,12 @@ static int read_at(int fd, void *buf, size_t len, off_t off)
 	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
 }
 
-/* Opens the file of mapping `m` and finds its load bias from the mapping of its first
- * page (the lowest of that path at offset 0). */
+/* Opens the file of mapping `m` and finds its load bias from the mapping of its
+ * executable segment (that path, executable, at that segment's offset): not from the
+ * lowest mapping of the path at offset 0, which may be another map of the same file
+ * (libdw's private map of it, which the shim's symbolizer makes: an attached shim read
+ * through it its output template as garbage). A file without an executable segment
+ * takes the lowest mapping at offset 0. */
 static int elf_open(pid_t pid, const struct maps *all, const struct map *m, struct elf *e)
 {
 	char path[PATH_MAX + 64];
@@ -162,12 +166,20 @@ static int elf_open(pid_t pid, const struct maps *all, const struct map *m, stru
 	if (rc == 0)
 		rc =
 		    read_at(e->fd, e->ph, e->eh.e_phnum * sizeof(Elf64_Phdr), (off_t)e->eh.e_phoff);
-	uint64_t first = UINT64_MAX, lo = 0;
+	uint64_t first = UINT64_MAX, lo = 0, xoff = 0;
+	int exec = 0;
 	for (int i = 0; rc == 0 && i < e->eh.e_phnum; i++)
+		if (e->ph[i].p_type == PT_LOAD && !exec && (e->ph[i].p_flags & PF_X)) {
+			exec = 1;
+			first = e->ph[i].p_vaddr & ~(uint64_t)(PAGE - 1);
+			xoff = e->ph[i].p_offset & ~(uint64_t)(PAGE - 1);
+		}
+	for (int i = 0; rc == 0 && !exec && i < e->eh.e_phnum; i++)
 		if (e->ph[i].p_type == PT_LOAD && e->ph[i].p_vaddr < first)
 			first = e->ph[i].p_vaddr & ~(uint64_t)(PAGE - 1);
 	for (size_t i = 0; rc == 0 && i < all->n; i++)
-		if (!strcmp(all->v[i].path, m->path) && all->v[i].off == 0 &&
+		if (!strcmp(all->v[i].path, m->path) &&
+		    (exec ? all->v[i].perms[2] == 'x' && all->v[i].off == xoff : all->v[i].off == 0) &&
 		    (!lo || all->v[i].lo < lo))
 			lo = all->v[i].lo;
 	if (rc == 0 && (first == UINT64_MAX || !lo))

@@ -383,6 +383,22 @@ def case_gap_thread():
     runs_on(t, shim=True)
 
 
+def case_extra_map():
+    """The shim's file mapped again in the process, lower than the shim and at offset 0
+    (as libdw maps a file it reads for symbols): coprof finds the shim's variables from
+    its executable segment's mapping, so detach names the file the attach's template
+    made (it took the lowest mapping at offset 0, read garbage there, and named the
+    default template)."""
+    t = Target([TARGET, "orders"], orders=True)
+    path = attached_window(t)
+    t.order("map")
+    wait_for(lambda: "mapped" in t.text(), 10, "the target to map the shim's file")
+    time.sleep(0.3)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    runs_on(t, shim=True)
+
+
 def case_coros():
     """ucontext coroutines under the wall clock in sample mode: two made before the
     attach (old_coro), found by their stacks at ticks (runtime stack), and one made

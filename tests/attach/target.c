@@ -13,7 +13,9 @@
  *   target orders   busy, and takes orders on stdin, a line each, from a thread that
  *                   reads them: "thread" starts a busy thread (late_thread) and prints
  *                   "started"; "exec" execs env (which prints the environment);
- *                   "_exit" leaves through _exit(0)
+ *                   "_exit" leaves through _exit(0); "map" maps the shim's file
+ *                   again, private and writable, at offset 0 (as libdw maps a file it
+ *                   reads), and prints "mapped"
  *   target coros    main runs ucontext coroutines in turn, each spinning a round at a
  *                   time: two made at its start (old_coro), and one more (new_coro,
  *                   printing "made") for each order "coro" on stdin, read as in orders */
@@ -24,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <ucontext.h>
@@ -155,6 +159,28 @@ static void run_coros(void)
 	}
 }
 
+/* Maps the file of the loaded shim again, as libdw's reading of it does. */
+static void map_shim(void)
+{
+	char line[4096], path[4096];
+	FILE *f = fopen("/proc/self/maps", "r");
+	path[0] = 0;
+	while (f && !path[0] && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		if (p && strstr(p, "libcoprof-preload.so")) {
+			p[strcspn(p, "\n")] = 0;
+			snprintf(path, sizeof(path), "%s", p);
+		}
+	}
+	if (f)
+		fclose(f);
+	int fd = path[0] ? open(path, O_RDONLY) : -1;
+	if (fd >= 0 && mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) != MAP_FAILED)
+		printf("mapped\n");
+	if (fd >= 0)
+		close(fd);
+}
+
 static void *orders(void *arg)
 {
 	(void)arg;
@@ -170,6 +196,8 @@ static void *orders(void *arg)
 			perror("exec");
 		} else if (!strcmp(line, "_exit")) {
 			_exit(0);
+		} else if (!strcmp(line, "map")) {
+			map_shim();
 		} else if (!strcmp(line, "coro")) {
 			__atomic_add_fetch(&coros_wanted, 1, __ATOMIC_RELEASE);
 		}
