@@ -342,13 +342,9 @@ def late_thread(t):
     return int(new.pop())
 
 
-def case_late_thread():
-    """A thread the program starts after the attach (the bound pthread_create) is
-    sampled from its start: its function is in the profile, and its tid in the file's
-    threads beside the two there before."""
-    t = Target([TARGET, "orders"], orders=True)
-    path = attached_window(t)
-    tid = late_thread(t)
+def detach_late_sampled(t, path, tid):
+    """Detaches from the orders target: the window written to path, late_thread (thread
+    tid) sampled, its tid in the file's threads beside the two there before."""
     r = coprof("detach", str(t.pid))
     check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
     prof = native_profile(path)
@@ -356,6 +352,16 @@ def case_late_thread():
     tids = sorted(th.get("tid") for th in prof.extras["threads"])
     check(len(tids) == 3 and tid in tids, "threads %r, the late one %d" % (tids, tid))
     runs_on(t, shim=True)
+
+
+def case_late_thread():
+    """A thread the program starts after the attach (the bound pthread_create) is
+    sampled from its start: its function is in the profile, and its tid in the file's
+    threads beside the two there before."""
+    t = Target([TARGET, "orders"], orders=True)
+    path = attached_window(t)
+    tid = late_thread(t)
+    detach_late_sampled(t, path, tid)
 
 
 def case_gap_thread():
@@ -374,13 +380,7 @@ def case_gap_thread():
     check(a.returncode == 0 and "sampling 3 of its 3 threads" in out, "attach: %d %r %r" % (
         a.returncode, out, err))
     time.sleep(0.5)
-    r = coprof("detach", str(t.pid))
-    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
-    prof = native_profile(path)
-    check(prof.nc("late_thread") > 0, "late_thread not sampled")
-    tids = sorted(th.get("tid") for th in prof.extras["threads"])
-    check(len(tids) == 3 and tid in tids, "threads %r, the late one %d" % (tids, tid))
-    runs_on(t, shim=True)
+    detach_late_sampled(t, path, tid)
 
 
 def case_extra_map():
