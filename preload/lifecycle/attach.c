@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,20 +128,6 @@ static unsigned bound_count(const char *name)
 	return 0;
 }
 
-/* COPROF_TEST_ATTACH_DELAY_MS (tests only): the set-up waits that long before the
- * binding, so that a test can start a thread in the gap (coprof attach gives those an
- * entry once the window is open). */
-static void test_delay(void)
-{
-	const char *v = getenv("COPROF_TEST_ATTACH_DELAY_MS");
-	long ms = v ? atol(v) : 0;
-	if (ms > 0 && ms <= 10000) {
-		struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-		while (nanosleep(&ts, &ts) != 0)
-			;
-	}
-}
-
 /* Binds the interposers; says when some entry could not be written (the others are
  * bound all the same). The -finstrument-functions hooks only in trace mode: in sample
  * mode they would follow an instrumented program's switches by the stack pointer,
@@ -152,7 +137,9 @@ static void bind_interposers(void)
 	size_t n = N_BOUND;
 	if (pl_cfg.mode == COPROF_MODE_SAMPLE)
 		n -= 2; /* the hooks, last */
-	test_delay();
+	/* tests: a thread the program starts in the gap is given the entry by coprof
+	 * attach once the window is open */
+	pl_test_pause("COPROF_TEST_ATTACH_DELAY_MS");
 	int rc = pl_bind(bound, n);
 	if (rc != 0)
 		pl_say("attach: some of the program's calls of the C library stay unseen: %s",

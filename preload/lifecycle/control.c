@@ -286,11 +286,9 @@ static int start_control_thread(void)
 	return 0;
 }
 
-/* COPROF_TEST_CONTROL_DELAY_MS (tests only): spawn_control waits that long once the
- * control thread runs, so that a toggle comes while it would have found no pipe. */
-static void test_control_delay(void)
+void pl_test_pause(const char *name)
 {
-	const char *v = getenv("COPROF_TEST_CONTROL_DELAY_MS");
+	const char *v = getenv(name);
 	long ms = v ? atol(v) : 0;
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	if (ms > 0 && ms <= 10000)
@@ -339,8 +337,10 @@ static int spawn_control(int defer)
 		return rc;
 	}
 	control_wanted = 1;
+	/* tests: a toggle may come while the thread runs and spawn_control has not
+	 * returned (before, while the pipe was not published yet) */
 	if (!defer)
-		test_control_delay();
+		pl_test_pause("COPROF_TEST_CONTROL_DELAY_MS");
 	return 0;
 }
 
