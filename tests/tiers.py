@@ -28,6 +28,7 @@ OLDEST = "3.10"
 PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "recursion", "threads", "forked",
     "forked_sample", "exec", "hook_backend", "greenlet_gevent", "greenlet_gevent_sample",
+    "slow_stop",  # a stop that waits for the GIL: the window ends with the hook off
     "dropped_sample", "toggle_at_exit", "pyenv_shim", "stalls_cpu", "ready_wall",
     # the frame-evaluation backend (3.10, 3.11) and sys.monitoring's (3.12+)
     "hook_rejected", "handover_profiler", "chained_slot", "deep_recursion",

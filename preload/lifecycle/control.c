@@ -286,16 +286,6 @@ static int start_control_thread(void)
 	return 0;
 }
 
-void pl_test_pause(const char *name)
-{
-	const char *v = getenv(name);
-	long ms = v ? atol(v) : 0;
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-	if (ms > 0 && ms <= 10000)
-		while (nanosleep(&ts, &ts) != 0)
-			;
-}
-
 /* A new pipe, and a control thread unless `defer` (at start, and in a forked child).
  * Without them the program is still profiled; only the toggle is lost. */
 static int spawn_control(int defer)

@@ -20,9 +20,6 @@ PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
 /* The same for `coprof attach` (attach.c), whose requests come through the pipe alone:
  * no toggle signal, and the control thread all the same. */
 PL_HIDDEN int pl_control_init_attached(void);
-/* Tests only: sleeps the milliseconds (up to 10 s) the environment variable `name`
- * gives, where a test widens a race on purpose; nothing when it is unset (control.c). */
-PL_HIDDEN void pl_test_pause(const char *name);
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
 /* The control pipe's write end, its number and inode (-1 while there is none): `coprof
  * toggle`, `attach` and `detach` write their requests there, through /proc/PID/fd,

@@ -15,7 +15,7 @@
 #include "coprof.h"
 #include "state/state.h" /* enum pl_py_hook, COPROF_PY_HOOK's values */
 
-#define PL_PY_ABI 7 /* 6: struct pl_py_sample has cur; 7: struct pl_py_host has late */
+#define PL_PY_ABI 8 /* 6: struct pl_py_sample has cur; 7: struct pl_py_host has late; 8: test_pause */
 #define PL_PY_ENTRY "pl_py_attach"
 
 /* What the shim lends the adapter. Pointers stay valid for the process's life. */
@@ -53,6 +53,9 @@ struct pl_py_host {
 	/* Attached while Python runs (the Python API loaded the shim, with the GIL held):
 	 * the main module started before the audit hook could see it. */
 	int late;
+	/* Tests only: sleeps the milliseconds the environment variable `name` gives
+	 * (pl_test_pause), where a test widens a race on purpose. */
+	void (*test_pause)(const char *name);
 };
 
 /* One tick's Python stack, filled by the adapter's sample function in the tick

@@ -124,16 +124,24 @@ static int py_start(void)
 }
 
 /* Stops: takes the hook off every thread state with the GIL held, so no event is
- * under way when the engine stops and dumps. At exit Python is gone; nothing to do. */
+ * under way when the engine stops and dumps. At exit Python is gone; nothing to do.
+ * The generation moves on once the hook is off, GIL still held: an event that dropped
+ * the GIL midway finds its state stale when it goes on (thread_stale). Moved on
+ * before, while this thread waited for the GIL, the program's events went on into the
+ * window with their state reset as for a new one: each task was adopted again, its
+ * frames pushed a second time on its stack, and the loop's frames went to the task
+ * that was running (python-X-slow_stop). */
 static int py_stop(void)
 {
 	__atomic_store_n(&want, 0, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
+	pl_py_host->test_pause("COPROF_TEST_STOP_DELAY_MS"); /* a GIL slow to come */
 	PyGILState_STATE st;
-	if (pl_py_installed && pl_py_gil_take(&st) == 0) {
+	int held = pl_py_installed && pl_py_gil_take(&st) == 0;
+	if (held)
 		pl_py_remove();
+	__atomic_add_fetch(&pl_py_gen, 1, __ATOMIC_RELEASE);
+	if (held)
 		pl_py_gil_give(st);
-	}
 	return 0;
 }
 

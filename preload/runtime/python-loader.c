@@ -149,6 +149,7 @@ void pl_python_init(const struct pl_lend *lend)
 	    .task_wait = pl_sampler_wait_record,
 	    .thread_of = pl_sampler_thread_of,
 	    .late = lend->late,
+	    .test_pause = pl_test_pause,
 	};
 	int rc = attach ? attach(&host, &adapter) : -ENOENT;
 	if (rc != 0) {

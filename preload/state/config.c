@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "state.h"
 
@@ -321,4 +322,14 @@ int pl_out_path(const char *tmpl, long pid, unsigned n, int child, char *buf, si
 	if (!has_n && n > 1 && insert_suffix(buf, len, n))
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+void pl_test_pause(const char *name)
+{
+	const char *v = getenv(name);
+	long ms = v ? atol(v) : 0;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	if (ms > 0 && ms <= 10000)
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
 }

@@ -77,6 +77,9 @@ PL_HIDDEN int pl_parse_hz(const char *s, unsigned *out);
  * libc relies on them). "0" and "none" give 0 (no toggle signal). The one parser of
  * COPROF_SIGNAL and of coprof's --signal. */
 PL_HIDDEN int pl_parse_signal(const char *s);
+/* Tests only: sleeps the milliseconds (up to 10 s) the environment variable `name`
+ * gives, where a test widens a race on purpose; nothing when it is unset. */
+PL_HIDDEN void pl_test_pause(const char *name);
 /* The path of dump number `n` (from 1) of process `pid` for template `tmpl`: %p is the
  * pid, %n the number, %% a percent sign. Without %n, dumps after the first get ".N"
  * before the extension; in a forked child (`child`), a template without %p gets

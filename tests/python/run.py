@@ -673,6 +673,38 @@ def case_toggled(r):
                   "%s: %s, in %s" % (f, fn, ours))
 
 
+def case_slow_stop(r):
+    """A stop slow to get the GIL (progs/slow_stop.py; COPROF_TEST_STOP_DELAY_MS holds
+    it 0.3 s first, as a loaded machine does): the window ends when the hook is off,
+    and the events until then are the window's. The adapter used to start its next
+    generation first, so those events adopted each task again, its root pushed a second
+    time on its own stack, and the loop's frames went to the task that ran last (3.10
+    and 3.11's toggled windows did not add up, a third of them under load)."""
+    out = os.path.join(r.tmp, "slow.pstat")
+    p = subprocess.Popen([r.python, os.path.join(PROGS, "slow_stop.py")],
+                         env=r.env(COPROF_CLOCK="cpu", COPROF_OUT=out,
+                                   COPROF_TEST_STOP_DELAY_MS=300),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        check(p.stdout.readline().strip() == "ready", "the program did not start")
+        check(toggle_applied(p.pid) == "S", "the window was not written")
+        rest, err = p.communicate("stop\n", timeout=60)
+    finally:
+        reap(p)
+    check(p.returncode == 0 and err == "", "exit %d: %s" % (p.returncode, err[-2000:]))
+    prof = Profile(out)
+    loop = {"_run_once", "run_forever", "_run", "select"}
+    for name in ("worker-0", "worker-1", "worker-2"):
+        stats = prof.task(name)["stats"]
+        fns = {k[2].rsplit(".", 1)[-1]: v for k, v in stats.items()}
+        root = fns.get("worker")
+        check(root is not None and root[1] == 1 and not root[4],
+              "%s's worker: %r (one call, no caller)" % (name, root))
+        check(not loop & set(fns), "the loop's functions in %s: %s" % (name, sorted(fns)))
+    check(prof.funcs("_run_once", "asyncio"), "the loop's _run_once was not recorded")
+
+
 def case_long_tasks(r):
     """Tasks that outlive profiling windows stay one task each: with three asyncio tasks
     kept suspended across five windows (started and stopped by `coprof toggle`), every
