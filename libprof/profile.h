@@ -110,7 +110,7 @@ struct cp_await {
 	uint64_t thread; /* tid of the thread that saw it */
 	uint64_t waiter_id, awaited_id;
 	const char *waiter, *awaited; /* names; NULL: unknown */
-	const char *kind; /* "task", "gather", "taskgroup", "shield" */
+	const char *kind; /* "task", "gather", "taskgroup", "shield", "wait" */
 	uint64_t count;
 	double seconds; /* wall */
 };

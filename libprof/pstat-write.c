@@ -49,7 +49,7 @@
  *                    written before it.
  *      'awaits':   [(tid, waiter task id, waiter name, awaited task id, awaited name,
  *                    kind, count, seconds)], longest first: who awaited whom (kind
- *                    'task', 'gather', 'taskgroup' or 'shield'), how often, and for
+ *                    'task', 'gather', 'taskgroup', 'shield' or 'wait'), how often, and for
  *                    how long in all (wall seconds under either clock). Absent in
  *                    older files.
  *    A NULL string of struct cp_profile is written as None. Readers ignore keys they

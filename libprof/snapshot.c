@@ -785,7 +785,7 @@ static int by_wait(const void *x, const void *y)
 static int add_awaits(struct snap *s)
 {
 	static const char *const kinds[COPROF_AWAIT_KINDS] = {"task", "gather", "taskgroup",
-							       "shield"};
+							       "shield", "wait"};
 	struct cp_extras *ex = &s->prof->ex;
 	if (!s->nawaits)
 		return 0;

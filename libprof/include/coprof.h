@@ -227,6 +227,8 @@ enum coprof_await_kind {
 	COPROF_AWAIT_GATHER = 1,    /* a gather() of which the task is a child */
 	COPROF_AWAIT_TASKGROUP = 2, /* the end of a TaskGroup the task belongs to */
 	COPROF_AWAIT_SHIELD = 3,    /* a shield() around the task */
+	COPROF_AWAIT_WAIT = 4,	    /* asyncio.wait() on futures the task is one of, or
+				     * wait_for() on it (before 3.12) */
 	COPROF_AWAIT_KINDS
 };
 

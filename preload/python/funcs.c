@@ -114,14 +114,30 @@ static int same_str(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Nonzero for the code of asyncio's TaskGroup.__aexit__ (or a helper of it named
- * _aexit), where a task waits for its group's tasks (task-awaits.c). */
-static int is_tg_exit(const char *file, const char *name)
+/* Which of asyncio's coroutines where a task waits on tasks (PL_PY_WAITS_*) the one
+ * named `name` in `file` is: TaskGroup.__aexit__ (or its helper _aexit), where a task
+ * waits for its group's tasks; asyncio.wait()'s helper _wait; wait_for (whose frame
+ * task-awaits.c reads only before 3.12, where it waits on a future of its own). 0:
+ * none. */
+static unsigned waits_in(const char *file, const char *name)
 {
-	static const char tail[] = "asyncio/taskgroups.py";
-	size_t n = file ? strlen(file) : 0, t = sizeof(tail) - 1;
-	return name && n >= t && strcmp(file + n - t, tail) == 0 &&
-	       (strcmp(name, "TaskGroup.__aexit__") == 0 || strcmp(name, "TaskGroup._aexit") == 0);
+	static const struct {
+		const char *file, *name;
+		unsigned kind;
+	} waits[] = {
+	    {"/asyncio/taskgroups.py", "TaskGroup.__aexit__", PL_PY_WAITS_TASKGROUP},
+	    {"/asyncio/taskgroups.py", "TaskGroup._aexit", PL_PY_WAITS_TASKGROUP},
+	    {"/asyncio/tasks.py", "_wait", PL_PY_WAITS_WAIT},
+	    {"/asyncio/tasks.py", "wait_for", PL_PY_WAITS_WAIT_FOR},
+	};
+	size_t flen = file && name ? strlen(file) : 0;
+	for (size_t i = 0; flen && i < sizeof(waits) / sizeof(waits[0]); i++) {
+		size_t n = strlen(waits[i].file);
+		if (flen >= n && strcmp(file + flen - n, waits[i].file) == 0 &&
+		    strcmp(name, waits[i].name) == 0)
+			return waits[i].kind;
+	}
+	return 0;
 }
 
 /* Which of asyncio's scheduling points (PL_PY_SCHED_*) the function named `name` in
@@ -189,7 +205,7 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 					 .line = line,
 					 .flags = flags,
 					 .sched = flags ? 0 : sched_point(file, name)};
-		f->tg_exit = flags == PL_PY_CORO && is_tg_exit(file, name);
+		f->waits = flags == PL_PY_CORO ? waits_in(file, name) : 0;
 		/* Out of memory here only means a twin may be made later: the same
 		 * names under two keys, which pstats shows as one. */
 		f->same = head;

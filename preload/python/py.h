@@ -82,13 +82,21 @@ struct pl_py_func {
 	const char *name;
 	unsigned line;
 	unsigned flags;		 /* PL_PY_* */
-	unsigned tg_exit;	 /* asyncio's TaskGroup.__aexit__ (task-awaits.c) */
+	unsigned waits;		 /* PL_PY_WAITS_*: asyncio code where a task waits on tasks */
 	struct pl_py_func *same; /* the next function of the same hash (funcs.c) */
 	/* Builtins: what their PyMethodDef held when it was named (a freed def's
 	 * address is reused by another builtin). */
 	const char *def_name;
 	void *def_meth;
 	unsigned sched; /* PL_PY_SCHED_*: one of asyncio's scheduling points (rule 12) */
+};
+
+/* asyncio's coroutines in which a task waits on tasks that its root's yield does not
+ * name (hook/task-awaits.c): what the yielded future is for is read from their frame. */
+enum {
+	PL_PY_WAITS_TASKGROUP = 1, /* TaskGroup.__aexit__(self, ...): the group's end */
+	PL_PY_WAITS_WAIT = 2,	   /* tasks._wait(fs, ...): asyncio.wait()'s futures */
+	PL_PY_WAITS_WAIT_FOR = 3,  /* wait_for(fut, timeout) before 3.12: its task */
 };
 
 /* asyncio's scheduling points, where hook/ready.c sees a task made ready. */

@@ -44,9 +44,11 @@ Test(awaits, edges_add_up_by_pair_kind_and_name)
 	coprof_await_add(f.t, m, 7, "child", COPROF_AWAIT_TASK, 1 * MS);
 	coprof_await_add(f.t, m, 7, "later", COPROF_AWAIT_TASK, 2 * MS); /* id 7 reused */
 	coprof_await_add(f.t, m, 9, NULL, COPROF_AWAIT_SHIELD, 30 * MS);
+	coprof_await_add(f.t, m, 11, "waited", COPROF_AWAIT_WAIT, 3 * MS);
 	fx_snap(&f);
 	const struct cp_extras *x = &f.prof->ex;
-	cr_assert_eq(x->nawaits, 4);
+	cr_assert_eq(x->nawaits, 5);
+	cr_assert(find(x, "main", "waited", "wait"));
 	const struct cp_await *g = find(x, "main", "child", "gather");
 	cr_assert(g);
 	cr_expect_eq(g->count, 2);

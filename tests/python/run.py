@@ -226,7 +226,8 @@ def case_stalls_wall(r):
 def case_await_graph(r, clock):
     """Who awaits whom (doc/python.md, progs/await_graph.py): the exact edges, kinds and
     counts of a known graph (a task awaited, a gather of 3, a TaskGroup of 2 on 3.11+,
-    a task with two awaiters, a shield waited on twice), each edge's ids those of the
+    asyncio.wait() of 2 and wait_for() of one, a task with two awaiters, a shield
+    waited on twice), each edge's ids those of the
     task table, edges longest first in the extras; `coprof report --awaits` gives the
     same edges as JSON, Task-1 as the one root, and its critical path the chain of each
     task's longest wait in the edges written, from Task-1 (main > g3 > deep on a quiet
@@ -253,6 +254,8 @@ def case_await_graph(r, clock):
             ("main", "patient", "task"): 1, ("patient", "long", "shield"): 2}
     if py_version(r) >= (3, 11):
         want.update({("main", "tg1", "taskgroup"): 1, ("main", "tg2", "taskgroup"): 1})
+    want.update({("main", "w1", "wait"): 1, ("main", "w2", "wait"): 1,
+                 ("main", "wf", "wait" if py_version(r) < (3, 12) else "task"): 1})
     check(dict(got) == want, "edges %r, expected %r" % (sorted(got.items()), sorted(want.items())))
     check([e[7] for e in edges] == sorted((e[7] for e in edges), reverse=True),
           "edges not longest first")

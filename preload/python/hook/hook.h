@@ -125,10 +125,12 @@ struct pl_py_thread {
 	uintptr_t eval_sp;
 	int eval_depth;
 	uintptr_t eval_step;
-	/* The tasks of a TaskGroup whose __aexit__ just yielded its completion future
-	 * (task-awaits.c): the running task waits on them if its root yields that very
-	 * future next; a generator-like frame's start or resume in between drops them. */
-	struct pl_py_wait *tg_wait;
+	/* The tasks that one of asyncio's coroutines (fn->waits: a TaskGroup's __aexit__,
+	 * asyncio.wait's _wait, wait_for) waits on, as it just yielded the future it
+	 * waits with (task-awaits.c): the running task waits on them if its root yields
+	 * that very future next; a generator-like frame's start or resume in between drops
+	 * them. */
+	struct pl_py_wait *inner_wait;
 	/* Rule 12: how late the timer handle asyncio runs now fell due, ns (0: not a
 	 * timer's, or on time), set as each handle starts (ready.c). */
 	uint64_t late;
@@ -280,10 +282,11 @@ PL_PY_HIDDEN void pl_py_name_task(PyObject *coro, char *buf, size_t len, uint64_
 /* What a suspended asyncio task waits on: the tasks, since when. */
 struct pl_py_wait;
 /* What the task whose Task is at waiter_id waits on as its root yields `yielded`: a
- * Task, a gather's future, a shield's outer future, or (`tg`, taken over: see
- * pl_py_wait_taskgroup) its TaskGroup's end. NULL: no task. No Python code runs. */
+ * Task, a gather's future, a shield's outer future, or (`inner`, taken over: see
+ * pl_py_wait_inner) the tasks a TaskGroup's end, asyncio.wait() or wait_for waits on.
+ * NULL: no task. No Python code runs. */
 PL_PY_HIDDEN struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id,
-						 PyObject *yielded, struct pl_py_wait *tg);
+						 PyObject *yielded, struct pl_py_wait *inner);
 /* The waiting task (context `waiter`) resumes: each task it waited on is an edge, timed
  * from the suspension to the resume or that task's end. Frees w. */
 PL_PY_HIDDEN void pl_py_wait_end(struct pl_py_thread *pt, struct coprof_ctx *waiter,
@@ -292,10 +295,11 @@ PL_PY_HIDDEN void pl_py_wait_free(struct pl_py_wait *w);
 /* The task whose Task is at `id` (context ctx) ended: a task waiting on it stops
  * waiting on it now. */
 PL_PY_HIDDEN void pl_py_wait_ended(uint64_t id, const struct coprof_ctx *ctx);
-/* TaskGroup.__aexit__ (frame fr) yields `yielded`: when that is the group's completion
- * future, its tasks go into pt->tg_wait. */
-PL_PY_HIDDEN void pl_py_wait_taskgroup(struct pl_py_thread *pt, PL_PY_FRAME *fr,
-				       PyObject *yielded);
+/* One of asyncio's coroutines where a task waits on tasks (frame fr, of kind `waits`:
+ * PL_PY_WAITS_*) yields `yielded`: when that is the future it waits with, the tasks
+ * go into pt->inner_wait. */
+PL_PY_HIDDEN void pl_py_wait_inner(struct pl_py_thread *pt, PL_PY_FRAME *fr, unsigned waits,
+				   PyObject *yielded);
 
 /* s into buf[len], cut to fit: what snprintf("%s") does, at a tenth of its cost (a
  * name or two is copied for every task made). */
@@ -430,9 +434,9 @@ static inline __attribute__((always_inline)) void on_call_fn(struct pl_py_thread
 	}
 	PL_PY_FRAME *hint = pt->hint_fr, *pushed = pt->pushed;
 	int sent = pt->pushed_sent;
-	if (pl_py_unlikely(pt->tg_wait)) {
-		pl_py_wait_free(pt->tg_wait);
-		pt->tg_wait = NULL;
+	if (pl_py_unlikely(pt->inner_wait)) {
+		pl_py_wait_free(pt->inner_wait);
+		pt->inner_wait = NULL;
 	}
 	PL_PY_FRAME *last = pt->root_fr, *last_back = pt->root_back;
 	forget_last(pt);
@@ -577,8 +581,8 @@ static inline __attribute__((always_inline)) void on_return_fn(struct pl_py_thre
 		 * thread back to the driver (rule 4). */
 		if (gen && gen == pt->root && pl_py_root_suspends(pt, arg) == 0)
 			pl_py_switch_out(pt, 0);
-		else if (pl_py_unlikely(fn->tg_exit) && gen != pt->root)
-			pl_py_wait_taskgroup(pt, fr, arg);
+		else if (pl_py_unlikely(fn->waits) && gen != pt->root)
+			pl_py_wait_inner(pt, fr, fn->waits, arg);
 		return;
 	}
 	ev_leave(pt->t, key);

@@ -1,7 +1,8 @@
 /* task-awaits.c: who awaits whom (doc/python.md). When an asyncio task's root coroutine
  * suspends, the value it yields is what its Task will wait on: a Task (an edge to it),
  * a gather's future (an edge to each child), a TaskGroup's end (to each task still in
- * the group) or a shield's outer future (to the inner task). The waiting task keeps
+ * the group), asyncio.wait()'s or wait_for()'s own future (to each pending task it
+ * waits for), or a shield's outer future (to the inner task). The waiting task keeps
  * that until it resumes; then each edge goes to the engine with the wall time waited.
  * Objects are read through C getters, struct fields and dicts only: no Python code
  * runs, the GIL is never dropped. GIL held, in the task's thread. */
@@ -19,9 +20,9 @@
 /* What a suspended task waits on. */
 struct pl_py_wait {
 	uint64_t since; /* ns, CLOCK_MONOTONIC, at the suspension */
-	/* A TaskGroup's, made before its task's root yields: the completion future it is
-	 * for and the group's parent Task (identity only); its ids hold no reference to
-	 * the awaited table yet. */
+	/* One made inside the chain (pl_py_wait_inner) before its task's root yields: the
+	 * future it is for and the waiting Task when known (identity only; 0: any); its
+	 * ids hold no reference to the awaited table yet. */
 	PyObject *fut;
 	uint64_t parent;
 	unsigned gen; /* the pl_py_gen (profiling window) it began in */
@@ -320,16 +321,16 @@ static void name_tasks(struct pl_py_thread *pt, const struct found *fd)
 }
 
 struct pl_py_wait *pl_py_wait_begin(struct pl_py_thread *pt, uint64_t waiter_id, PyObject *yielded,
-				    struct pl_py_wait *tg)
+				    struct pl_py_wait *inner)
 {
-	if (tg) {
-		if (tg->fut == yielded && tg->parent == waiter_id) {
-			tg->since = pl_py_monotonic_ns();
-			tg->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED);
-			tg->fut = NULL;
-			return wait_hold(tg);
+	if (inner) {
+		if (inner->fut == yielded && (!inner->parent || inner->parent == waiter_id)) {
+			inner->since = pl_py_monotonic_ns();
+			inner->gen = __atomic_load_n(&pl_py_gen, __ATOMIC_RELAXED);
+			inner->fut = NULL;
+			return wait_hold(inner);
 		}
-		free(tg);
+		free(inner);
 	}
 	PyTypeObject *tp = Py_TYPE(yielded);
 	/* The common yields, of nothing asyncio follows, cost a look at the type. */
@@ -366,43 +367,81 @@ out:
 	return w;
 }
 
-void pl_py_wait_taskgroup(struct pl_py_thread *pt, PL_PY_FRAME *fr, PyObject *yielded)
+/* The pending tasks of the futures in set or sequence fs (asyncio.wait's argument). */
+static void tasks_of(struct found *fd, PyObject *fs)
 {
-#if PY_VERSION_HEX >= 0x030B0000
-	PyCodeObject *co = pl_py_frame_code(fr);
-	PyObject *tg = co && co->co_argcount >= 1 ? fr->localsplus[0] : NULL;
-	if (!tg || !yielded || !pl_py_frame_gen(fr))
+	PyObject *it = fs && (PySet_Check(fs) || PyFrozenSet_Check(fs) || PyList_CheckExact(fs) ||
+			      PyTuple_CheckExact(fs))
+			   ? PyObject_GetIter(fs)
+			   : NULL;
+	for (PyObject *t; it && (t = PyIter_Next(it));) {
+		if (is_task(t))
+			add_task(fd, t);
+		Py_DECREF(t);
+	}
+	Py_XDECREF(it);
+}
+
+/* What the frame fr of one of asyncio's coroutines of kind `waits` waits on with the
+ * future `yielded`: fd->n tasks (none when it is not that coroutine's own wait), and
+ * the Task that waits when the frame tells (*parent; else 0). */
+static void inner_tasks(struct found *fd, PL_PY_FRAME *fr, unsigned waits, PyObject *yielded,
+			PyObject **parent)
+{
+	PyObject *first = pl_py_frame_arg(fr, 0);
+	if (!first)
+		return;
+	if (waits == PL_PY_WAITS_WAIT) {
+		/* _wait(fs, timeout, return_when, loop): `await waiter`, a future of its
+		 * own that the done callbacks of fs complete */
+		fd->kind = COPROF_AWAIT_WAIT;
+		tasks_of(fd, first);
+	} else if (waits == PL_PY_WAITS_WAIT_FOR) {
+#if PY_VERSION_HEX < 0x030C0000
+		/* wait_for(fut, timeout): fut, made a task by then, completes `waiter`; a
+		 * wait_for without a timeout awaits the task itself (kind task) */
+		fd->kind = COPROF_AWAIT_WAIT;
+		if (is_task(first) && first != yielded)
+			add_task(fd, first);
+#endif
+	} else if (waits == PL_PY_WAITS_TASKGROUP) {
+#if PY_VERSION_HEX >= 0x030B0000 /* 3.10 has no TaskGroup */
+		PyObject *fut = dict_attr(first, s_completed);
+		if (fut == yielded && (*parent = dict_attr(first, s_parent)) && is_task(*parent)) {
+			fd->kind = COPROF_AWAIT_TASKGROUP;
+			taskgroup_tasks(fd, first);
+		}
+		Py_XDECREF(fut);
+#endif
+	}
+}
+
+void pl_py_wait_inner(struct pl_py_thread *pt, PL_PY_FRAME *fr, unsigned waits, PyObject *yielded)
+{
+	if (!yielded || !pl_py_frame_gen(fr))
 		return;
 	struct pl_py_exc e;
 	pl_py_exc_save(&e);
-	PyObject *fut = NULL, *parent = NULL;
-	if (types_ready() && (fut = dict_attr(tg, s_completed)) == yielded &&
-	    (parent = dict_attr(tg, s_parent)) && is_task(parent)) {
+	PyObject *parent = NULL;
+	if (types_ready() && PyObject_TypeCheck(yielded, future_type) && !is_task(yielded)) {
 		struct found *fd = &found;
 		fd->n = 0;
 		fd->more = 0;
-		fd->kind = COPROF_AWAIT_TASKGROUP;
-		taskgroup_tasks(fd, tg);
-		pl_py_wait_free(pt->tg_wait);
-		if ((pt->tg_wait = wait_new(fd, 0))) {
-			pt->tg_wait->fut = yielded;
-			pt->tg_wait->parent = (uint64_t)(uintptr_t)parent;
+		inner_tasks(fd, fr, waits, yielded, &parent);
+		pl_py_wait_free(pt->inner_wait);
+		if ((pt->inner_wait = wait_new(fd, 0))) {
+			pt->inner_wait->fut = yielded;
+			pt->inner_wait->parent = is_task(parent) ? (uint64_t)(uintptr_t)parent : 0;
 		}
 	}
-	Py_XDECREF(fut);
 	Py_XDECREF(parent);
 	pl_py_exc_restore(&e);
-#else
-	(void)pt;
-	(void)fr;
-	(void)yielded; /* 3.10 has no TaskGroup */
-#endif
 }
 
 /* Lets go of the tasks w names. */
 static void wait_release(struct pl_py_wait *w)
 {
-	if (w->fut) { /* a TaskGroup's, never held */
+	if (w->fut) { /* made inside a chain, never held */
 		free(w);
 		return;
 	}

@@ -212,13 +212,13 @@ const char *pl_py_task_name(struct pl_py_thread *pt, PyObject *task)
 int pl_py_root_suspends(struct pl_py_thread *pt, PyObject *yielded)
 {
 	struct task *tk = task_get(pt, pt->root);
-	struct pl_py_wait *tg = pt->tg_wait;
-	pt->tg_wait = NULL;
+	struct pl_py_wait *inner = pt->inner_wait;
+	pt->inner_wait = NULL;
 	if (tk && tk->asyncio && yielded && yielded != Py_None) {
 		pl_py_wait_free(tk->wait); /* (a resume not seen) */
-		tk->wait = pl_py_wait_begin(pt, tk->id, yielded, tg);
+		tk->wait = pl_py_wait_begin(pt, tk->id, yielded, inner);
 	} else {
-		pl_py_wait_free(tg);
+		pl_py_wait_free(inner);
 	}
 	if (pl_py_likely(!tk || tk->watched))
 		return 0;

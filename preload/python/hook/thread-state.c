@@ -16,7 +16,7 @@ PyTypeObject *pl_py_wrapped_type;
 void pl_py_thread_free(struct pl_py_thread *pt)
 {
 	free(pt->drivers);
-	pl_py_wait_free(pt->tg_wait); /* a TaskGroup's: plain memory */
+	pl_py_wait_free(pt->inner_wait); /* not held yet: plain memory */
 	pl_py_map_free(&pt->agens);
 	free(pt);
 }
@@ -25,8 +25,8 @@ void pl_py_thread_free(struct pl_py_thread *pt)
  * fork, the parent's contexts. Tasks keep their contexts (struct task). */
 void pl_py_thread_reset(struct pl_py_thread *pt)
 {
-	pl_py_wait_free(pt->tg_wait);
-	pt->tg_wait = NULL;
+	pl_py_wait_free(pt->inner_wait);
+	pt->inner_wait = NULL;
 	pl_py_map_free(&pt->agens);
 	pt->root = pt->root_code = NULL;
 	pt->ctx = NULL;

@@ -4,6 +4,8 @@ Task-1 (asyncio.run's) awaits the task "main", which awaits, in turn:
 - the task "child";
 - a gather of "g1", "g2", "g3"; g3 awaits the task "deep", the longest wait of all;
 - (3.11+) a TaskGroup of "tg1" and "tg2";
+- asyncio.wait() of "w1" and "w2", and wait_for() of "wf" (which awaits the task
+  itself from 3.12 on);
 - a gather of "a1" and "a2", which both await the task "shared" (two awaiters);
 - the task "patient", which waits twice on a shield of the task "long": main cancels
   the first wait; the shield keeps "long" running.
@@ -42,6 +44,9 @@ async def main():
         async with asyncio.TaskGroup() as tg:
             tg.create_task(work(0.01), name="tg1")
             tg.create_task(work(0.03), name="tg2")
+    await asyncio.wait([asyncio.create_task(work(0.01), name="w1"),
+                        asyncio.create_task(work(0.02), name="w2")])
+    await asyncio.wait_for(asyncio.create_task(work(0.01), name="wf"), 5)
     shared = asyncio.create_task(work(0.03), name="shared")
     await asyncio.gather(asyncio.create_task(waits_on(shared), name="a1"),
                          asyncio.create_task(waits_on(shared), name="a2"))
