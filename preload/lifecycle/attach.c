@@ -209,7 +209,7 @@ static void *native_setup(void *arg)
 	if (setup() != 0)
 		return NULL;
 	pl_tls_data.guard = 1;
-	pl_uctx_init();
+	pl_uctx_init(1);
 	pl_fctx_init();
 	pl_stack_init();
 	if (pl_cfg.mode == COPROF_MODE_SAMPLE)
@@ -246,7 +246,7 @@ static void *python_setup(void *arg)
 	/* The GIL only for the adapter: the program's Python code waits meanwhile. */
 	int g = ensure();
 	pl_tls_data.guard = 1;
-	pl_uctx_init();
+	pl_uctx_init(1);
 	pl_fctx_init();
 	pl_stack_init();
 	pl_python_init(&lend);

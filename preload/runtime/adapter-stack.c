@@ -36,32 +36,24 @@ void pl_stack_name(struct pl_stack *s, uintptr_t fn)
 	s->name = s->namebuf;
 }
 
-/* Naming reads DWARF, deeper than the small stack of a coroutine the hook may be on:
- * it runs on a scratch stack of the thread's own, switched to with glibc's functions
- * (not the shim's hooks). The two ucontexts sit at its bottom. */
+/* Naming reads DWARF (and walking a stack, libunwind's), deeper than the small stack
+ * of a coroutine the hook may be on: it runs on a scratch stack of the thread's own,
+ * switched to with glibc's functions (not the shim's hooks). The two ucontexts sit at
+ * its bottom. */
 #define PL_SCRATCH_SIZE ((size_t)512 << 10)
 struct scratch {
 	ucontext_t run, back;
-	struct pl_stack *s;
-	uintptr_t fn;
-	int own_only; /* name it only after a function of the program's own */
+	void (*fn)(void *);
+	void *arg;
 };
 static __thread struct scratch *scratch PL_TLS;
 
-static void name_on_scratch(void)
+static void run_on_scratch(void)
 {
-	struct pl_stack *s = scratch->s;
-	struct coprof_func_info info;
-	if (!scratch->own_only)
-		pl_stack_name(s, scratch->fn);
-	else if (pl_syms && pl_symbols_lookup(pl_syms, scratch->fn, &info) == 0 && info.name &&
-		 pl_stack_own_function(&info)) {
-		s->name = info.name;
-		s->naming = 0;
-	}
+	scratch->fn(scratch->arg);
 }
 
-static void name_deep(struct pl_stack *s, uintptr_t fn, int own_only)
+int pl_on_scratch(void (*fn)(void *), void *arg)
 {
 	if (!scratch) {
 		void *m = mmap(NULL, PL_SCRATCH_SIZE, PROT_READ | PROT_WRITE,
@@ -70,19 +62,44 @@ static void name_deep(struct pl_stack *s, uintptr_t fn, int own_only)
 			scratch = m;
 	}
 	if (!scratch || !pl_real.makecontext || !pl_real.swapcontext ||
-	    getcontext(&scratch->run) != 0) {
-		snprintf(s->namebuf, sizeof(s->namebuf), "%p", (void *)fn);
-		s->name = s->namebuf;
-		return;
-	}
-	scratch->s = s;
+	    getcontext(&scratch->run) != 0)
+		return -1;
 	scratch->fn = fn;
-	scratch->own_only = own_only;
+	scratch->arg = arg;
 	scratch->run.uc_stack.ss_sp = (char *)scratch + sizeof(*scratch);
 	scratch->run.uc_stack.ss_size = PL_SCRATCH_SIZE - sizeof(*scratch);
 	scratch->run.uc_link = &scratch->back;
-	pl_real.makecontext(&scratch->run, name_on_scratch, 0);
+	pl_real.makecontext(&scratch->run, run_on_scratch, 0);
 	pl_real.swapcontext(&scratch->back, &scratch->run);
+	return 0;
+}
+
+struct naming {
+	struct pl_stack *s;
+	uintptr_t fn;
+	int own_only; /* name it only after a function of the program's own */
+};
+
+static void name_job(void *arg)
+{
+	struct naming *n = arg;
+	struct coprof_func_info info;
+	if (!n->own_only)
+		pl_stack_name(n->s, n->fn);
+	else if (pl_syms && pl_symbols_lookup(pl_syms, n->fn, &info) == 0 && info.name &&
+		 pl_stack_own_function(&info)) {
+		n->s->name = info.name;
+		n->s->naming = 0;
+	}
+}
+
+static void name_deep(struct pl_stack *s, uintptr_t fn, int own_only)
+{
+	struct naming n = {s, fn, own_only};
+	if (pl_on_scratch(name_job, &n) != 0) {
+		snprintf(s->namebuf, sizeof(s->namebuf), "%p", (void *)fn);
+		s->name = s->namebuf;
+	}
 }
 
 /* The calling thread ends: frees what the slow path kept for it. */

@@ -8,14 +8,24 @@
  * context). The entry function runs inside a trampoline of ours, which finishes the
  * context when it returns. Runs in the program's threads, on their switch path, maybe
  * in a signal handler (preemptive green threads): no allocation there, and otherwise
- * only when a coroutine is made or first seen in a profiling window. */
+ * only when a coroutine is made or first seen in a profiling window.
+ *
+ * Attached to a running program in sample mode (coprof attach), the coroutines made
+ * before the attach have no record: the shim did not see their makecontext. Each gets
+ * one at its first switch the bound swapcontext sees (adopted): as the ucontext a
+ * switch goes to, saved before with a stack pointer off the thread's own stack, or as
+ * the coroutine a switch leaves, running off the thread's own stack with no record.
+ * Its stack, walked once (its saved context, or the running one), names it after its
+ * entry; from then on it is a task of its own with its waits, as one made after. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime.h"
+#include "signal-safe.h"
 
 /* The most arguments an entry function may take (makecontext's argc). Beyond it the
  * coroutine runs unprofiled, as part of the thread that switches to it. */
@@ -31,6 +41,7 @@ struct pl_coro {
 	uint64_t id;		/* unique per makecontext: the task id */
 	unsigned incarnation;
 	int finished;
+	int adopted; /* made before the attach: no trampoline, an end no hook sees */
 	const char *name;
 	char namebuf[24];
 	/* the engine context, valid for one profiler (a forked child has its own) and one
@@ -50,9 +61,11 @@ static atomic_ullong next_id;
 static struct pl_coro *all_coros;
 
 static const struct pl_runtime ucontext_runtime = {.name = "ucontext", .native = 1};
+static int adopting; /* attached in sample mode: coroutines met unknown are adopted */
 
-void pl_uctx_init(void)
+void pl_uctx_init(int attached)
 {
+	adopting = attached && pl_cfg.mode == COPROF_MODE_SAMPLE;
 	pl_runtime_add(&ucontext_runtime);
 	if (pl_addrmap_make(&map) != 0)
 		pl_say("cannot map the coroutine table; coroutines are not profiled");
@@ -278,11 +291,119 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 	c->hi = c->lo + ucp->uc_stack.ss_size;
 	c->id = atomic_fetch_add(&next_id, 1) + 1;
 	c->finished = 0;
+	c->adopted = 0;
 	c->ctx = NULL;
 	name_coro(c);
 	uintptr_t p = (uintptr_t)c;
 	pl_real.makecontext(ucp, (void (*)(void))trampoline, 2, (unsigned)p, (unsigned)(p >> 32));
 	t->guard = 0;
+}
+
+/* --- coroutines made before the attach ------------------------------------------- */
+
+#define ADOPT_DEPTH 64 /* frames walked to name an adopted coroutine */
+
+/* The calling thread's own stack (pthread attributes, read once per thread). */
+static __thread uintptr_t own_lo PL_TLS;
+static __thread uintptr_t own_hi PL_TLS;
+
+/* 1 when `sp` lies on the calling thread's own stack, 0 when off it, -1 when that is
+ * not known (not read yet in a signal handler, or unreadable). */
+static int on_own_stack(uintptr_t sp)
+{
+	if (!own_hi) {
+		pthread_attr_t a;
+		void *addr;
+		size_t size;
+		if (pl_sig_maybe_in_handler() || pthread_getattr_np(pthread_self(), &a) != 0)
+			return -1;
+		int rc = pthread_attr_getstack(&a, &addr, &size);
+		pthread_attr_destroy(&a);
+		if (rc != 0)
+			return -1;
+		own_lo = (uintptr_t)addr;
+		own_hi = (uintptr_t)addr + size;
+	}
+	return sp - own_lo < own_hi - own_lo;
+}
+
+/* An adopted coroutine's entry, found on the scratch stack: the walk and DWARF go
+ * deeper than a coroutine's own stack allows. */
+struct entry_job {
+	const ucontext_t *from;
+	const char *entry;
+};
+
+static void entry_walk(void *arg)
+{
+	struct entry_job *j = arg;
+	uintptr_t pcs[ADOPT_DEPTH], base;
+	int n = pl_unw_walk(&pl_tls_data, j->from, pcs, ADOPT_DEPTH, &base);
+	int bottom;
+	j->entry = n > 0 ? pl_stack_entry(pcs, (uint32_t)n, &bottom) : NULL;
+}
+
+/* A record for the coroutine saved in (or leaving through) `uc`, made before the
+ * attach, whose stack walked from `from` gives its entry; NULL when none can be made
+ * here (a signal handler, no memory, a full table). */
+static struct pl_coro *adopt(ucontext_t *uc, const ucontext_t *from)
+{
+	if (pl_sig_maybe_in_handler() || !pl_addrmap_ready(&map))
+		return NULL;
+	struct entry_job job = {from, NULL};
+	pl_on_scratch(entry_walk, &job);
+	const char *entry = job.entry;
+	struct pl_coro *c = coro_for(uc);
+	if (!c || map_put(uc, c) != 0)
+		return NULL;
+	c->fn = NULL;
+	c->argc = 0;
+	c->link = NULL;
+	c->lo = c->hi = 0; /* unknown: sample mode needs none */
+	c->id = atomic_fetch_add(&next_id, 1) + 1;
+	c->finished = 0;
+	c->adopted = 1;
+	c->ctx = NULL;
+	if (entry) {
+		c->name = entry;
+	} else {
+		snprintf(c->namebuf, sizeof(c->namebuf), "%p",
+			 (void *)from->uc_mcontext.gregs[REG_RIP]);
+		c->name = c->namebuf;
+	}
+	return c;
+}
+
+/* The coroutine a switch goes to through `ucp`: its record, or an adopted one when it
+ * was saved before the attach off the thread's own stack; NULL: the thread's own. */
+static struct pl_coro *going_to(const ucontext_t *ucp)
+{
+	struct pl_coro *to = map_get(ucp);
+	if (to && to->finished)
+		return NULL;
+	if (to || !adopting || pl_stls.cur ||
+	    on_own_stack((uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]) != 0)
+		return to;
+	return adopt((ucontext_t *)ucp, ucp);
+}
+
+/* The coroutine a switch leaves, saving itself in `oucp`: the running one as the
+ * records say (`cur`), adopted when the thread runs off its own stack with no record.
+ * An adopted one may have returned through its uc_link, which no hook sees: back on
+ * the thread's own stack, the thread's own context is leaving. */
+static struct pl_coro *leaving(struct pl_coro *cur, ucontext_t *oucp)
+{
+	if (!adopting || (cur && !cur->adopted) || pl_stls.cur)
+		return cur;
+	int own = on_own_stack((uintptr_t)__builtin_frame_address(0));
+	if (own != 0)
+		return own > 0 ? NULL : cur;
+	if (cur)
+		return cur;
+	ucontext_t here;
+	if (getcontext(&here) != 0)
+		return NULL;
+	return adopt(oucp, &here);
 }
 
 /* A switch to `to` that did not happen: the thread is back in `from`, still inside the
@@ -303,10 +424,8 @@ PL_EXPORT int swapcontext(ucontext_t *oucp, const ucontext_t *ucp)
 	if (!pl_active || t->guard)
 		return pl_real.swapcontext(oucp, ucp);
 	t->guard = 1;
-	struct pl_coro *from = pl_ntls.cur;
-	struct pl_coro *to = map_get(ucp);
-	if (to && to->finished)
-		to = NULL;
+	struct pl_coro *from = leaving(pl_ntls.cur, oucp);
+	struct pl_coro *to = going_to(ucp);
 	map_put(oucp, from);
 	set_cur(to);
 	t->switch_sp = (uintptr_t)__builtin_frame_address(0);
@@ -331,9 +450,7 @@ PL_EXPORT int setcontext(const ucontext_t *ucp)
 		return pl_real.setcontext(ucp);
 	t->guard = 1;
 	struct pl_coro *from = pl_ntls.cur;
-	struct pl_coro *to = map_get(ucp);
-	if (to && to->finished)
-		to = NULL;
+	struct pl_coro *to = going_to(ucp);
 	set_cur(to);
 	/* The target may be a getcontext point no hook of ours passes: the sampler tells
 	 * the switch is over when the stack has left this frame (switch_sp). */

@@ -30,7 +30,9 @@ struct pl_lend {
 PL_HIDDEN void pl_adapters_init(const struct pl_lend *lend);
 /* Each adapter's part of it. pl_python_init returns at once in a process that is not
  * CPython (one dlsym). */
-PL_HIDDEN void pl_uctx_init(void);
+/* `attached`: coprof attach loaded the shim; in sample mode the ucontext adapter then
+ * adopts the coroutines made before, at their first switch (adapter-ucontext.c). */
+PL_HIDDEN void pl_uctx_init(int attached);
 PL_HIDDEN void pl_fctx_init(void);
 PL_HIDDEN void pl_stack_init(void);
 PL_HIDDEN void pl_instrument_init(void);
@@ -44,6 +46,10 @@ PL_HIDDEN void pl_uctx_resync(struct coprof_thread *t);
  * (calling `key` when `enter`, else leaving it) runs on another stack. Finds or makes
  * its context and switches the engine there. */
 PL_HIDDEN void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t key, int enter);
+/* Runs fn(arg) on a scratch stack of the calling thread's (512 KiB, made on first use),
+ * for what reads DWARF from a coroutine's small stack. -1: none could be had (fn did
+ * not run). Never in a signal handler. */
+PL_HIDDEN int pl_on_scratch(void (*fn)(void *), void *arg);
 /* A detected stack's root frame returned: its context ends. Guard held. */
 PL_HIDDEN void pl_stack_root_returned(struct coprof_thread *th, struct pl_stack *s);
 /* The engine context of `s` on thread `th`, made on first use (never in a signal

@@ -264,6 +264,11 @@ static inline void pl_ring_publish(struct pl_sthread *st, const struct pl_rec *r
 	atomic_store_explicit(&st->head, at + pl_rec_size(rec), memory_order_release);
 }
 
+/* The coroutine's entry on a stack walked to its end (pcs innermost first): the
+ * outermost function of the program's own, past a runtime's frames under it; when that
+ * is the stack's bottom frame (a start routine), the function it called, and *bottom is
+ * set. NULL: no frame of the program's own. A name of pl_syms's (stack-sampled.c). */
+PL_HIDDEN const char *pl_stack_entry(const uintptr_t *pcs, uint32_t depth, int *bottom);
 /* stack-sampled.c, on the folding thread: the context of a sample `rec` took
  * on a stack nobody follows (rec->sp set), found from its outermost frame and made on
  * first sight; NULL: the thread's own (its own stack, or a stack with no frame of the

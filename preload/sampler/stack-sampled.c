@@ -51,7 +51,7 @@ static int own_pc(uintptr_t pc, int leaf, const char **name)
  * itself, which has nothing to return to, it is the runtime's start routine (a
  * hand-written switch's trampoline): the entry is the function it called, and
  * *bottom is set. NULL: no frame of the program's own is on the stack. */
-static const char *entry_of(const uintptr_t *pcs, uint32_t depth, int *bottom)
+const char *pl_stack_entry(const uintptr_t *pcs, uint32_t depth, int *bottom)
 {
 	const char *name = NULL;
 	uint32_t i = depth;
@@ -106,7 +106,7 @@ struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec
 		if (!(fs = calloc(1, sizeof(*fs))))
 			return NULL;
 		int bottom;
-		const char *name = entry_of(rec->pcs, depth, &bottom);
+		const char *name = pl_stack_entry(rec->pcs, depth, &bottom);
 		fs->base = rec->base;
 		fs->lo = rec->sp;
 		fs->next = st->fstacks;
@@ -123,7 +123,7 @@ struct coprof_ctx *pl_stack_fold(struct pl_sthread *st, const struct pl_rec *rec
 		 * before has ended. (Named after its bottom frame's callee, a stack keeps its
 		 * task: that callee changes as the coroutine runs.) */
 		int bottom;
-		const char *name = entry_of(rec->pcs, depth, &bottom);
+		const char *name = pl_stack_entry(rec->pcs, depth, &bottom);
 		if (name != fs->name && (!name || !fs->name || strcmp(name, fs->name) != 0)) {
 			coprof_ctx_finish_sampled(fs->ctx);
 			start_ctx(st, fs, name, bottom);

@@ -401,11 +401,13 @@ def case_extra_map():
 
 def case_coros():
     """ucontext coroutines under the wall clock in sample mode: two made before the
-    attach (old_coro), found by their stacks at ticks (runtime stack), and one made
-    after it (new_coro), followed from its makecontext through the bound swapcontext
-    (runtime ucontext): it alone of the three is charged waits while suspended (the
-    switch tells the sampler where it waits: its own frame at the top), its samples are
-    new_coro's and the others' old_coro's."""
+    attach (old_coro), adopted at their first switch after it through the bound
+    swapcontext (their stacks walked once name them after their entry), and one made
+    after it (new_coro), followed from its makecontext: all three are tasks of runtime
+    ucontext, each holding its own function's samples and charged waits while
+    suspended at its own frame (the switch tells the sampler where it waits). Ticks on
+    an old one before its first switch (it ran at the attach) may make a task of
+    runtime stack, named old_coro too."""
     t = Target([TARGET, "coros"], orders=True)
     path = attached_window(t, "-c", "wall")
     t.order("coro")
@@ -416,15 +418,19 @@ def case_coros():
     prof = Profile(path)
     ex = prof.extras
     tasks = [(tk["name"], tk["runtime"]) for tk in ex["tasks"]]
-    check(tasks.count(("new_coro", "ucontext")) == 1 and
-          all(tk == ("old_coro", "stack") for tk in tasks if tk != ("new_coro", "ucontext")),
+    check(sorted(tk for tk in tasks if tk[1] == "ucontext") ==
+          [("new_coro", "ucontext"), ("old_coro", "ucontext"), ("old_coro", "ucontext")] and
+          all(tk == ("old_coro", "stack") for tk in tasks if tk[1] != "ucontext"),
           "tasks %r" % tasks)
-    new = [i for i, tk in enumerate(ex["tasks"]) if tk["runtime"] == "ucontext"][0]
-    check(funcs(ex["tasks"][new]["stats"], "new_coro") and
-          not funcs(ex["tasks"][new]["stats"], "old_coro"), "new_coro's task holds %r" %
-          sorted(k[2] for k in ex["tasks"][new]["stats"]))
+    uc = [i for i, tk in enumerate(ex["tasks"]) if tk["runtime"] == "ucontext"]
+    for i in uc:
+        name, other = ex["tasks"][i]["name"], {"old_coro": "new_coro", "new_coro": "old_coro"}
+        held = sorted(k[2] for k in ex["tasks"][i]["stats"])
+        check(funcs(ex["tasks"][i]["stats"], name) and
+              not funcs(ex["tasks"][i]["stats"], other[name]), "%s's task holds %r" % (name, held))
     waits = [st for st in ex["stacks"] if st[4]]
-    check(waits and all(st[0] == new and st[2][0][2] == "new_coro" for st in waits),
+    check(sorted({st[0] for st in waits}) == sorted(uc) and
+          all(st[2][0][2] == ex["tasks"][st[0]]["name"] for st in waits),
           "waits %r" % [(st[0], [k[2] for k in st[2]]) for st in waits])
     runs_on(t, shim=True, busy=False)
 
