@@ -210,7 +210,7 @@ static void *native_setup(void *arg)
 		return NULL;
 	pl_tls_data.guard = 1;
 	pl_uctx_init(1);
-	pl_fctx_init();
+	pl_fctx_init(1);
 	pl_stack_init();
 	if (pl_cfg.mode == COPROF_MODE_SAMPLE)
 		pl_sampler_init_attached();
@@ -247,7 +247,7 @@ static void *python_setup(void *arg)
 	int g = ensure();
 	pl_tls_data.guard = 1;
 	pl_uctx_init(1);
-	pl_fctx_init();
+	pl_fctx_init(1);
 	pl_stack_init();
 	pl_python_init(&lend);
 	pl_tls_data.guard = 0;

@@ -8,10 +8,17 @@
  * program is given (made, or handed over by a jump) to the stack record behind it; a
  * handle it does not know is the thread's own context. Runs in the program's threads,
  * on their switch path (maybe in a signal handler: no allocation there); records are
- * made in make_fcontext. */
+ * made in make_fcontext.
+ *
+ * Attached to a running program in sample mode (coprof attach), a fiber made before the
+ * attach has no record. It gets one (adopted) as it first jumps away: running off the
+ * thread's own stack with no record. Its stack, walked once, names it after its entry,
+ * and the handle it leaves maps to it, so it is a task of its own, with its waits, from
+ * its next run. (Its bounds stay unknown: sample mode needs none.) */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime.h"
@@ -62,10 +69,12 @@ static void resolve(void)
 }
 
 static const struct pl_runtime fcontext_runtime = {.name = "fcontext", .native = 1};
+static int adopting; /* attached in sample mode: fibers met unknown are adopted */
 
 /* The table is made by the first make_fcontext: most programs have none. */
-void pl_fctx_init(void)
+void pl_fctx_init(int attached)
 {
+	adopting = attached && pl_cfg.mode == COPROF_MODE_SAMPLE;
 	pl_runtime_add(&fcontext_runtime);
 }
 
@@ -82,9 +91,10 @@ static int map_put(uintptr_t k, struct pl_stack *s)
 	return pl_addrmap_put(&map, k, s);
 }
 
-/* The calling thread leaves for `to` (NULL: its own context, or one of no record):
- * the engine and the sampler hear it before the jump. Guard held, in_switch set. */
-static void announce(struct pl_stack *to)
+/* The calling thread leaves `from` (an adopted fiber's record, or NULL: the engine's
+ * running context) for `to` (NULL: its own context, or one of no record): the engine
+ * and the sampler hear it before the jump. Guard held, in_switch set. */
+static void announce(struct pl_stack *from, struct pl_stack *to)
 {
 	if (!__atomic_load_n(&pl_running, __ATOMIC_RELAXED))
 		return;
@@ -95,9 +105,46 @@ static void announce(struct pl_stack *to)
 		return;
 	if (pl_ntls.gen != __atomic_load_n(&pl_gen, __ATOMIC_RELAXED))
 		pl_uctx_resync(th);
-	struct coprof_ctx *cf = coprof_ctx_current(th), *ct = pl_stack_ctx(th, to);
+	struct coprof_ctx *cf = from ? pl_stack_ctx(th, from) : coprof_ctx_current(th);
+	struct coprof_ctx *ct = pl_stack_ctx(th, to);
 	pl_sampler_switch(cf, ct);
 	coprof_ctx_switch(th, ct);
+}
+
+/* The fiber the calling thread runs, made before the attach and met for the first time
+ * as it jumps away (off the thread's own stack, no record): a record of runtime
+ * fcontext named after its entry, or NULL (not off the thread's own stack, no memory,
+ * a signal handler). */
+static struct pl_stack *adopt_running(void)
+{
+	if (pl_sig_maybe_in_handler() ||
+	    pl_on_own_stack((uintptr_t)__builtin_frame_address(0)) != 0 ||
+	    pl_addrmap_make(&map) != 0)
+		return NULL;
+	ucontext_t here;
+	if (getcontext(&here) != 0)
+		return NULL;
+	const char *entry = pl_stack_entry_at(&here);
+	struct pl_stack *s = pl_stack_new();
+	if (!s)
+		return NULL;
+	s->lo = s->hi = 0;
+	s->runtime = "fcontext";
+	s->fn = NULL;
+	s->id = pl_stack_next_id();
+	s->ctx = NULL;
+	s->finished = 0;
+	s->naming = 0;
+	s->tries = 0;
+	__atomic_store_n(&s->fold_name, NULL, __ATOMIC_RELEASE);
+	if (entry) {
+		s->name = entry;
+	} else {
+		snprintf(s->namebuf, sizeof(s->namebuf), "%p",
+			 (void *)here.uc_mcontext.gregs[REG_RIP]);
+		s->name = s->namebuf;
+	}
+	return s;
 }
 
 /* Before a jump or an ontop to handle `to`: remembers where the thread comes from (the
@@ -120,6 +167,9 @@ static struct pl_tls *leave_for(pl_fctx to, uintptr_t frame)
 	if (!pl_active || t->guard)
 		return NULL;
 	t->guard = 1;
+	struct pl_stack *adopted = NULL;
+	if (adopting && !pl_stls.cur && !pl_ntls.cur)
+		pl_stls.fprev = adopted = adopt_running();
 	pl_ntls.cur = NULL; /* no ucontext coroutine runs there */
 	if (s && s->naming && s->fold_name)
 		pl_stack_take_fold_name(s);
@@ -129,7 +179,7 @@ static struct pl_tls *leave_for(pl_fctx to, uintptr_t frame)
 		pl_stack_set(NULL, 0, 0); /* the next event finds the stack it is on */
 	t->switch_sp = frame;
 	t->in_switch = 1;
-	announce(s);
+	announce(adopted, s);
 	t->guard = 0;
 	return t;
 }

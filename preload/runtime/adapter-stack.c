@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "signal-safe.h"
 
 /* A detected stack is taken to reach this far below the first frame seen on it (or
  * down to the next stack known below), and this far above: a runtime's own frames over
@@ -152,11 +153,10 @@ void pl_stack_finish(struct pl_stack *s)
 	}
 }
 
-/* The thread's own stack, from its pthread attributes (read once per thread). */
-static int own_bounds(void)
+/* The calling thread's own stack, from its pthread attributes: 0, or -1. Allocates
+ * (the main thread's reads /proc/self/maps): never in a signal handler. */
+static int read_own_stack(uintptr_t *lo, uintptr_t *hi)
 {
-	if (pl_stls.own_hi)
-		return 0;
 	pthread_attr_t a;
 	void *addr;
 	size_t size;
@@ -166,9 +166,49 @@ static int own_bounds(void)
 	pthread_attr_destroy(&a);
 	if (rc != 0)
 		return -1;
-	pl_stls.own_lo = (uintptr_t)addr;
-	pl_stls.own_hi = (uintptr_t)addr + size;
+	*lo = (uintptr_t)addr;
+	*hi = (uintptr_t)addr + size;
 	return 0;
+}
+
+/* The thread's own stack, read once per thread, for the hooks' slow path. */
+static int own_bounds(void)
+{
+	return pl_stls.own_hi ? 0 : read_own_stack(&pl_stls.own_lo, &pl_stls.own_hi);
+}
+
+/* The same for the switches' adoption (sample mode): kept apart, because
+ * pl_stls.own_hi also says that the hooks ran on this thread (pl_stack_hooked). */
+static __thread uintptr_t adopt_lo PL_TLS;
+static __thread uintptr_t adopt_hi PL_TLS;
+
+int pl_on_own_stack(uintptr_t sp)
+{
+	if (!adopt_hi && (pl_sig_maybe_in_handler() || read_own_stack(&adopt_lo, &adopt_hi) != 0))
+		return -1;
+	return sp - adopt_lo < adopt_hi - adopt_lo;
+}
+
+#define ENTRY_DEPTH 64 /* frames walked to name a coroutine made before the attach */
+
+struct entry_job {
+	const ucontext_t *at;
+	const char *entry;
+};
+
+static void entry_walk(void *arg)
+{
+	struct entry_job *j = arg;
+	uintptr_t pcs[ENTRY_DEPTH], base;
+	int n = pl_unw_walk(&pl_tls_data, j->at, pcs, ENTRY_DEPTH, &base);
+	int bottom;
+	j->entry = n > 0 ? pl_stack_entry(pcs, (uint32_t)n, &bottom) : NULL;
+}
+
+const char *pl_stack_entry_at(const ucontext_t *at)
+{
+	struct entry_job job = {at, NULL};
+	return pl_on_scratch(entry_walk, &job) == 0 ? job.entry : NULL;
 }
 
 /* The mapping of /proc/self/maps that holds `sp`, read without allocating. */

@@ -18,14 +18,12 @@
  * Its stack, walked once (its saved context, or the running one), names it after its
  * entry; from then on it is a task of its own with its waits, as one made after. */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime.h"
-#include "signal-safe.h"
 
 /* The most arguments an entry function may take (makecontext's argc). Beyond it the
  * coroutine runs unprofiled, as part of the thread that switches to it. */
@@ -301,48 +299,6 @@ PL_EXPORT void makecontext(ucontext_t *ucp, void (*fn)(void), int argc, ...)
 
 /* --- coroutines made before the attach ------------------------------------------- */
 
-#define ADOPT_DEPTH 64 /* frames walked to name an adopted coroutine */
-
-/* The calling thread's own stack (pthread attributes, read once per thread). */
-static __thread uintptr_t own_lo PL_TLS;
-static __thread uintptr_t own_hi PL_TLS;
-
-/* 1 when `sp` lies on the calling thread's own stack, 0 when off it, -1 when that is
- * not known (not read yet in a signal handler, or unreadable). */
-static int on_own_stack(uintptr_t sp)
-{
-	if (!own_hi) {
-		pthread_attr_t a;
-		void *addr;
-		size_t size;
-		if (pl_sig_maybe_in_handler() || pthread_getattr_np(pthread_self(), &a) != 0)
-			return -1;
-		int rc = pthread_attr_getstack(&a, &addr, &size);
-		pthread_attr_destroy(&a);
-		if (rc != 0)
-			return -1;
-		own_lo = (uintptr_t)addr;
-		own_hi = (uintptr_t)addr + size;
-	}
-	return sp - own_lo < own_hi - own_lo;
-}
-
-/* An adopted coroutine's entry, found on the scratch stack: the walk and DWARF go
- * deeper than a coroutine's own stack allows. */
-struct entry_job {
-	const ucontext_t *from;
-	const char *entry;
-};
-
-static void entry_walk(void *arg)
-{
-	struct entry_job *j = arg;
-	uintptr_t pcs[ADOPT_DEPTH], base;
-	int n = pl_unw_walk(&pl_tls_data, j->from, pcs, ADOPT_DEPTH, &base);
-	int bottom;
-	j->entry = n > 0 ? pl_stack_entry(pcs, (uint32_t)n, &bottom) : NULL;
-}
-
 /* A record for the coroutine saved in (or leaving through) `uc`, made before the
  * attach, whose stack walked from `from` gives its entry; NULL when none can be made
  * here (a signal handler, no memory, a full table). */
@@ -350,9 +306,7 @@ static struct pl_coro *adopt(ucontext_t *uc, const ucontext_t *from)
 {
 	if (pl_sig_maybe_in_handler() || !pl_addrmap_ready(&map))
 		return NULL;
-	struct entry_job job = {from, NULL};
-	pl_on_scratch(entry_walk, &job);
-	const char *entry = job.entry;
+	const char *entry = pl_stack_entry_at(from);
 	struct pl_coro *c = coro_for(uc);
 	if (!c || map_put(uc, c) != 0)
 		return NULL;
@@ -382,7 +336,7 @@ static struct pl_coro *going_to(const ucontext_t *ucp)
 	if (to && to->finished)
 		return NULL;
 	if (to || !adopting || pl_stls.cur ||
-	    on_own_stack((uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]) != 0)
+	    pl_on_own_stack((uintptr_t)ucp->uc_mcontext.gregs[REG_RSP]) != 0)
 		return to;
 	return adopt((ucontext_t *)ucp, ucp);
 }
@@ -395,7 +349,7 @@ static struct pl_coro *leaving(struct pl_coro *cur, ucontext_t *oucp)
 {
 	if (!adopting || (cur && !cur->adopted) || pl_stls.cur)
 		return cur;
-	int own = on_own_stack((uintptr_t)__builtin_frame_address(0));
+	int own = pl_on_own_stack((uintptr_t)__builtin_frame_address(0));
 	if (own != 0)
 		return own > 0 ? NULL : cur;
 	if (cur)

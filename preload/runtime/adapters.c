@@ -5,7 +5,7 @@
 void pl_adapters_init(const struct pl_lend *lend)
 {
 	pl_uctx_init(0);
-	pl_fctx_init();
+	pl_fctx_init(0);
 	pl_stack_init();
 	pl_instrument_init();
 	pl_python_init(lend);

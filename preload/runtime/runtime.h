@@ -33,7 +33,7 @@ PL_HIDDEN void pl_adapters_init(const struct pl_lend *lend);
 /* `attached`: coprof attach loaded the shim; in sample mode the ucontext adapter then
  * adopts the coroutines made before, at their first switch (adapter-ucontext.c). */
 PL_HIDDEN void pl_uctx_init(int attached);
-PL_HIDDEN void pl_fctx_init(void);
+PL_HIDDEN void pl_fctx_init(int attached); /* as pl_uctx_init */
 PL_HIDDEN void pl_stack_init(void);
 PL_HIDDEN void pl_instrument_init(void);
 PL_HIDDEN void pl_python_init(const struct pl_lend *lend);
@@ -50,6 +50,15 @@ PL_HIDDEN void pl_stack_moved(struct coprof_thread *th, uintptr_t sp, uintptr_t 
  * for what reads DWARF from a coroutine's small stack. -1: none could be had (fn did
  * not run). Never in a signal handler. */
 PL_HIDDEN int pl_on_scratch(void (*fn)(void *), void *arg);
+/* Attached in sample mode, for adopting coroutines made before the attach: 1 when `sp`
+ * lies on the calling thread's own stack, 0 when off it, -1 when that cannot be known
+ * (not read yet, in a signal handler). */
+PL_HIDDEN int pl_on_own_stack(uintptr_t sp);
+/* The entry of the coroutine whose stack the context `at` is on: its stack walked to
+ * its end from there (on the scratch stack: the walk and DWARF go deeper than a
+ * coroutine's own stack allows), the outermost function of the program's own; NULL
+ * when none. Never in a signal handler. */
+PL_HIDDEN const char *pl_stack_entry_at(const ucontext_t *at);
 /* A detected stack's root frame returned: its context ends. Guard held. */
 PL_HIDDEN void pl_stack_root_returned(struct coprof_thread *th, struct pl_stack *s);
 /* The engine context of `s` on thread `th`, made on first use (never in a signal

@@ -451,6 +451,31 @@ def case_fibers():
     runs_on(t, shim=True, busy=False)
 
 
+def case_old_fibers():
+    """Boost.Context fibers made before the attach (fibers.cpp's two that live for
+    ever), in sample mode under wall: each is adopted as it first jumps away (its stack
+    walked once names it), a task of runtime fcontext from its next run, holding
+    old_spin and charged waits while suspended (the jump tells the sampler where it
+    waits); ticks before that jump may make a task of runtime stack. The fibers made
+    after it are tasks of runtime fcontext too, none holding old_spin."""
+    t = Target([os.environ["COPROF_ATTACH_FIBERS"]])
+    path = attached_window(t, "-c", "wall")
+    time.sleep(1)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    ex = Profile(path).extras
+    old = [i for i, tk in enumerate(ex["tasks"]) if funcs(tk["stats"], "old_spin")]
+    adopted = [i for i in old if ex["tasks"][i]["runtime"] == "fcontext"]
+    check(len(adopted) == 2 and all(ex["tasks"][i]["runtime"] == "stack" for i in old
+                                    if i not in adopted) and
+          not any(funcs(ex["tasks"][i]["stats"], "fiber_spin") for i in adopted),
+          "tasks holding old_spin %r" % [(ex["tasks"][i]["name"], ex["tasks"][i]["runtime"])
+                                         for i in old])
+    waited = {st[0] for st in ex["stacks"] if st[4]}
+    check(set(adopted) <= waited, "waits of %r, adopted %r" % (sorted(waited), adopted))
+    runs_on(t, shim=True, busy=False)
+
+
 def case_trace_native():
     """Trace mode on a native program built with -finstrument-functions: its hooks are
     bound, so from the attach on every call is counted. spin_inner is called only by
