@@ -114,55 +114,40 @@ static int same_str(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* Which of asyncio's coroutines where a task waits on tasks (PL_PY_WAITS_*) the one
- * named `name` in `file` is: TaskGroup.__aexit__ (or its helper _aexit), where a task
- * waits for its group's tasks; asyncio.wait()'s helper _wait; wait_for (whose frame
- * task-awaits.c reads only before 3.12, where it waits on a future of its own). 0:
- * none. */
-static unsigned waits_in(const char *file, const char *name)
-{
-	static const struct {
-		const char *file, *name;
-		unsigned kind;
-	} waits[] = {
-	    {"/asyncio/taskgroups.py", "TaskGroup.__aexit__", PL_PY_WAITS_TASKGROUP},
-	    {"/asyncio/taskgroups.py", "TaskGroup._aexit", PL_PY_WAITS_TASKGROUP},
-	    {"/asyncio/tasks.py", "_wait", PL_PY_WAITS_WAIT},
-	    {"/asyncio/tasks.py", "wait_for", PL_PY_WAITS_WAIT_FOR},
-	};
-	size_t flen = file && name ? strlen(file) : 0;
-	for (size_t i = 0; flen && i < sizeof(waits) / sizeof(waits[0]); i++) {
-		size_t n = strlen(waits[i].file);
-		if (flen >= n && strcmp(file + flen - n, waits[i].file) == 0 &&
-		    strcmp(name, waits[i].name) == 0)
-			return waits[i].kind;
-	}
-	return 0;
-}
+/* asyncio's functions the hook watches, by where asyncio writes them: its scheduling
+ * points (PL_PY_SCHED_*, plain functions: ready.c) and the coroutines in which a task
+ * waits on tasks that its root's yield does not name (PL_PY_WAITS_*: task-awaits.c):
+ * TaskGroup.__aexit__ (or its helper _aexit), asyncio.wait()'s helper _wait, and
+ * wait_for (whose frame task-awaits.c reads only before 3.12, where it waits on a
+ * future of its own). Names are matched without their class (qualified from 3.11). */
+struct asyncio_fn {
+	const char *file, *name;
+	unsigned sched, waits;
+};
+static const struct asyncio_fn asyncio_fns[] = {
+    {"/asyncio/base_events.py", "_call_soon", PL_PY_SCHED_CALL_SOON, 0},
+    {"/asyncio/events.py", "_run", PL_PY_SCHED_RUN, 0},
+    {"/asyncio/taskgroups.py", "__aexit__", 0, PL_PY_WAITS_TASKGROUP},
+    {"/asyncio/taskgroups.py", "_aexit", 0, PL_PY_WAITS_TASKGROUP},
+    {"/asyncio/tasks.py", "_wait", 0, PL_PY_WAITS_WAIT},
+    {"/asyncio/tasks.py", "wait_for", 0, PL_PY_WAITS_WAIT_FOR},
+};
 
-/* Which of asyncio's scheduling points (PL_PY_SCHED_*) the function named `name` in
- * `file` is, by where asyncio writes it; 0: none. */
-static unsigned sched_point(const char *file, const char *name)
+/* The row of asyncio_fns for the function named `name` in `file`, or NULL. */
+static const struct asyncio_fn *asyncio_fn(const char *file, const char *name)
 {
-	static const struct {
-		const char *file, *name;
-		unsigned kind;
-	} points[] = {
-	    {"/asyncio/base_events.py", "_call_soon", PL_PY_SCHED_CALL_SOON},
-	    {"/asyncio/events.py", "_run", PL_PY_SCHED_RUN},
-	};
 	if (!file || !name)
-		return 0;
-	const char *dot = strrchr(name, '.'); /* a qualified name (3.11+) */
+		return NULL;
+	const char *dot = strrchr(name, '.');
 	const char *bare = dot ? dot + 1 : name;
 	size_t flen = strlen(file);
-	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
-		size_t n = strlen(points[i].file);
-		if (flen >= n && strcmp(file + flen - n, points[i].file) == 0 &&
-		    strcmp(bare, points[i].name) == 0)
-			return points[i].kind;
+	for (size_t i = 0; i < sizeof(asyncio_fns) / sizeof(asyncio_fns[0]); i++) {
+		size_t n = strlen(asyncio_fns[i].file);
+		if (flen >= n && strcmp(file + flen - n, asyncio_fns[i].file) == 0 &&
+		    strcmp(bare, asyncio_fns[i].name) == 0)
+			return &asyncio_fns[i];
 	}
-	return 0;
+	return NULL;
 }
 
 /* The function for `co`'s names, made on first sight of those names, then cached
@@ -200,12 +185,13 @@ struct pl_py_func *pl_py_func_slow(PyCodeObject *co)
 			free(name);
 			return NULL;
 		}
+		const struct asyncio_fn *a = asyncio_fn(file, name);
 		*f = (struct pl_py_func){.file = file,
 					 .name = name,
 					 .line = line,
 					 .flags = flags,
-					 .sched = flags ? 0 : sched_point(file, name)};
-		f->waits = flags == PL_PY_CORO ? waits_in(file, name) : 0;
+					 .sched = a && !flags ? a->sched : 0,
+					 .waits = a && flags == PL_PY_CORO ? a->waits : 0};
 		/* Out of memory here only means a twin may be made later: the same
 		 * names under two keys, which pstats shows as one. */
 		f->same = head;
