@@ -128,6 +128,11 @@ static unsigned bound_count(const char *name)
 	return 0;
 }
 
+/* How many of `bound` are bound (0: none yet), and the loader's count of objects added
+ * when they last were (pl_bind_new). */
+static size_t bound_n;
+static unsigned long long bound_adds;
+
 /* Binds the interposers; says when some entry could not be written (the others are
  * bound all the same). The -finstrument-functions hooks only in trace mode: in sample
  * mode they would follow an instrumented program's switches by the stack pointer,
@@ -140,10 +145,21 @@ static void bind_interposers(void)
 	/* tests: a thread the program starts in the gap is given the entry by coprof
 	 * attach once the window is open */
 	pl_test_pause("COPROF_TEST_ATTACH_DELAY_MS");
-	int rc = pl_bind(bound, n);
+	int rc = pl_bind_new(bound, n, &bound_adds);
+	__atomic_store_n(&bound_n, n, __ATOMIC_RELEASE);
 	if (rc != 0)
 		pl_say("attach: some of the program's calls of the C library stay unseen: %s",
 		       strerror(-rc));
+}
+
+/* The control thread, while a window is open (pl_control_init_attached). */
+static void rebind(void)
+{
+	static int said;
+	size_t n = __atomic_load_n(&bound_n, __ATOMIC_ACQUIRE);
+	if (n && pl_bind_new(bound, n, &bound_adds) != 0 && !said++)
+		pl_say("attach: some of the program's calls of the C library stay unseen in an "
+		       "object it loaded later");
 }
 
 static const struct pl_lend lend = {
@@ -191,7 +207,7 @@ static int setup(void)
 	}
 	/* Not pl_threads_init: its count of the program's threads is kept by the
 	 * pthread_create hook, which an attached shim is not (symbols are bound). */
-	pl_control_init_attached();
+	pl_control_init_attached(rebind);
 	pl_fork_init();
 	pl_sig_note_handlers();
 	pl_active = 1;

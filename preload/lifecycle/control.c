@@ -216,6 +216,11 @@ static void window_due(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Set by pl_control_init_attached: a control thread runs without a toggle signal, and
+ * a forked child gets one too; it calls rebind_fn while a window is open. */
+static int attached_control;
+static void (*rebind_fn)(void);
+
 /* The control thread: no signal is ever delivered to it, and its guard is always set,
  * so no hook records anything it does. It returns when quit_fd is set, between two
  * toggles: bytes it has not read stay in the pipe for the next control thread. It
@@ -232,7 +237,13 @@ static void *control_main(void *arg)
 	for (;;) {
 		struct pollfd fds[2] = {{.fd = quit_fd.fd, .events = POLLIN},
 					{.fd = read_fd.fd, .events = POLLIN}};
-		int ready = poll(fds, 2, window_wait_ms());
+		int ms = window_wait_ms();
+		int rebind = rebind_fn && __atomic_load_n(&pl_running, __ATOMIC_ACQUIRE);
+		if (rebind && (ms < 0 || ms > PL_REBIND_MS))
+			ms = PL_REBIND_MS;
+		int ready = poll(fds, 2, ms);
+		if (rebind)
+			rebind_fn();
 		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
@@ -341,13 +352,10 @@ int pl_control_init(void)
 	return spawn_control(0);
 }
 
-/* Set by pl_control_init_attached: a control thread runs without a toggle signal, and
- * a forked child gets one too. */
-static int attached_control;
-
-int pl_control_init_attached(void)
+int pl_control_init_attached(void (*rebind)(void))
 {
 	attached_control = 1;
+	rebind_fn = rebind;
 	return pl_real.pthread_create ? spawn_control(0) : -ENOSYS;
 }
 

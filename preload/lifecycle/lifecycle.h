@@ -18,8 +18,11 @@
 
 PL_HIDDEN int pl_control_init(void);   /* the pipe and the control thread */
 /* The same for `coprof attach` (attach.c), whose requests come through the pipe alone:
- * no toggle signal, and the control thread all the same. */
-PL_HIDDEN int pl_control_init_attached(void);
+ * no toggle signal, and the control thread all the same, which also calls `rebind`
+ * every PL_REBIND_MS at most while a window is open (the interposers bound into the
+ * objects the program loaded since: bind.c). */
+#define PL_REBIND_MS 100
+PL_HIDDEN int pl_control_init_attached(void (*rebind)(void));
 PL_HIDDEN void pl_control_start(void); /* start profiling now */
 /* The control pipe's write end, its number and inode (-1 while there is none): `coprof
  * toggle`, `attach` and `detach` write their requests there, through /proc/PID/fd,
@@ -74,6 +77,7 @@ PL_EXPORT const char *coprof_api_strerror(int rc);
 
 PL_EXPORT int coprof_attach_entry(const char *options);
 PL_EXPORT int coprof_attach_thread(const char *unused);
+
 extern PL_EXPORT char coprof_attach_out[PATH_MAX];
 extern PL_EXPORT unsigned coprof_attach_calls;
 extern PL_EXPORT unsigned coprof_attach_sampled;

@@ -9,13 +9,27 @@
  * read-only part after relocation (RELRO) are written with that page made writable for
  * the write alone. A program's thread calling through an entry as it changes reads the
  * old address or the new (one aligned 8-byte store). The shim itself, the loader and
- * the vDSO are left alone; objects loaded later bind as the loader binds them (to the
- * C library). x86-64 ELF only, as attach is. Runs on the shim's set-up thread. */
+ * the vDSO are left alone. An object loaded later binds as the loader binds it (to the
+ * C library) until pl_bind_new, which the control thread calls while a window is open,
+ * finds it. x86-64 ELF only, as attach is. Runs on the shim's set-up thread and on the
+ * control thread.
+ *
+ * An object is bound only once it is wholly loaded. The loader puts a new object on
+ * its list (which dl_iterate_phdr walks) before it relocates it and makes its RELRO
+ * pages read-only, all under its load lock: a GOT written then would be written over,
+ * and a RELRO page made read-only under the loader's relocation would crash it. So the
+ * objects listed are noted first, the load lock is taken and let go (a dlopen of the
+ * shim itself with RTLD_NOLOAD waits for any load under way), and only the objects
+ * noted before are bound; one that came since waits for the next call. While the
+ * walk runs, no object on the list is unmapped (dlclose takes it off under the lock the
+ * walk holds, and unmaps it after). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -23,11 +37,16 @@
 
 #include "service.h"
 
+#define BIND_OBJECTS 4096 /* objects one call binds at most */
+
 struct bind_job {
 	struct pl_bind_name *names;
 	size_t n;
 	uintptr_t self; /* an address in the shim's text */
 	int err;	/* the first -errno of an entry that could not be written */
+	/* the objects listed before the load lock was let go: only these are bound */
+	uintptr_t *noted;
+	size_t nnoted;
 };
 
 /* The object's address `p` of a dynamic entry: glibc relocates the dynamic section's
@@ -100,12 +119,29 @@ static void bind_relocs(struct dl_phdr_info *info, struct bind_job *job, const E
 	}
 }
 
+static int note_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct bind_job *job = arg;
+	if (job->nnoted < BIND_OBJECTS)
+		job->noted[job->nnoted++] = info->dlpi_addr;
+	return 0;
+}
+
+static int noted(const struct bind_job *job, uintptr_t addr)
+{
+	for (size_t i = 0; i < job->nnoted; i++)
+		if (job->noted[i] == addr)
+			return 1;
+	return 0;
+}
+
 static int bind_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct bind_job *job = arg;
 	if (contains(info, job->self) || info->dlpi_addr == getauxval(AT_BASE) ||
-	    info->dlpi_addr == getauxval(AT_SYSINFO_EHDR))
+	    info->dlpi_addr == getauxval(AT_SYSINFO_EHDR) || !noted(job, info->dlpi_addr))
 		return 0;
 	const ElfW(Dyn) *dyn = NULL;
 	for (int i = 0; i < info->dlpi_phnum; i++)
@@ -141,17 +177,43 @@ static int bind_object(struct dl_phdr_info *info, size_t size, void *arg)
 int pl_bind(struct pl_bind_name *names, size_t n)
 {
 	struct bind_job job = {.names = names, .n = n, .self = (uintptr_t)&pl_bind};
+	if (!(job.noted = malloc(BIND_OBJECTS * sizeof(*job.noted))))
+		return -ENOMEM;
+	dl_iterate_phdr(note_object, &job);
 	/* The shim's functions through a handle of its own: a reference from its code would
-	 * go through the global scope, where the C library's come first. */
+	 * go through the global scope, where the C library's come first. Getting it takes
+	 * the load lock: the objects noted are wholly loaded once it returns. */
 	Dl_info self;
 	void *shim;
-	if (!dladdr((void *)&pl_bind, &self) || !(shim = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
+	if (!dladdr((void *)&pl_bind, &self) || !(shim = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD))) {
+		free(job.noted);
 		return -ENOENT;
+	}
 	for (size_t i = 0; i < n; i++) {
 		names[i].bound = 0;
 		names[i].ours = dlsym(shim, names[i].name);
 	}
 	dlclose(shim);
 	dl_iterate_phdr(bind_object, &job);
+	free(job.noted);
 	return job.err;
+}
+
+/* The loader's count of objects it added, read from the first object's record. */
+static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
+		*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+int pl_bind_new(struct pl_bind_name *names, size_t n, unsigned long long *adds)
+{
+	unsigned long long now = 0;
+	dl_iterate_phdr(read_adds, &now);
+	if (now == *adds)
+		return 0;
+	int rc = pl_bind(names, n);
+	*adds = now; /* an object added since is found next time: the count moved on */
+	return rc;
 }

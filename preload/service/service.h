@@ -54,6 +54,9 @@ struct pl_bind_name {
  * the shim's own, the loader's or the vDSO's). 0, or the -errno of the first entry it
  * could not write (the others are bound all the same). */
 PL_HIDDEN int pl_bind(struct pl_bind_name *names, size_t n);
+/* pl_bind again when the loader has added objects since the count *adds (0 at first),
+ * which it moves on: the objects loaded since are bound. 0 when none were added. */
+PL_HIDDEN int pl_bind_new(struct pl_bind_name *names, size_t n, unsigned long long *adds);
 
 /* --- the signal guard (signal-guard.c): signals the shim owns ------------------------ */
 

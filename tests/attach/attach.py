@@ -364,6 +364,26 @@ def case_late_thread():
     detach_late_sampled(t, path, tid)
 
 
+def case_dlopen_thread():
+    """A library the program loads after the attach (target.c's order dlopen, late.c):
+    the control thread binds the interposers into it while the window is open, so its
+    pthread_create is the shim's (the library sees it: "bound"), and the thread it then
+    starts is sampled from its start: late_spin is in the profile."""
+    t = Target([TARGET, "orders"], orders=True,
+               env=dict(base_env(), ATTACH_LATE_LIB=os.environ["COPROF_ATTACH_LATE_LIB"]))
+    path = attached_window(t)
+    t.order("dlopen")
+    lines = lambda: t.text().splitlines()
+    wait_for(lambda: "late started" in lines() or "no library" in lines(), 20, "the library")
+    check("bound" in lines() and "late started" in lines(), "the target said %r" % lines())
+    time.sleep(1)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == path, "detach: %r %r" % (r.stdout, r.stderr))
+    prof = native_profile(path)
+    check(prof.nc("late_spin") > 0, "late_spin not sampled")
+    runs_on(t, shim=True, busy=False)
+
+
 def case_gap_thread():
     """A thread the program starts while the shim sets up, before the binding (the
     set-up held 1.5 s by COPROF_TEST_ATTACH_DELAY_MS), is not in coprof's first listing

@@ -19,6 +19,7 @@
  *   target coros    main runs ucontext coroutines in turn, each spinning a round at a
  *                   time: two made at its start (old_coro), and one more (new_coro,
  *                   printing "made") for each order "coro" on stdin, read as in orders */
+#include <dlfcn.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -181,6 +182,32 @@ static void map_shim(void)
 		close(fd);
 }
 
+/* Loads ATTACH_LATE_LIB (late.c), waits up to 10 s for its calls of
+ * pthread_create to be bound to the shim's, says whether they were ("bound" or
+ * "unbound"), and has it start its thread ("late started"). */
+static void load_late(void)
+{
+#ifdef TARGET_STATIC /* no dlopen in a static build (attach refuses it anyway) */
+	printf("no library\n");
+#else
+	const char *path = getenv("ATTACH_LATE_LIB");
+	void *h = path ? dlopen(path, RTLD_NOW) : NULL;
+	int (*bound)(void) = h ? (int (*)(void))dlsym(h, "late_bound") : NULL;
+	int (*start)(void) = h ? (int (*)(void))dlsym(h, "late_start") : NULL;
+	if (!bound || !start) {
+		printf("no library\n");
+		return;
+	}
+	for (int i = 0; i < 200 && !bound(); i++) {
+		struct timespec t = {0, 50000000};
+		nanosleep(&t, NULL);
+	}
+	printf(bound() ? "bound\n" : "unbound\n");
+	if (start() == 0)
+		printf("late started\n");
+#endif
+}
+
 static void *orders(void *arg)
 {
 	(void)arg;
@@ -200,6 +227,8 @@ static void *orders(void *arg)
 			map_shim();
 		} else if (!strcmp(line, "coro")) {
 			__atomic_add_fetch(&coros_wanted, 1, __ATOMIC_RELEASE);
+		} else if (!strcmp(line, "dlopen")) {
+			load_late();
 		}
 	}
 	return NULL;
