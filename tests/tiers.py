@@ -39,7 +39,7 @@ PY_SUBSET = {
 }
 PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall",
-                   "stalls_cpu", "handles_cpu"}  # Handle._run watched: local events (3.12+),
+                   "stalls_cpu", "stall_timers_cpu", "handles_cpu"}  # Handle._run watched: local events (3.12+),
 # a C stand-in before (handles: what the program prints stays the same)
 ASAN_PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "threads", "forked", "forked_sample",

@@ -192,13 +192,15 @@ int pl_py_aio_behind(PyObject *loop, double now)
 		double when = pl_py_aio_timer_when(th);
 		n += when >= 0 && when <= now && slot_of(th, cancelled_at) != Py_True;
 	}
-	/* The ready queue: a task's step or wakeup, or a timer moved there (due). */
+	/* The ready queue: a task's step or wakeup, or a timer moved there (due). A
+	 * timer is known by its when (which learns its type: a count whose timers were all
+	 * in the ready queue, none scheduled, found none of them before). */
 	PyObject *ready = PyObject_GetAttrString(loop, "_ready");
 	PyObject *it = ready ? PyObject_GetIter(ready) : NULL, *x;
 	while (it && (x = PyIter_Next(it))) {
 		PyObject *cb = pl_py_aio_handle_callback(x);
 		n += cb && slot_of(x, cancelled_at) != Py_True &&
-		     (Py_TYPE(x) == timer_type || pl_py_aio_task_of(cb));
+		     (pl_py_aio_timer_when(x) >= 0 || pl_py_aio_task_of(cb));
 		Py_DECREF(x);
 	}
 	Py_XDECREF(due);

@@ -599,6 +599,25 @@ def case_stalls(r, clock):
     return None
 
 
+def case_stall_timers(r, clock):
+    """The tasks behind a stall counted from timers the loop has moved to its ready queue
+    (tests/python/progs/stall_timers.py): on_stall, the process's first stall, has the
+    three sleepers' timer handles behind it there and none scheduled, so 3. A count
+    that knew a timer handle only from the scheduled ones found none of them (0): the
+    loaded runs' stalls_wall, once in some 40 runs."""
+    out = os.path.join(r.tmp, "stall_timers.pstat")
+    prog = os.path.join(HERE, "..", "python", "progs", "stall_timers.py")
+    p = subprocess.run([r.a.python, prog], env=r.env(clock, COPROF_OUT=out, COPROF_STALL_MS=100),
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and p.stdout == "stall_timers: done\n" and "coprof:" not in p.stderr,
+          "exit %d %r: %s" % (p.returncode, p.stdout, report_of(p.stderr)))
+    stalls = Profile(out).extras["stalls"]
+    mine = [(s[1], s[5]) for s in stalls if s[2] == "on_stall"]
+    check(mine == [(0, 3)], "on_stall's stalls (task, behind) %r of %r"
+          % (mine, [(s[2], s[5]) for s in stalls]))
+    return None
+
+
 def case_handles(r, clock):
     """Watching Handle._run for the loop's steps changes nothing the program prints: a
     callback's stack, the traceback of a callback that raises and of a task's, the
