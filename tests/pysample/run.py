@@ -561,6 +561,18 @@ def case_idlestarved(r, clock):
     return idle_waits(r, clock, COPROF_TEST_FOLD_EVERY=13)
 
 
+def stalls_run(r, clock, name):
+    """The profile of tests/python/progs/NAME.py in sample mode, a stall threshold of 100
+    ms, after it printed its fixed line ("NAME: done") and coprof nothing."""
+    out = os.path.join(r.tmp, name + ".pstat")
+    prog = os.path.join(HERE, "..", "python", "progs", name + ".py")
+    p = subprocess.run([r.a.python, prog], env=r.env(clock, COPROF_OUT=out, COPROF_STALL_MS=100),
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and p.stdout == name + ": done\n" and "coprof:" not in p.stderr,
+          "exit %d %r: %s" % (p.returncode, p.stdout, report_of(p.stderr)))
+    return Profile(out)
+
+
 def case_stalls(r, clock):
     """Stalls in sample mode (doc/design.md rule 11; tests/python/progs/stalls.py, a
     threshold of 100 ms), on every Python: Handle._run says when each loop step begins
@@ -571,14 +583,7 @@ def case_stalls(r, clock):
     the loop's queues at its end (some of the other four: the quick tasks' timers fell
     due during it); under cpu nothing else (under wall a loaded machine may stretch another
     step past 100 ms: it may not hold decode)."""
-    out = os.path.join(r.tmp, "stalls.pstat")
-    prog = os.path.join(HERE, "..", "python", "progs", "stalls.py")
-    p = subprocess.run([r.a.python, prog], env=r.env(clock, COPROF_OUT=out, COPROF_STALL_MS=100),
-                       capture_output=True, text=True, timeout=120)
-    check(p.returncode == 0 and p.stdout == "stalls: done\n" and "coprof:" not in p.stderr,
-          "exit %d %r: %s" % (p.returncode, p.stdout, report_of(p.stderr)))
-    prof = Profile(out)
-    ex = prof.extras
+    ex = stalls_run(r, clock, "stalls").extras
     check(ex["stall_threshold"] == 0.1, "threshold %r" % ex["stall_threshold"])
     blocker = [t["id"] for t in ex["tasks"] if t["name"] == "blocker"]
     mine = [s for s in ex["stalls"] if s[2] in ("blocker", "on_tick")]
@@ -605,13 +610,7 @@ def case_stall_timers(r, clock):
     three sleepers' timer handles behind it there and none scheduled, so 3. A count
     that knew a timer handle only from the scheduled ones found none of them (0): the
     loaded runs' stalls_wall, once in some 40 runs."""
-    out = os.path.join(r.tmp, "stall_timers.pstat")
-    prog = os.path.join(HERE, "..", "python", "progs", "stall_timers.py")
-    p = subprocess.run([r.a.python, prog], env=r.env(clock, COPROF_OUT=out, COPROF_STALL_MS=100),
-                       capture_output=True, text=True, timeout=120)
-    check(p.returncode == 0 and p.stdout == "stall_timers: done\n" and "coprof:" not in p.stderr,
-          "exit %d %r: %s" % (p.returncode, p.stdout, report_of(p.stderr)))
-    stalls = Profile(out).extras["stalls"]
+    stalls = stalls_run(r, clock, "stall_timers").extras["stalls"]
     mine = [(s[1], s[5]) for s in stalls if s[2] == "on_stall"]
     check(mine == [(0, 3)], "on_stall's stalls (task, behind) %r of %r"
           % (mine, [(s[2], s[5]) for s in stalls]))

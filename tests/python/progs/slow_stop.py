@@ -2,7 +2,8 @@
 the loop, while profiling is stopped from outside. Prints "ready" once all three have
 run a step, and ends at a line on stdin."""
 import asyncio
-import sys
+
+from stdin_line import line_on_stdin
 
 
 def work(n):
@@ -14,14 +15,6 @@ async def worker(started):
     while True:
         work(50)
         await asyncio.sleep(0)
-
-
-async def line_on_stdin():
-    loop = asyncio.get_running_loop()
-    got = loop.create_future()
-    loop.add_reader(sys.stdin.fileno(), lambda: got.done() or got.set_result(None))
-    await got
-    loop.remove_reader(sys.stdin.fileno())
 
 
 async def main():

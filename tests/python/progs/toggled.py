@@ -5,6 +5,8 @@ client has had an answer."""
 import asyncio
 import sys
 
+from stdin_line import line_on_stdin
+
 
 async def handle(reader, writer):
     while True:
@@ -27,14 +29,6 @@ async def client(port, stop, answered):
         n += 1
     writer.close()
     return n
-
-
-async def line_on_stdin():
-    loop = asyncio.get_running_loop()
-    got = loop.create_future()
-    loop.add_reader(sys.stdin.fileno(), lambda: got.done() or got.set_result(None))
-    await got
-    loop.remove_reader(sys.stdin.fileno())
 
 
 async def main(seconds):
