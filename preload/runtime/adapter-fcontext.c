@@ -117,9 +117,10 @@ static void announce(struct pl_stack *from, struct pl_stack *to)
  * a signal handler). */
 static struct pl_stack *adopt_running(void)
 {
-	if (pl_sig_maybe_in_handler() ||
-	    pl_on_own_stack((uintptr_t)__builtin_frame_address(0)) != 0 ||
-	    pl_addrmap_make(&map) != 0)
+	/* the stack first: a jump from the thread's own costs a compare, where the
+	 * handler test is a system call once the program has handlers */
+	if (pl_on_own_stack((uintptr_t)__builtin_frame_address(0)) != 0 ||
+	    pl_sig_maybe_in_handler() || pl_addrmap_make(&map) != 0)
 		return NULL;
 	ucontext_t here;
 	if (getcontext(&here) != 0)
