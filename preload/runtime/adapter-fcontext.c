@@ -196,7 +196,7 @@ static void resumed(pl_fctx from)
 }
 
 /* Every context made by make_fcontext starts here, on its own stack. */
-static void entry(struct pl_transfer t)
+static PL_START_CODE void entry(struct pl_transfer t)
 {
 	struct pl_stack *s = pl_stls.fnext;
 	void (*fn)(struct pl_transfer) = (void (*)(struct pl_transfer))s->fn;

@@ -162,7 +162,7 @@ static void announce(struct pl_coro *from, struct pl_coro *to)
 /* Runs on the coroutine's own stack; `lo` and `hi` are the halves of its record's
  * address (makecontext passes ints). When the entry returns, the context is finished
  * and the one uc_link names becomes current; glibc then switches there itself. */
-static void trampoline(unsigned lo, unsigned hi)
+static PL_START_CODE void trampoline(unsigned lo, unsigned hi)
 {
 	struct pl_coro *c = (struct pl_coro *)(((uintptr_t)hi << 32) | lo);
 	pl_tls_data.in_switch = 0;

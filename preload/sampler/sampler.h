@@ -212,12 +212,18 @@ static inline int pl_pc_is_ours(uintptr_t pc)
  * coroutine's entry runs under the ucontext adapter's trampoline (and glibc's
  * __start_context under it), a thread's function under the shim's thread start, and
  * the program's stack starts at its own function. Frames of ours at the leaf end (the
- * program called into the shim) stay. */
+ * program called into the shim) stay, but when they are such a start itself (a tick
+ * before the program's function began, or after it returned): 0, nothing of the
+ * program's. */
 static inline uint32_t pl_stack_user_depth(const uintptr_t *pcs, uint32_t depth)
 {
 	for (uint32_t i = 1; i < depth; i++)
 		if (pl_pc_is_ours(pcs[i]) && !pl_pc_is_ours(pcs[i - 1]))
 			return i;
+	for (uint32_t i = 0; i < depth && pl_pc_is_ours(pcs[i]); i++)
+		if (pcs[i] - (uintptr_t)__start_pl_start_code <
+		    (uintptr_t)(__stop_pl_start_code - __start_pl_start_code))
+			return 0;
 	return depth;
 }
 

@@ -98,7 +98,7 @@ static void thread_done(void *arg)
 	pl_ntls.dead = 1; /* TLS destructors may still call hooks: ignore them */
 }
 
-static void *thread_main(void *arg)
+static PL_START_CODE void *thread_main(void *arg)
 {
 	struct start s = *(struct start *)arg;
 	free(arg);

@@ -21,6 +21,15 @@
 #define PL_HIDDEN __attribute__((visibility("hidden")))
 #define PL_EXPORT __attribute__((visibility("default")))
 #define PL_TLS __attribute__((tls_model("initial-exec")))
+/* The functions a thread or coroutine of the program's starts in, around its own
+ * function (the shim's thread start, the ucontext trampoline, the fcontext entry): in
+ * one section, which the linker bounds with __start_/__stop_ symbols, so that a stack
+ * sample tells a tick that fell in them, with no frame of the program's over them, from
+ * the program calling into the shim (pl_stack_user_depth). */
+#define PL_START_CODE __attribute__((section("pl_start_code"), noinline))
+/* (weak: a test's library of the sampler alone has no such section; both are then 0) */
+extern const char __start_pl_start_code[] __attribute__((weak)) PL_HIDDEN;
+extern const char __stop_pl_start_code[] __attribute__((weak)) PL_HIDDEN;
 #define pl_likely(x) __builtin_expect(!!(x), 1)
 #define pl_unlikely(x) __builtin_expect(!!(x), 0)
 
