@@ -18,7 +18,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime.h"
@@ -125,7 +124,6 @@ static struct pl_stack *adopt_running(void)
 	ucontext_t here;
 	if (getcontext(&here) != 0)
 		return NULL;
-	const char *entry = pl_stack_entry_at(&here);
 	struct pl_stack *s = pl_stack_new();
 	if (!s)
 		return NULL;
@@ -138,13 +136,7 @@ static struct pl_stack *adopt_running(void)
 	s->naming = 0;
 	s->tries = 0;
 	__atomic_store_n(&s->fold_name, NULL, __ATOMIC_RELEASE);
-	if (entry) {
-		s->name = entry;
-	} else {
-		snprintf(s->namebuf, sizeof(s->namebuf), "%p",
-			 (void *)here.uc_mcontext.gregs[REG_RIP]);
-		s->name = s->namebuf;
-	}
+	s->name = pl_stack_entry_at(&here, s->namebuf, sizeof(s->namebuf));
 	return s;
 }
 

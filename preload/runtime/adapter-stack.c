@@ -205,10 +205,13 @@ static void entry_walk(void *arg)
 	j->entry = n > 0 ? pl_stack_entry(pcs, (uint32_t)n, &bottom) : NULL;
 }
 
-const char *pl_stack_entry_at(const ucontext_t *at)
+const char *pl_stack_entry_at(const ucontext_t *at, char *buf, size_t len)
 {
 	struct entry_job job = {at, NULL};
-	return pl_on_scratch(entry_walk, &job) == 0 ? job.entry : NULL;
+	if (pl_on_scratch(entry_walk, &job) == 0 && job.entry)
+		return job.entry;
+	snprintf(buf, len, "%p", (void *)at->uc_mcontext.gregs[REG_RIP]);
+	return buf;
 }
 
 /* The mapping of /proc/self/maps that holds `sp`, read without allocating. */

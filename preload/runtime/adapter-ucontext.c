@@ -306,7 +306,6 @@ static struct pl_coro *adopt(ucontext_t *uc, const ucontext_t *from)
 {
 	if (pl_sig_maybe_in_handler() || !pl_addrmap_ready(&map))
 		return NULL;
-	const char *entry = pl_stack_entry_at(from);
 	struct pl_coro *c = coro_for(uc);
 	if (!c || map_put(uc, c) != 0)
 		return NULL;
@@ -318,13 +317,7 @@ static struct pl_coro *adopt(ucontext_t *uc, const ucontext_t *from)
 	c->finished = 0;
 	c->adopted = 1;
 	c->ctx = NULL;
-	if (entry) {
-		c->name = entry;
-	} else {
-		snprintf(c->namebuf, sizeof(c->namebuf), "%p",
-			 (void *)from->uc_mcontext.gregs[REG_RIP]);
-		c->name = c->namebuf;
-	}
+	c->name = pl_stack_entry_at(from, c->namebuf, sizeof(c->namebuf));
 	return c;
 }
 

@@ -54,11 +54,11 @@ PL_HIDDEN int pl_on_scratch(void (*fn)(void *), void *arg);
  * lies on the calling thread's own stack, 0 when off it, -1 when that cannot be known
  * (not read yet, in a signal handler). */
 PL_HIDDEN int pl_on_own_stack(uintptr_t sp);
-/* The entry of the coroutine whose stack the context `at` is on: its stack walked to
- * its end from there (on the scratch stack: the walk and DWARF go deeper than a
- * coroutine's own stack allows), the outermost function of the program's own; NULL
- * when none. Never in a signal handler. */
-PL_HIDDEN const char *pl_stack_entry_at(const ucontext_t *at);
+/* The name of the coroutine whose stack the context `at` is on: its entry, its stack
+ * walked to its end from there (on the scratch stack: the walk and DWARF go deeper than
+ * a coroutine's own stack allows), the outermost function of the program's own; when
+ * none, `at`'s address written into buf. Never in a signal handler. */
+PL_HIDDEN const char *pl_stack_entry_at(const ucontext_t *at, char *buf, size_t len);
 /* A detected stack's root frame returned: its context ends. Guard held. */
 PL_HIDDEN void pl_stack_root_returned(struct coprof_thread *th, struct pl_stack *s);
 /* The engine context of `s` on thread `th`, made on first use (never in a signal
