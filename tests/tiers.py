@@ -37,7 +37,8 @@ PY_SUBSET = {
     # coprof attach: the adapter's late set-up in a live interpreter, per version
     "attach_asyncio",
 }
-PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked"}  # the profile function's
+# the profile function's; raw_thread: its hook on a new thread, put on per thread
+PY_SUBSET_PROFILE = {"tasks_cpu", "greenlet_gevent", "forked", "raw_thread"}
 PYSAMPLE_SUBSET = {"split_cpu", "tasks_wall", "threads_cpu", "afork_cpu", "idle_wall",
                    "stalls_cpu", "stall_timers_cpu", "handles_cpu"}  # Handle._run watched: local events (3.12+),
 # a C stand-in before (handles: what the program prints stays the same)

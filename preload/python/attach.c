@@ -93,8 +93,9 @@ static int audit(const char *event, PyObject *args, void *data)
 	} else if (event[0] == '_' && pl_py_installed &&
 		   (strcmp(event, "_thread.start_new_thread") == 0 ||
 		    strcmp(event, "_thread.start_joinable_thread") == 0)) {
-		/* The new thread state exists once this call returns; the next event
-		 * in this thread, before the new thread can take the GIL, hooks it. */
+		/* The new thread state exists once this call returns; its return
+		 * event, before the new thread can take the GIL, hooks it (the next
+		 * Python event may come after CPython let the GIL go). */
 		__atomic_store_n(&pl_py_new_threads, 1, __ATOMIC_RELEASE);
 	}
 	return 0;

@@ -607,6 +607,19 @@ def case_fork_thread(r):
             os.unlink(f)
 
 
+def case_raw_thread(r):
+    """A thread whose creator lets the GIL go right after starting it runs profiled
+    from its first call (progs/raw_thread.py): under the profile function, on 3.12+
+    the hook went on the new thread at its creator's next Python event, after
+    start_new_thread's return had let the new thread run unprofiled (CPython drops
+    the GIL there when asked). Under load, a thread that forked then lost its calls
+    before the fork this way (fork_thread)."""
+    out, _ = r.run(os.path.join(PROGS, "raw_thread.py"))
+    prof = Profile(out)
+    for fn in ("child", "inner"):
+        check(prof.nc(fn) == 1, "%s nc %d != 1" % (fn, prof.nc(fn)))
+
+
 def case_getprofile(r):
     """sys.getprofile() answers None, in the main thread and a new one, until the
     program sets its own profile function (progs/getprofile.py): under the profile

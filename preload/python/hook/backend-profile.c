@@ -3,7 +3,7 @@
  * struct pl_py_thread in a capsule as the function's argument, so the hot path finds
  * it without a lookup. Every Python version has it, and it alone sees C builtins
  * (COPROF_BUILTINS=1). A thread started later gets the hook at its creator's next
- * event (pl_py_new_threads, install.c). Events run in the thread that runs the code,
+ * event, the return of the call that started it (pl_py_new_threads, install.c). Events run in the thread that runs the code,
  * GIL held; installing and removing hold the GIL too. */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -46,9 +46,13 @@ static inline void *capsule_pointer(PyObject *cap)
  * call). */
 static int on_event(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
-	/* The C events, most of them when builtins are off: only start_new_thread's
-	 * return matters then (3.10, 3.11; start_thread_ml stays NULL on 3.12+). */
+	/* The C events, most of them when builtins are off: only a thread start's
+	 * return matters then. On 3.10 and 3.11 that is start_new_thread's (no audit
+	 * event); on 3.12+ (start_thread_ml stays NULL) the audit hook has flagged the
+	 * start, and the C event right after it is that return: CPython may let the
+	 * GIL go to the new thread before the creator's next Python event. */
 	if (what >= PyTrace_C_CALL && !pl_py_host->builtins &&
+	    !__atomic_load_n(&pl_py_new_threads, __ATOMIC_RELAXED) &&
 	    (what != PyTrace_C_RETURN || !start_thread_ml || !PyCFunction_Check(arg) ||
 	     ((PyCFunctionObject *)arg)->m_ml != start_thread_ml))
 		return 0;
