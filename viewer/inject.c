@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <elf.h>
+#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -361,9 +362,10 @@ static int find_room(pid_t pid, int memfd, const struct maps *m, size_t need, ui
 }
 
 /* System calls a thread blocks in while it holds no lock of the C library or the
- * loader: the thread may run the loader there. Anything else (malloc's mmap, a write
- * under stdio's lock...) may hold one. futex is not here: a thread waits in it for a
- * lock while it may hold another; it is tried last (rank_of). */
+ * loader, when the program made them (stack_safe checks which function of the C
+ * library's it called): the thread may run the loader there. Anything else (malloc's
+ * mmap, a write under stdio's lock...) may hold one. futex is not here: a thread waits
+ * in it for a lock while it may hold another; it is tried last (rank_of). */
 static int idle_syscall(long nr)
 {
 	switch (nr) {
@@ -452,33 +454,36 @@ static int list_threads(pid_t pid, pid_t *tids, int max)
 	return n;
 }
 
-/* The ranges of the C library, the loader and the allocators that replace malloc: a
- * thread stopped there (not in an idle system call) may hold one of their locks, which
- * dlopen takes again. */
+/* Is the file at `path` the C library, the loader or an allocator that replaces
+ * malloc (by its name)? */
+static int locking_object(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	static const char *const locking[] = {
+	    "libc.so",
+	    "libc-",
+	    "ld-linux",
+	    "libpthread",
+	    "libdl",
+	    /* allocators the program may put in malloc's place */
+	    "libjemalloc",
+	    "libtcmalloc",
+	    "libmimalloc",
+	};
+	for (size_t k = 0; k < sizeof(locking) / sizeof(locking[0]); k++)
+		if (!strncmp(base, locking[k], strlen(locking[k])))
+			return 1;
+	return 0;
+}
+
+/* In the C library, the loader or an allocator: a thread stopped there (not in an
+ * idle system call) may hold one of their locks, which dlopen takes again. */
 static int in_libc(const struct maps *m, uint64_t pc)
 {
-	for (size_t i = 0; i < m->n; i++) {
-		const struct map *x = &m->v[i];
-		if (pc < x->lo || pc >= x->hi)
-			continue;
-		const char *base = strrchr(x->path, '/');
-		base = base ? base + 1 : x->path;
-		static const char *const locking[] = {
-		    "libc.so",
-		    "libc-",
-		    "ld-linux",
-		    "libpthread",
-		    "libdl",
-		    /* allocators the program may put in malloc's place */
-		    "libjemalloc",
-		    "libtcmalloc",
-		    "libmimalloc",
-		};
-		for (size_t k = 0; k < sizeof(locking) / sizeof(locking[0]); k++)
-			if (!strncmp(base, locking[k], strlen(locking[k])))
-				return 1;
-		return 0;
-	}
+	for (size_t i = 0; i < m->n; i++)
+		if (pc >= m->v[i].lo && pc < m->v[i].hi)
+			return locking_object(m->v[i].path);
 	return 0;
 }
 
@@ -506,12 +511,198 @@ static int wait_stop(pid_t tid)
 	return -EAGAIN;
 }
 
-/* Stopped thread at `r`: is it somewhere it may run the loader? And how it goes on
- * afterwards: into *back, its rip and rax (a system call the stop interrupted is
- * restarted as the kernel would, at the syscall instruction again). 0: safe; 1: not
- * here; -1: never (not a 64-bit syscall to restart). */
-static int judge(int memfd, const struct maps *m, const struct user_regs_struct *r,
-		 struct vw_tramp_block *back, int *restarted)
+/* The target's files for libdwfl, through its root (its own mount namespace); else
+ * as libdwfl finds them (from memory for a file gone). The viewer runs one look at a
+ * time. */
+static pid_t look_pid;
+
+static int look_find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+			 char **file_name, Elf **elfp)
+{
+	if (name && name[0] == '/') {
+		char path[PATH_MAX + 64];
+		snprintf(path, sizeof(path), "/proc/%d/root%s", (int)look_pid, name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && (*file_name = strdup(path)) != NULL)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
+	return dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+}
+
+/* No separate debug files: the names that matter are those the C library exports. */
+static int look_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			     Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+			     GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+	return -1;
+}
+
+static const Dwfl_Callbacks look_callbacks = {
+    .find_elf = look_find_elf,
+    .find_debuginfo = look_no_debuginfo,
+};
+
+/* The process's objects as they are now, for unwinding its stopped threads; NULL when
+ * libdwfl cannot. */
+static Dwfl *look_open(pid_t pid)
+{
+	Dwfl *d = dwfl_begin(&look_callbacks);
+	look_pid = pid;
+	if (d && (dwfl_linux_proc_report(d, pid) != 0 || dwfl_report_end(d, NULL, NULL) != 0 ||
+		  dwfl_linux_proc_attach(d, pid, true) != 0)) {
+		dwfl_end(d);
+		d = NULL;
+	}
+	return d;
+}
+
+/* A function of the C library's that a thread may block in (a system call, or a
+ * futex) while it holds a lock that the trampoline's dlopen or the shim's entries take
+ * on the same thread: pthread_getattr_np holds the thread's own lock while it reads
+ * /proc/self/maps (for the main thread), and the shim's entries read their thread's
+ * stack with it; malloc's family holds an arena's lock. `name` as the C library names
+ * it (__libc_malloc, __pthread_getattr_np). */
+static int holds_lock(const char *name)
+{
+	static const char *const holding[] = {
+	    "pthread_getattr_np", "malloc",	 "calloc",	  "realloc",   "reallocarray",
+	    "free",		  "memalign",	 "posix_memalign", "aligned_alloc", "valloc",
+	    "pvalloc",		  "malloc_trim", "malloc_stats",   "malloc_info",	"mallinfo",
+	    "mallinfo2",
+	};
+	if (!strncmp(name, "__GI_", 5))
+		name += 5;
+	while (*name == '_')
+		name++;
+	if (!strncmp(name, "libc_", 5))
+		name += 5;
+	for (size_t k = 0; k < sizeof(holding) / sizeof(holding[0]); k++)
+		if (!strcmp(name, holding[k]))
+			return 1;
+	return 0;
+}
+
+/* The kinds of objects a stopped thread's frames are in. */
+enum look_obj { LOOK_OTHER, LOOK_LIBC, LOOK_LOADER, LOOK_ALLOC, LOOK_SHIM };
+
+static enum look_obj look_obj(const char *file)
+{
+	if (!file)
+		return LOOK_OTHER;
+	const char *base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	if (!strncmp(base, "ld-linux", 8))
+		return LOOK_LOADER;
+	if (!strncmp(base, "libcoprof-preload", 17))
+		return LOOK_SHIM;
+	if (!strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5) ||
+	    !strncmp(base, "libpthread", 10) || !strncmp(base, "libdl", 5))
+		return LOOK_LIBC;
+	return locking_object(file) ? LOOK_ALLOC : LOOK_OTHER;
+}
+
+/* A condition wait gives its mutex back while it waits. */
+static int cond_wait(const char *name)
+{
+	while (*name == '_')
+		name++;
+	return !strncmp(name, "pthread_cond_", 13) && strstr(name, "wait");
+}
+
+struct look {
+	Dwfl *dwfl;
+	int frames;
+	int in_run;	   /* still in the C library's frames the system call was made from */
+	const char *outer; /* the outermost of those so far */
+	int verdict;	   /* -1 undecided, 0 safe, 1 not here */
+};
+
+/* Each frame of the stopped thread, innermost first. A frame of the loader's (which
+ * holds its lock there) or of the shim's (a hook or a tick of its, which may hold the
+ * shim's locks or libunwind's) anywhere: never. Stopped in a system call of the C
+ * library's, the first frame out of it decides with the outermost of the C library's
+ * (the function called there): an allocator only waiting on a condition (its
+ * background threads), anything else unless that function holds a lock
+ * (holds_lock). */
+static int look_frame(Dwfl_Frame *f, void *arg)
+{
+	struct look *l = arg;
+	Dwarf_Addr pc;
+	bool activation;
+	if (!dwfl_frame_pc(f, &pc, &activation) || ++l->frames > 256)
+		return DWARF_CB_ABORT;
+	Dwarf_Addr at = activation ? pc : pc - 1;
+	Dwfl_Module *m = dwfl_addrmodule(l->dwfl, at);
+	enum look_obj obj =
+	    look_obj(m ? dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, NULL, NULL) : NULL);
+	if (obj == LOOK_LOADER || obj == LOOK_SHIM) {
+		l->verdict = 1;
+		return DWARF_CB_ABORT;
+	}
+	if (!l->in_run)
+		return DWARF_CB_OK;
+	if (obj == LOOK_LIBC) {
+		l->outer = dwfl_module_addrname(m, at);
+		return DWARF_CB_OK;
+	}
+	l->in_run = 0;
+	if (obj == LOOK_ALLOC)
+		l->verdict = !l->outer || !cond_wait(l->outer);
+	else
+		l->verdict = !l->outer || holds_lock(l->outer);
+	return l->verdict ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+static int shim_module(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Addr start,
+		       void *arg)
+{
+	(void)m, (void)userdata, (void)start;
+	if (look_obj(name) != LOOK_SHIM)
+		return DWARF_CB_OK;
+	*(int *)arg = 1;
+	return DWARF_CB_ABORT;
+}
+
+/* Has the process the shim loaded (then a running thread may be in it)? */
+static int shim_in(Dwfl *dwfl)
+{
+	int in = 0;
+	if (dwfl)
+		dwfl_getmodules(dwfl, shim_module, &in, 0);
+	return in;
+}
+
+/* Stopped thread `tid`: may it run the loader and the shim's entry where it is? Its
+ * stack is unwound (libdwfl, from the objects' CFI; look_frame). `in_call`: it is in a
+ * system call of the C library's. A thread all of the C library's (its helper
+ * threads) is safe when the outermost function is named and holds no lock; one that
+ * cannot be unwound out of the C library is not; past that, a stack that cannot be
+ * unwound further is judged on what was seen. 0: safe; 1: not here. */
+static int stack_safe(Dwfl *dwfl, pid_t tid, int in_call)
+{
+	if (!dwfl)
+		return in_call ? 1 : 0;
+	struct look l = {.dwfl = dwfl, .in_run = in_call, .verdict = in_call ? -1 : 0};
+	int rc = dwfl_getthread_frames(dwfl, tid, look_frame, &l);
+	if (l.verdict < 0)
+		l.verdict = rc != 0 || !l.outer || holds_lock(l.outer);
+	return l.verdict != 0;
+}
+
+/* Stopped thread `tid` at `r`: is it somewhere it may run the loader and the shim's
+ * entry? In an idle system call (or a futex) where its stack is safe (stack_safe), or
+ * running out of the C library; once the shim is loaded (`shim`), running nowhere
+ * under the shim's code either (coprof_attach_thread would take the locks the shim's
+ * code may hold there). And how it goes on afterwards: into *back, its rip and rax (a
+ * system call the stop interrupted is restarted as the kernel would, at the syscall
+ * instruction again). 0: safe; 1: not here; -1: never (not a 64-bit syscall to
+ * restart). */
+static int judge(int memfd, const struct maps *m, Dwfl *dwfl, int shim, pid_t tid,
+		 const struct user_regs_struct *r, struct vw_tramp_block *back, int *restarted)
 {
 	long orig = (long)r->orig_rax, ret = (long)r->rax;
 	back->rip = r->rip;
@@ -519,6 +710,8 @@ static int judge(int memfd, const struct maps *m, const struct user_regs_struct 
 	*restarted = 0;
 	if (orig >= 0) {
 		if (!idle_syscall(orig) && orig != SYS_futex)
+			return 1;
+		if (stack_safe(dwfl, tid, in_libc(m, r->rip)) != 0)
 			return 1;
 		if (ret == -ERESTARTSYS || ret == -ERESTARTNOINTR || ret == -ERESTARTNOHAND ||
 		    ret == -ERESTART_RESTARTBLOCK) {
@@ -533,7 +726,7 @@ static int judge(int memfd, const struct maps *m, const struct user_regs_struct 
 		}
 		return 0;
 	}
-	return in_libc(m, r->rip) ? 1 : 0;
+	return in_libc(m, r->rip) || (shim && stack_safe(dwfl, tid, 0)) ? 1 : 0;
 }
 
 static void fill_block(struct vw_tramp_block *b, const struct user_regs_struct *r)
@@ -549,6 +742,8 @@ struct vw_inject {
 	int memfd;
 	struct maps maps;
 	uint64_t dlopen_at, dlsym_at;
+	Dwfl *dwfl; /* the objects, for unwinding a stopped thread (stack_safe); or NULL */
+	int shim_in; /* the shim among them */
 	uint64_t at;	 /* the trampoline's address in the target; 0: no room chosen yet */
 	size_t room;	 /* bytes of padding it may use there (zero in the target) */
 	int dirty;	 /* bytes written there, to put back to zero */
@@ -587,7 +782,7 @@ static int try_thread(struct vw_inject *j, pid_t tid, struct vw_inject_stats *st
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return rc;
 	}
-	rc = judge(j->memfd, &j->maps, &r, b, &restarted);
+	rc = judge(j->memfd, &j->maps, j->dwfl, j->shim_in, tid, &r, b, &restarted);
 	if (rc != 0) {
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return rc < 0 ? -ENOEXEC : 1;
@@ -703,6 +898,12 @@ int vw_inject_run(struct vw_inject *j, pid_t tid, const char *shim, const char *
 		  size_t errlen)
 {
 	memset(st, 0, sizeof(*st));
+	/* The objects as they are now (the shim itself may have come since), read before
+	 * any thread is stopped. */
+	if (j->dwfl)
+		dwfl_end(j->dwfl);
+	j->dwfl = look_open(j->pid);
+	j->shim_in = shim_in(j->dwfl);
 	if (build_image(j, shim, entry, opts) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -820,6 +1021,8 @@ int vw_inject_close(struct vw_inject *j, int restore)
 	}
 	if (j->memfd >= 0)
 		close(j->memfd);
+	if (j->dwfl)
+		dwfl_end(j->dwfl);
 	free(j->image);
 	free(j->maps.v);
 	free(j);

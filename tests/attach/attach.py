@@ -757,6 +757,33 @@ def case_mount_ns():
     runs_on(t, shim=False)
 
 
+def case_getattr_held():
+    """A thread blocked in a read inside pthread_getattr_np holds its own thread's lock
+    (target getattr: the main thread), which the shim's entries take on the thread they
+    run on: coprof gives it no trampoline (there it waited for ever on its own lock).
+    attach goes through another thread, samples the two others, and puts the padding
+    back; the main thread, released, goes on."""
+    if os.geteuid() != 0:
+        print("SKIP: needs root for a mount namespace")
+        sys.exit(SKIP)
+    fifo = os.path.join(TMP, "maps.fifo")
+    os.mkfifo(fifo)
+    t = Target([TARGET, "getattr", fifo], orders=True)
+    r = coprof("attach", "-o", "w-%p.pstat", str(t.pid))
+    check(r.returncode == 0, "attach: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    clean(r.stdout)
+    through = re.search(r"attached through thread (\d+)", r.stdout)
+    check(through and int(through.group(1)) != t.pid and
+          "sampling 2 of its 3 threads" in r.stdout, r.stdout)
+    t.order("release")
+    wait_for(lambda: "main free" in t.text(), 10, "the main thread to go on")
+    time.sleep(1)
+    r = coprof("detach", str(t.pid))
+    check(r.returncode == 0 and wrote(r.stdout) == os.path.join(TMP, "w-%d.pstat" % t.pid),
+          "detach: %r %r" % (r.stdout, r.stderr))
+    runs_on(t, shim=True)
+
+
 def case_python_asyncio(python, mode="trace"):
     """A running asyncio program (aio.py), attached in trace mode (or sample mode): each
     task holds its own function and not the other's; the program runs on; the padding

@@ -18,7 +18,14 @@
  *                   reads), and prints "mapped"
  *   target coros    main runs ucontext coroutines in turn, each spinning a round at a
  *                   time: two made at its start (old_coro), and one more (new_coro,
- *                   printing "made") for each order "coro" on stdin, read as in orders */
+ *                   printing "made") for each order "coro" on stdin, read as in orders
+ *   target getattr FIFO  (root) the main thread blocks in a read inside
+ *                   pthread_getattr_np, holding its own thread's lock: in a mount
+ *                   namespace of its own, FIFO is bound over /proc/self/maps while main
+ *                   opens it (then unbound); a busy thread runs, and a thread that
+ *                   reads orders prints "ready" once main is blocked, and on "release"
+ *                   closes the FIFO's writer: main then prints "main free" */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -28,7 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <ucontext.h>
@@ -234,6 +243,55 @@ static void *orders(void *arg)
 	return NULL;
 }
 
+static int fifo_writer = -1;
+
+/* target getattr: waits for main's read of the FIFO, unbinds it, and takes orders. */
+static void *getattr_orders(void *arg)
+{
+	char path[64], line[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)getpid());
+	for (int blocked = 0; !blocked;) {
+		FILE *f = fopen(path, "re");
+		blocked = f && fgets(line, sizeof(line), f) && !strncmp(line, "0 ", 2);
+		if (f)
+			fclose(f);
+		struct timespec t = {0, 10000000};
+		nanosleep(&t, NULL);
+	}
+	if (umount2((const char *)arg, MNT_DETACH) != 0) {
+		perror("umount2");
+		exit(1);
+	}
+	printf("ready\n");
+	while (fgets(line, sizeof(line), stdin))
+		if (!strcmp(line, "release\n"))
+			close(fifo_writer);
+	return NULL;
+}
+
+static int getattr_held(const char *fifo)
+{
+	if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		perror("mount namespace");
+		return 1;
+	}
+	static char maps[64];
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)getpid());
+	if ((fifo_writer = open(fifo, O_RDWR)) < 0 || mount(fifo, maps, NULL, MS_BIND, NULL) != 0) {
+		perror(fifo);
+		return 1;
+	}
+	pthread_t t;
+	pthread_create(&t, NULL, busy_thread, NULL);
+	pthread_create(&t, NULL, getattr_orders, maps);
+	pthread_attr_t a;
+	if (pthread_getattr_np(pthread_self(), &a) == 0)
+		pthread_attr_destroy(&a);
+	printf("main free\n");
+	busy();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -248,6 +306,8 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (argc == 3 && !strcmp(argv[1], "getattr"))
+		return getattr_held(argv[2]);
 	if (argc == 2 && !strcmp(argv[1], "seccomp")) {
 		/* a filter that allows everything: the process is filtered all the same */
 		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
@@ -301,7 +361,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 2; i++)
 			pthread_create(&t[i], NULL, busy_thread, NULL);
 	} else if (argc != 2 || strcmp(argv[1], "busy")) {
-		fprintf(stderr, "usage: target busy|threads|orders|coros|seccomp|main-exits|forks|gaps|sleep N\n");
+		fprintf(stderr, "usage: target busy|threads|orders|coros|seccomp|main-exits|forks|gaps|sleep N|getattr FIFO\n");
 		return 2;
 	}
 	printf("ready\n");
