@@ -546,6 +546,20 @@ static const Dwfl_Callbacks look_callbacks = {
     .find_debuginfo = look_no_debuginfo,
 };
 
+/* Reads an object's CFI (and the C library's symbols) now, not while a thread is
+ * stopped: libdwfl reads them at their first use. */
+static int look_warm(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Addr start,
+		     void *arg)
+{
+	(void)userdata, (void)start, (void)arg;
+	Dwarf_Addr bias;
+	(void)dwfl_module_eh_cfi(m, &bias);
+	const char *base = strrchr(name, '/');
+	if (!strncmp(base ? base + 1 : name, "libc.so", 7))
+		(void)dwfl_module_getsymtab(m);
+	return DWARF_CB_OK;
+}
+
 /* The process's objects as they are now, for unwinding its stopped threads; NULL when
  * libdwfl cannot. */
 static Dwfl *look_open(pid_t pid)
@@ -555,8 +569,10 @@ static Dwfl *look_open(pid_t pid)
 	if (d && (dwfl_linux_proc_report(d, pid) != 0 || dwfl_report_end(d, NULL, NULL) != 0 ||
 		  dwfl_linux_proc_attach(d, pid, true) != 0)) {
 		dwfl_end(d);
-		d = NULL;
+		return NULL;
 	}
+	if (d)
+		dwfl_getmodules(d, look_warm, NULL, 0);
 	return d;
 }
 
