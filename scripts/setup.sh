@@ -1,24 +1,42 @@
 #!/usr/bin/env bash
-# Installs every Debian package coprof needs to build, test and benchmark.
+# Installs the Debian packages coprof needs.
+#
+# usage: scripts/setup.sh [--all]
+#   (none)  to build, run the demo and the per-change tier of the tests (scripts/test.sh)
+#   --all   also what only `scripts/test.sh --all`, bench/ and scripts/screenshots.sh
+#           use: clang and its fuzzing runtimes, AFL++, chromium, the anchors
+#           (uftrace, gperftools, perf), hyperfine. About 1 GB more on a fresh machine,
+#           which CI, running the tier, does not spend.
 # Idempotent: packages already present are skipped; apt-get runs only if one is missing.
 set -euo pipefail
+case "${1:-}" in
+--all | "") ;;
+*) echo "usage: scripts/setup.sh [--all]" >&2; exit 2 ;;
+esac
 
 pkgs=(
-	build-essential clang lld pkg-config meson ninja-build
+	build-essential pkg-config meson ninja-build
 	libcriterion-dev libdw-dev libelf-dev libunwind-dev libncurses-dev
-	libclang-rt-dev
 	python3 python3-yappi
-	uftrace google-perftools libgoogle-perftools-dev
-	redis-tools valgrind tmux hyperfine afl++ procps stress
-	chromium chromium-driver python3-venv
-	zlib1g-dev golang-go clang-format
+	redis-tools valgrind tmux procps stress
+	python3-venv
+	zlib1g-dev golang-go
 	strace # tests/native toggle-*: no signal is sent for a refused pid
-	linux-perf redis-server
+	redis-server
 	nginx apache2-utils # tests/native creds-nginx: workers that drop privileges, under ab
 	python3-gevent python3-eventlet # tests/python greenlet_*: gevent, eventlet and greenlet for /usr/bin/python3
 	g++ libst-dev libboost-context-dev # tests/native runtimes and samples/native: State Threads, Boost.Context
 	gcc-multilib # tests/attach 32bit: a 32-bit process, which coprof attach refuses
 )
+if [ "${1:-}" = --all ]; then
+	pkgs+=(
+		clang lld libclang-rt-dev # build-clang, the fuzzers (build-fuzz)
+		afl++                     # tests/fuzz
+		chromium chromium-driver  # tests/snakeviz (suite slow), scripts/screenshots.sh
+		uftrace google-perftools libgoogle-perftools-dev linux-perf hyperfine # bench/
+		clang-format              # the code's style (.clang-format)
+	)
+fi
 
 # CPython's own test package for Debian's python3, which tests/python's cpython_suites
 # runs under coprof (pyenv's Pythons ship theirs): libpython3.11-testsuite on Debian 12.

@@ -16,7 +16,15 @@ case "${1:-}" in
 "") ;;
 *) echo "usage: scripts/test.sh [--all]" >&2; exit 2 ;;
 esac
-scripts/setup.sh
+# How long each step took, printed last ('times: ...'): what CI's time is made of.
+times=()
+last=$SECONDS
+mark() {
+	times+=("$1 $((SECONDS - last)) s")
+	last=$SECONDS
+}
+scripts/setup.sh $([ "$all" = 0 ] || echo --all)
+mark set-up
 
 status=0
 rm -f build*/meson-logs/testlog.json
@@ -43,18 +51,23 @@ tier_test() {
 # build directory; else only checked): half of making them is pip on the network.
 run env CC=gcc scripts/build.sh --setup-only build
 mkdir -p build/meson-logs
-python3 tests/lib/make_venvs.py build >build/meson-logs/venvs.txt 2>&1 &
+# (the tier's alone, unless --all: snakeviz's is only --all's)
+mapfile -t venv_tests < <([ "$all" = 1 ] || python3 tests/tiers.py change build)
+python3 tests/lib/make_venvs.py build "${venv_tests[@]}" >build/meson-logs/venvs.txt 2>&1 &
 venvs=$!
 compile() { ninja -C "$1" >/dev/null; }
 run compile build
 wait $venvs || true
+mark "gcc build and venvs"
 tier_test build change
+mark "gcc tests"
 builds=(build)
 
 if [ "$all" = 1 ]; then
 	run env CC=clang scripts/build.sh build-clang
 	run meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit
 	builds+=(build-clang)
+	mark "clang build and tests"
 fi
 
 # Per change, configured only: `meson test` then builds what the tier's tests need.
@@ -69,6 +82,7 @@ run env CC=gcc scripts/build.sh $([ "$all" = 1 ] || echo --setup-only) build-asa
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	COPROF_VENV_DIR="$PWD/build"
 tier_test build-asan asan --no-suite slow --no-suite hook-other
+mark "sanitizer build and tests"
 unset ASAN_OPTIONS UBSAN_OPTIONS COPROF_VENV_DIR
 builds+=(build-asan)
 
@@ -78,7 +92,9 @@ if [ "$all" = 1 ]; then
 	run env CC=clang scripts/build.sh --setup-only build-fuzz -Dfuzz=true -Dpreload=false
 	run meson test -C build-fuzz --print-errorlogs --suite fuzz
 	builds+=(build-fuzz)
+	mark fuzzers
 fi
 
 python3 scripts/test-summary.py "${builds[@]}"
+IFS=, && echo "times:${times[*]/#/ }; in all $SECONDS s"
 exit $status

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""make_venvs.py BUILD: makes the PyPI venvs BUILD's tests would make on first use
+"""make_venvs.py BUILD [TEST...]: makes the PyPI venvs BUILD's tests (or the TESTs
+named) would make on first use
 (tests/python's gevent venv per Python, tests/attach's aiohttp venv per Python,
 tests/snakeviz's venv-snakeviz), each by the test driver's own code (run.py
 --make-venv, attach.py --make-venv, --venv-only), all at once. scripts/test.sh
@@ -15,12 +16,15 @@ import subprocess
 import sys
 
 
-def jobs(build):
-    """The commands that make each venv, from the tests meson registered in BUILD."""
+def jobs(build, names):
+    """The commands that make each venv, from the tests meson registered in BUILD (those
+    named, if any)."""
     tests = json.loads(subprocess.run(["meson", "introspect", "--tests", build],
                                       capture_output=True, text=True, check=True).stdout)
     out = {}
     for t in tests:
+        if names and t["name"] not in names:
+            continue
         cmd = t["cmd"]
         if any(c.endswith(os.path.join("tests", "python", "run.py")) for c in cmd) and \
                 cmd[-1].startswith("greenlet"):
@@ -45,7 +49,7 @@ def make(what, cmd):
 
 def main():
     try:
-        todo = jobs(sys.argv[1])
+        todo = jobs(sys.argv[1], set(sys.argv[2:]))
     except (subprocess.CalledProcessError, OSError, ValueError, KeyError) as e:
         print("make_venvs: no test list: %s" % e)
         return 0
