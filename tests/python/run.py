@@ -127,7 +127,11 @@ def case_stalls(r, clock):
     CPU each are stalls past 100 ms, kept at their longest point (decode, called by
     blocker), on the main thread, longest first; so is the loop callback on_tick's
     0.15 s, as task 0 named on_tick; no other task's stall holds decode, and under cpu
-    no quick step is one. `coprof report --stalls` lists them."""
+    no quick step is one. `coprof report --stalls` lists them. A stall is at least the
+    CPU its decode spun, less 10 ms: coprof's clock may count a few interrupts more than
+    the kernel before its next reading, up to 10 ms later, and so start a step that much
+    late (doc/design.md, Clocks; on_tick once measured 0.149954 s)."""
+    slack = 0.01
     out, p = r.run(os.path.join(PROGS, "stalls.py"), clock=clock, COPROF_STALL_MS=100)
     check(p.stdout == "stalls: done\n", "output %r" % p.stdout)
     prof = Profile(out)
@@ -136,7 +140,7 @@ def case_stalls(r, clock):
     mine = [s for s in stalls if s[2] == "blocker"]
     check(len(mine) == 2, "blocker's stalls %r" % (stalls,))
     for tid, tid_task, name, seconds, frames, _behind in mine:
-        check(seconds >= 0.2, "a stall of %.3f s for 0.2 s of CPU" % seconds)
+        check(seconds >= 0.2 - slack, "a stall of %.3f s for 0.2 s of CPU" % seconds)
         check([k[2] for k in frames] == ["decode", "blocker"] and all(ours(k[0]) for k in frames),
               "blocker's stall stack %r" % (frames,))
         check(tid == prof.task("blocker")["thread"], "stall on thread %d" % tid)
@@ -144,7 +148,7 @@ def case_stalls(r, clock):
     callbacks = [s for s in stalls if s[1] == 0]
     check([s[2] for s in callbacks] == ["on_tick"], "callback stalls %r" % (stalls,))
     tid, _, _, seconds, frames, _ = callbacks[0]
-    check(seconds >= 0.15 and [k[2] for k in frames[:2]] == ["decode", "on_tick"]
+    check(seconds >= 0.15 - slack and [k[2] for k in frames[:2]] == ["decode", "on_tick"]
           and tid == prof.task("blocker")["thread"], "on_tick's stall %r" % (callbacks[0],))
     others = [s for s in stalls if s[2] != "blocker" and s[1] != 0]
     check(not any("decode" in [k[2] for k in s[4]] for s in others),
