@@ -208,15 +208,17 @@ static struct pl_stack *made_at(uintptr_t frame)
  * own tells nothing, and fnext is another context's or NULL: one of an object whose
  * entries are not bound yet (coprof attach binds entry after entry, and a dlopened
  * object waits for the control thread), or a handle of Boost's taken past the PLT.
- * The record is then found by the stack it runs on, keyed by its top (the program's
- * function on a stale record ran another context's function on this stack; on none,
- * the process crashed). */
+ * Then the record is the one keyed by the top of the stack entry() runs on: fnext
+ * would run another context's function here, or none. */
 static PL_START_CODE void entry(struct pl_transfer t)
 {
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	struct pl_stack *s = pl_stls.fnext;
-	if (!s || frame < s->lo || frame >= s->hi || s->hi - frame > ENTRY_DEPTH)
-		s = made_at(frame);
+	if (!s || frame < s->lo || frame >= s->hi || s->hi - frame > ENTRY_DEPTH) {
+		struct pl_stack *made = made_at(frame);
+		if (made)
+			s = made; /* else, as before: a layout of Boost's with its top further up */
+	}
 	void (*fn)(struct pl_transfer) = (void (*)(struct pl_transfer))s->fn;
 	pl_stls.ontop_done = 0;
 	resumed(t.fctx);
