@@ -187,10 +187,38 @@ static void resumed(pl_fctx from)
 	pl_tls_data.in_switch = 0;
 }
 
-/* Every context made by make_fcontext starts here, on its own stack. */
+/* How far above entry()'s frame its stack's top lies at most: Boost's context record
+ * and alignment, and the frame that calls entry(), take some hundred bytes. */
+#define ENTRY_DEPTH 1024
+
+/* The record of the context made on the stack whose frame is at `frame`: the nearest
+ * stack top above it that make_fcontext keyed, or NULL. */
+static struct pl_stack *made_at(uintptr_t frame)
+{
+	for (uintptr_t top = frame; top < frame + ENTRY_DEPTH; top++) {
+		struct pl_stack *s = map_get(top | 1);
+		if (s && s->hi == top && s->lo <= frame)
+			return s;
+	}
+	return NULL;
+}
+
+/* Every context made by make_fcontext starts here, on its own stack. The shim's jump
+ * that enters it told it which record it runs (pl_stls.fnext). A jump of the program's
+ * own tells nothing, and fnext is another context's or NULL: one of an object whose
+ * entries are not bound yet (coprof attach binds entry after entry, and a dlopened
+ * object waits for the control thread), or a handle of Boost's taken past the PLT.
+ * Then the record is the one keyed by the top of the stack entry() runs on: fnext
+ * would run another context's function here, or none. */
 static PL_START_CODE void entry(struct pl_transfer t)
 {
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	struct pl_stack *s = pl_stls.fnext;
+	if (!s || frame < s->lo || frame >= s->hi || s->hi - frame > ENTRY_DEPTH) {
+		struct pl_stack *made = made_at(frame);
+		if (made)
+			s = made; /* else, as before: a layout of Boost's with its top further up */
+	}
 	void (*fn)(struct pl_transfer) = (void (*)(struct pl_transfer))s->fn;
 	pl_stls.ontop_done = 0;
 	resumed(t.fctx);
@@ -233,6 +261,7 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 	t->guard = 1;
 	uintptr_t top = (uintptr_t)sp;
 	struct pl_stack *s = map_get(top | 1);
+	int keyed = 1; /* the record is found by its stack's top (entry) */
 	if (s && s->hi == top) {
 		/* the stack is made again: whatever ran on it is over */
 		if (!s->finished)
@@ -243,7 +272,7 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 			t->guard = 0;
 			return real_make(sp, size, fn);
 		}
-		(void)map_put(top | 1, s);
+		keyed = map_put(top | 1, s) == 0;
 	}
 	s->lo = top - size;
 	s->hi = top;
@@ -257,7 +286,7 @@ PL_EXPORT pl_fctx make_fcontext(void *sp, size_t size, void (*fn)(struct pl_tran
 	s->tries = 0;
 	__atomic_store_n(&s->fold_name, NULL, __ATOMIC_RELEASE);
 	pl_fctx h = real_make(sp, size, entry);
-	if (map_put((uintptr_t)h, s) != 0) {
+	if (!keyed || map_put((uintptr_t)h, s) != 0) {
 		/* entry() could not find the program's function: make it plain again */
 		s->finished = 1;
 		h = real_make(sp, size, fn);

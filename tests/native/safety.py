@@ -213,6 +213,26 @@ def case_uc_preempt_sample():
                 check(ran > 0, f"{what}: green_work never sampled")
 
 
+def case_fctx_own_jump():
+    """A fiber the shim's make_fcontext made, entered through libboost_context's own
+    jump (an object coprof attach has not bound yet): it runs its own function, whether
+    the shim last saw another fiber entered or the thread's own context (it ran the
+    other fiber's function, or crashed)."""
+    for mode, clock in MODES:
+        p, out = record(mode, clock, "fctx-own-jump")
+        check(p.stdout.split() == ["a", "b", "n", "c", "done"], f"{mode} {clock}: printed {p.stdout!r}")
+        check(not coprof_lines(p), f"{mode} {clock}: stderr {p.stderr}")
+        if mode == "sample":
+            continue  # (a run this short may get no tick, and then writes no file)
+        # traced, each fiber is a task that ran its own function (b and c by their
+        # stacks: the shim heard no switch to them)
+        tasks = {t["name"]: t for t in Profile(out).extras["tasks"]}
+        check(sorted(tasks) == ["a_entry", "b_entry", "c_entry", "n_entry"], f"{clock}: tasks {sorted(tasks)}")
+        for name, t in tasks.items():
+            check(sorted(k[2] for k in t["stats"]) == [name], f"{clock}: task {name} ran "
+                  f"{sorted(k[2] for k in t['stats'])}")
+
+
 def case_frames_hidden():
     """Issue 15, item 4: a coroutine's stack starts at its entry function, a thread's at
     its own function: no frame of the shim's (nor glibc's __start_context) under them."""
