@@ -4,7 +4,9 @@
 usage: tiers.py change|asan BUILDDIR     prints the tier's test names, one a line
 
 - change (the gcc build): unit, viewer, every native and file test, and one Python
-  fully (PRIMARY: its cases under both backends, sampled, CPython's own suites),
+  fully (PRIMARY: its cases under its own backend, sampled, CPython's own suites; under
+  the profile function, PY_SUBSET and PY_SUBSET_PROFILE, as that backend's C is the
+  same on every version and --all runs its every case on every Python),
   and PRIMARY's pip install (a wheel built and installed in a fresh venv); the
   other Pythons' (`pip install .`) run in --all;
   the other Pythons run PY_SUBSET (PY_SUBSET_PROFILE under the profile function) and
@@ -71,7 +73,7 @@ def in_change(name, suites):
         return not (suites & {"slow"}) or "viewer" in suites
     minor, case = m.group(3), m.group(4)
     if minor == PRIMARY and not m.group(2):
-        return True
+        return not m.group(5) or case in PY_SUBSET | PY_SUBSET_PROFILE
     if m.group(1) == "pysample":
         return case in PYSAMPLE_SUBSET
     if m.group(5):
