@@ -28,8 +28,8 @@ import sys
 
 PRIMARY = "3.12"
 # the frame-evaluation backend's Python under the sanitizers: 3.11, whose adapter the
-# native tests' /usr/bin/python3 needs there anyway (one adapter fewer to compile than
-# 3.10's: 25 files)
+# native tests' /usr/bin/python3 needs there anyway (3.10 would add an adapter's 25
+# files to compile)
 ASAN_EVALFRAME = "3.11"
 PY_SUBSET = {
     "tasks_cpu", "awaits_cpu", "errors", "generators", "recursion", "threads", "forked",
